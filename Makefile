@@ -1,0 +1,55 @@
+# Two commands do everything on a fresh machine (Python 3.11+ and make):
+#   make lab    open the workbook in JupyterLab (builds the figures instead when there is no screen)
+#   make test   lint + every test (unit, property, notebooks, exercises, browser)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8888
+
+.PHONY: lab serve figures test lint exercises bench bench-smoke strip clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[notebooks,dev]'
+	@touch $(STAMP)
+
+# With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
+# server or CI) the main job is the figure build; `make serve` starts the server headless anyway.
+lab: $(STAMP)
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+		$(PY) -m jupyterlab --notebook-dir=notebooks --port=$(PORT); \
+	else \
+		echo "no screen found: building the docs figures (use 'make serve' for a headless JupyterLab)"; \
+		$(PY) -m labkit figures; \
+	fi
+
+serve: $(STAMP)
+	$(PY) -m jupyterlab --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks
+
+figures: $(STAMP)
+	$(PY) -m labkit figures
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+exercises: $(STAMP)
+	$(PY) -m labkit exercises
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+bench-smoke: $(STAMP)
+	$(PY) -m benchmarks --smoke
+
+strip: $(STAMP)
+	$(PY) -m labkit strip notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis artifacts

@@ -1,0 +1,134 @@
+"""Notebook housekeeping: strip outputs, make student copies, execute headless.
+
+nbformat/nbclient are imported inside the functions: they are slow to import
+(jupyter_server#1559) and labkit's own import path must stay light.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SOLUTION_START = "# BEGIN SOLUTION"
+SOLUTION_END = "# END SOLUTION"
+_SOLUTION_RE = re.compile(
+    r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\n.*?^[ \t]*# END SOLUTION[ \t]*\n?",
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def strip_notebook(nb: Any) -> Any:
+    """Remove outputs, execution counts and volatile metadata from a notebook node."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def strip_paths(paths: Iterable[Path]) -> list[Path]:
+    """Strip every notebook under `paths` in place; return the files that changed."""
+    import nbformat
+
+    changed = []
+    for root in paths:
+        files = sorted(root.rglob("*.ipynb")) if root.is_dir() else [root]
+        for path in files:
+            if ".ipynb_checkpoints" in path.parts:
+                continue
+            before = path.read_text(encoding="utf-8")
+            nb = strip_notebook(nbformat.reads(before, as_version=4))
+            after = nbformat.writes(nb) + "\n"
+            if after != before:
+                path.write_text(after, encoding="utf-8")
+                changed.append(path)
+                print(f"stripped {path}")
+    return changed
+
+
+def studentize_source(source: str) -> str:
+    """Replace each `# BEGIN SOLUTION ... # END SOLUTION` block with a placeholder line."""
+    return _SOLUTION_RE.sub(lambda m: f"{m.group('indent')}answer = ____  # your answer here\n", source)
+
+
+def make_student_copies(src: Path, out: Path) -> list[Path]:
+    """Write a stripped student copy of every solution notebook in `src` into `out`."""
+    import nbformat
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(src.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and SOLUTION_START in cell.source:
+                cell.source = studentize_source(cell.source)
+        strip_notebook(nb)
+        target = out / path.name
+        nbformat.write(nb, target)
+        written.append(target)
+        print(f"student copy {target}")
+    return written
+
+
+def _patch_zmq_get_msg(slice_s: float = 1.0) -> None:
+    """Poll the shell channel in slices of <= 1 s so a lost wake-up cannot stall a run.
+
+    Under CPU load nbclient was seen parked in `get_msg` although the kernel had replied
+    (voila#1428); re-polling in short slices until the real deadline avoids the hang.
+    """
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_sliced", False):
+        return
+    original = AsyncZMQSocketChannel.get_msg
+
+    async def get_msg(self: Any, timeout: float | None = None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = slice_s if deadline is None else min(slice_s, deadline - time.monotonic())
+            if left <= 0:
+                raise TimeoutError("Timeout waiting for message")
+            try:
+                return await original(self, timeout=left)
+            except Exception as exc:  # queue.Empty / TimeoutError
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                if type(exc).__name__ not in {"Empty", "TimeoutError"}:
+                    raise
+
+    get_msg._sliced = True  # type: ignore[attr-defined]
+    AsyncZMQSocketChannel.get_msg = get_msg  # type: ignore[method-assign]
+
+
+def execute_notebook(path: Path, timeout: int = 60, cwd: Path | None = None) -> Any:
+    """Run a notebook top to bottom in a fresh kernel; return the executed node (not saved)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    _patch_zmq_get_msg()
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd or path.parent)}},
+    )
+    client.execute()
+    return nb
+
+
+def cell_text_outputs(nb: Any) -> list[str]:
+    """All stream and text/plain outputs of an executed notebook, in order."""
+    texts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                texts.append(out.get("text", ""))
+            elif "data" in out and "text/plain" in out["data"]:
+                texts.append(out["data"]["text/plain"])
+    return texts
