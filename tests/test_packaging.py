@@ -23,7 +23,8 @@ def pyproject_deps() -> dict[str, str]:
 
 def environment_deps() -> dict[str, str]:
     deps = {}
-    for line in (ROOT / "environment.yml").read_text().splitlines():
+    text = (ROOT / "environment.yml").read_text()
+    for line in text.split("\ndependencies:\n", 1)[1].splitlines():
         m = re.match(r"^\s{2}- ([A-Za-z0-9_.\-]+[^#]*?)\s*(#.*)?$", line)
         if m and not line.strip().startswith("- pip:"):
             req = m.group(1).strip()

@@ -1,0 +1,100 @@
+"""Shared look and byte-stable saving for every workbook figure."""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import matplotlib
+from matplotlib.figure import Figure
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# One palette for the whole workbook so a colour means the same thing everywhere.
+COLORS = {
+    "pending": "#c7c7c7",
+    "running": "#f2b134",
+    "delivered": "#2e8b57",
+    "failed": "#8b1e3f",
+    "orphan": "#d62728",
+    "max": "#d62728",
+    "frontier": "#1f4e9c",
+    "callback": "#d62728",
+    "lww": "#ff7f0e",
+    "ballot": "#1f4e9c",
+    "fenced": "#2ca02c",
+    "reject": "#7f7f7f",
+}
+
+RC = {
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "legend.frameon": False,
+    "svg.hashsalt": "watermark-workbook",
+    "svg.fonttype": "path",
+}
+
+# Metadata that would otherwise embed dates or versions and break byte-stable rebuilds.
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+_PNG_METADATA = {"Software": None}
+
+
+@contextmanager
+def workbook_style() -> Iterator[None]:
+    """Apply the workbook's rcParams for the duration of a plot call."""
+    with matplotlib.rc_context(RC):
+        yield
+
+
+def new_figure(width: float = 8.0, height: float = 4.0, layout: str | None = None) -> Figure:
+    """A pyplot-free Figure (no global state, safe in widget callbacks) in the workbook style.
+
+    The default has no layout engine: constrained layout costs ~50 ms a draw, which a widget
+    redraw cannot afford; callers place axes with `fig.subplots_adjust` instead.
+    """
+    with workbook_style():
+        fig = Figure(figsize=(width, height), layout=layout)
+    return fig
+
+
+def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+    """Render `fig` to PNG bytes (what widgets display and tests compare)."""
+    buf = io.BytesIO()
+    with workbook_style():
+        fig.savefig(buf, format="png", dpi=dpi, metadata=_PNG_METADATA)
+    return buf.getvalue()
+
+
+def save_figure(fig: Figure, stem: Path, formats: tuple[str, ...] = ("svg", "png")) -> list[Path]:
+    """Save `fig` as `stem.svg` / `stem.png` with fixed metadata so reruns are byte-identical."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    with workbook_style():
+        for fmt in formats:
+            path = stem.with_suffix(f".{fmt}")
+            metadata = _SVG_METADATA if fmt == "svg" else _PNG_METADATA
+            fig.savefig(path, format=fmt, metadata=metadata)
+            written.append(path)
+    return written
+
+
+def styled(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator: run a plot function inside the workbook rcParams."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with workbook_style():
+            return fn(*args, **kwargs)
+
+    return wrapper
