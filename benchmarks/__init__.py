@@ -1,0 +1,1 @@
+"""Benchmarks for every scaling claim the workbook makes (`make bench`; not timed tests)."""
