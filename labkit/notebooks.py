@@ -51,9 +51,21 @@ def strip_paths(paths: Iterable[Path]) -> list[Path]:
     return changed
 
 
+_TARGET_RE = re.compile(r"^[ \t]*([A-Za-z_]\w*)\s*=", re.MULTILINE)
+
+
 def studentize_source(source: str) -> str:
-    """Replace each `# BEGIN SOLUTION ... # END SOLUTION` block with a placeholder line."""
-    return _SOLUTION_RE.sub(lambda m: f"{m.group('indent')}answer = ____  # your answer here\n", source)
+    """Replace each `# BEGIN SOLUTION ... # END SOLUTION` block with `name = ____`.
+
+    `name` is the first variable the block assigns, so the check line after it still runs.
+    """
+
+    def blank(match: re.Match[str]) -> str:
+        target = _TARGET_RE.search(match.group(0))
+        name = target.group(1) if target else "answer"
+        return f"{match.group('indent')}{name} = ____  # your answer here\n"
+
+    return _SOLUTION_RE.sub(blank, source)
 
 
 def make_student_copies(src: Path, out: Path) -> list[Path]:
