@@ -1,0 +1,297 @@
+"""The message log, its gap-free delivery frontier, and the per-shard trigger queries.
+
+A shard's rows are dispatched `ORDER BY priority, id`, so they finish out of id order. The
+safe checkpoint is a low watermark over still-open rows (`delivered_frontier`); the tempting
+`MAX(id) WHERE status = 'delivered'` (`max_delivered_watermark`) is kept only to show its damage.
+Every SQL text below is a module constant so tests and notebooks can EXPLAIN exactly what runs.
+Shard keys are always bound parameters, never spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+NON_TERMINAL = ("pending", "running")
+TERMINAL = ("delivered", "failed")
+STATUSES = NON_TERMINAL + TERMINAL
+POLICIES = ("frontier", "max")
+
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel_key TEXT    NOT NULL,
+    direction   TEXT    NOT NULL,
+    status      TEXT    NOT NULL
+                CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
+    priority    INTEGER NOT NULL,
+    redrive_of  INTEGER REFERENCES conversations(id)
+);
+CREATE INDEX IF NOT EXISTS idx_conv_active
+    ON conversations(channel_key, id) WHERE status IN ('pending','running');
+CREATE INDEX IF NOT EXISTS idx_conv_shard_id
+    ON conversations(channel_key, id);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    channel_key  TEXT    NOT NULL,
+    policy       TEXT    NOT NULL CHECK (policy IN ('frontier', 'max')),
+    coverage_end INTEGER NOT NULL,
+    PRIMARY KEY (channel_key, policy)
+);
+CREATE TABLE IF NOT EXISTS summaries (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel_key TEXT    NOT NULL,
+    policy      TEXT    NOT NULL CHECK (policy IN ('frontier', 'max')),
+    start_id    INTEGER NOT NULL,
+    end_id      INTEGER NOT NULL,
+    CHECK (start_id <= end_id)
+);
+CREATE INDEX IF NOT EXISTS idx_summaries_shard
+    ON summaries(channel_key, policy, start_id);
+CREATE TABLE IF NOT EXISTS summary_items (
+    summary_id      INTEGER NOT NULL REFERENCES summaries(id),
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    PRIMARY KEY (summary_id, conversation_id)
+);
+CREATE INDEX IF NOT EXISTS idx_summary_items_conv
+    ON summary_items(conversation_id);
+"""
+
+# Frontier step 1: smallest open id above the base. Served by the partial index idx_conv_active;
+# the status list must match the index's WHERE clause for SQLite to use it.
+FRONTIER_SQL = (
+    "SELECT MIN(id) FROM conversations "
+    "WHERE channel_key = ? AND id > ? AND status IN ('pending','running')"
+)
+# Frontier step 2 (nothing open above the base): the largest id above it, via idx_conv_shard_id.
+FALLBACK_SQL = "SELECT MAX(id) FROM conversations WHERE channel_key = ? AND id > ?"
+# The wrong rule. No index is claimed for it: it exists to be shown failing.
+MAX_DELIVERED_SQL = (
+    "SELECT MAX(id) FROM conversations WHERE channel_key = ? AND status = 'delivered'"
+)
+# Per-shard trigger: rows newly covered, (coverage_end, frontier]; a COVERING INDEX seek.
+TRIGGER_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ? AND id <= ?"
+# Busy-loop trigger: every row created after the checkpoint, blocked or not.
+AFTER_CHECKPOINT_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ?"
+# The named anti-pattern: a table-wide aggregate each worker runs and then filters client-side.
+GLOBAL_POLL_SQL = (
+    "SELECT channel_key, COUNT(*) FROM conversations WHERE id > ? GROUP BY channel_key"
+)
+
+
+class TransitionError(ValueError):
+    """A status change the log refuses (unknown row, or not allowed from its current status)."""
+
+
+class TerminalStateError(TransitionError):
+    """A row that is `delivered` or `failed` was asked to change status: terminal is forever."""
+
+    def __init__(self, row_id: int, current: str, requested: str) -> None:
+        self.row_id, self.current, self.requested = row_id, current, requested
+        super().__init__(
+            f"conversation {row_id} is {current!r}, a terminal status; refusing "
+            f"{current!r} -> {requested!r} (terminal is forever; redrive a failed row instead)"
+        )
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create the log table, both indexes and the checkpoint tables; safe to call twice."""
+    conn.executescript(SCHEMA_SQL)
+
+
+@contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run a block in one transaction (a SAVEPOINT, so it nests inside a caller's transaction)."""
+    conn.execute("SAVEPOINT labkit_atomic")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK TO labkit_atomic")
+        conn.execute("RELEASE labkit_atomic")
+        raise
+    conn.execute("RELEASE labkit_atomic")
+
+
+# --- the log ---------------------------------------------------------------------------------
+
+
+def enqueue(
+    conn: sqlite3.Connection, channel_key: str, priority: int, direction: str = "inbound"
+) -> int:
+    """Append a pending row to a shard and return its id."""
+    with atomic(conn):
+        cur = conn.execute(
+            "INSERT INTO conversations (channel_key, direction, status, priority) "
+            "VALUES (?, ?, 'pending', ?)",
+            (channel_key, direction, int(priority)),
+        )
+    return int(cur.lastrowid)
+
+
+def status_of(conn: sqlite3.Connection, row_id: int) -> str:
+    """Current status of one row; `TransitionError` if there is no such row."""
+    row = conn.execute("SELECT status FROM conversations WHERE id = ?", (row_id,)).fetchone()
+    if row is None:
+        raise TransitionError(f"conversation {row_id} does not exist")
+    return str(row[0])
+
+
+def _transition(conn: sqlite3.Connection, row_id: int, allowed: tuple[str, ...], to: str) -> None:
+    """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
+    marks = ",".join("?" * len(allowed))  # placeholders only; the values stay bound
+    with atomic(conn):
+        cur = conn.execute(
+            f"UPDATE conversations SET status = ? WHERE id = ? AND status IN ({marks})",  # noqa: S608
+            (to, row_id, *allowed),
+        )
+        if cur.rowcount == 1:
+            return
+        current = status_of(conn, row_id)
+    if current in TERMINAL:
+        raise TerminalStateError(row_id, current, to)
+    raise TransitionError(f"conversation {row_id} is {current!r}; cannot move it to {to!r}")
+
+
+def mark_running(conn: sqlite3.Connection, row_id: int) -> None:
+    """pending -> running (a worker picked the row up)."""
+    _transition(conn, row_id, ("pending",), "running")
+
+
+def mark_delivered(conn: sqlite3.Connection, row_id: int) -> None:
+    """pending/running -> delivered (terminal)."""
+    _transition(conn, row_id, NON_TERMINAL, "delivered")
+
+
+def mark_failed(conn: sqlite3.Connection, row_id: int) -> None:
+    """pending/running -> failed, i.e. dead-lettered (terminal; never holds the frontier back)."""
+    _transition(conn, row_id, NON_TERMINAL, "failed")
+
+
+def dispatch_next(conn: sqlite3.Connection, channel_key: str | None = None) -> int | None:
+    """Pick the next pending row `ORDER BY priority, id`, mark it running, return its id."""
+    with atomic(conn):
+        if channel_key is None:
+            row = conn.execute(
+                "SELECT id FROM conversations WHERE status = 'pending' "
+                "ORDER BY priority, id LIMIT 1"
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "SELECT id FROM conversations WHERE channel_key = ? AND status = 'pending' "
+                "ORDER BY priority, id LIMIT 1",
+                (channel_key,),
+            ).fetchone()
+        if row is None:
+            return None
+        mark_running(conn, int(row[0]))
+    return int(row[0])
+
+
+def redrive(conn: sqlite3.Connection, row_id: int) -> int:
+    """Retry a dead letter as a NEW pending row (same shard, priority, direction); return its id.
+
+    The failed row stays failed, so a frontier that already passed it never has to move back.
+    """
+    with atomic(conn):
+        row = conn.execute(
+            "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?",
+            (row_id,),
+        ).fetchone()
+        if row is None:
+            raise TransitionError(f"conversation {row_id} does not exist")
+        key, direction, status, priority = row
+        if status != "failed":
+            raise TransitionError(
+                f"conversation {row_id} is {status!r}; only a 'failed' row can be redriven"
+            )
+        cur = conn.execute(
+            "INSERT INTO conversations (channel_key, direction, status, priority, redrive_of) "
+            "VALUES (?, ?, 'pending', ?, ?)",
+            (key, direction, priority, row_id),
+        )
+    return int(cur.lastrowid)
+
+
+# --- watermarks ------------------------------------------------------------------------------
+
+
+def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base: int = 0) -> int:
+    """Gap-free frontier: every row of the shard in (base, result] is terminal, maximally.
+
+    One less than the smallest non-terminal id above the base; if none, the largest id above
+    the base; if no rows above the base, the base itself. Two index seeks, no scan.
+    """
+    first_open = conn.execute(FRONTIER_SQL, (channel_key, coverage_base)).fetchone()[0]
+    if first_open is not None:
+        return int(first_open) - 1
+    last = conn.execute(FALLBACK_SQL, (channel_key, coverage_base)).fetchone()[0]
+    return coverage_base if last is None else int(last)
+
+
+def max_delivered_watermark(conn: sqlite3.Connection, channel_key: str) -> int | None:
+    """THE WRONG RULE, kept on purpose: `MAX(id) WHERE status = 'delivered'`.
+
+    With priority dispatch a large id finishes before smaller ones; a summarizer that trusts
+    this value jumps past still-open rows, which then become orphans: terminal, yet in no
+    summary, forever. Never use it as a checkpoint. None if nothing was delivered.
+    """
+    value = conn.execute(MAX_DELIVERED_SQL, (channel_key,)).fetchone()[0]
+    return None if value is None else int(value)
+
+
+# --- triggers --------------------------------------------------------------------------------
+
+
+def newly_covered_count(
+    conn: sqlite3.Connection, channel_key: str, coverage_end: int, frontier: int
+) -> int:
+    """Rows of this shard in (coverage_end, frontier]: the only work that is really ready."""
+    return int(conn.execute(TRIGGER_SQL, (channel_key, coverage_end, frontier)).fetchone()[0])
+
+
+def rows_after_checkpoint(conn: sqlite3.Connection, channel_key: str, coverage_end: int) -> int:
+    """The busy-loop trigger: counts every row after the checkpoint, blocked ones included.
+
+    While a pending row keeps the frontier still, this stays > 0, so a worker that fires on it
+    runs again and again without being able to advance its checkpoint.
+    """
+    return int(conn.execute(AFTER_CHECKPOINT_SQL, (channel_key, coverage_end)).fetchone()[0])
+
+
+def global_poll_counts(conn: sqlite3.Connection, coverage_ends: Mapping[str, int]) -> dict[str, int]:
+    """THE ANTI-PATTERN: each shard's worker runs a table-wide GROUP BY and keeps its own row.
+
+    One full aggregate per worker per tick, paying for every dormant shard; it also counts
+    rows after the checkpoint rather than newly covered ones. Kept for the cost comparison.
+    """
+    counts: dict[str, int] = {}
+    for key, end in coverage_ends.items():
+        everyone = dict(conn.execute(GLOBAL_POLL_SQL, (end,)).fetchall())
+        counts[key] = int(everyone.get(key, 0))
+    return counts
+
+
+def trigger_readings(
+    conn: sqlite3.Connection, channel_key: str, coverage_end: int
+) -> dict[str, int]:
+    """Side by side for one shard: the frontier, newly covered rows, and the busy-loop count."""
+    frontier = delivered_frontier(conn, channel_key, coverage_end)
+    return {
+        "frontier": frontier,
+        "newly_covered": newly_covered_count(conn, channel_key, coverage_end, frontier),
+        "after_checkpoint": rows_after_checkpoint(conn, channel_key, coverage_end),
+    }
+
+
+# --- query plans -----------------------------------------------------------------------------
+
+
+def explain(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> list[str]:
+    """The `EXPLAIN QUERY PLAN` detail lines for `sql` as it would run now.
+
+    The schema version is folded into a trailing comment: Python's statement cache would
+    otherwise replay a plan prepared before an index was created or dropped.
+    """
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    rows = conn.execute(f"EXPLAIN QUERY PLAN {sql} /* schema {version} */", params).fetchall()
+    return [str(row[3]) for row in rows]

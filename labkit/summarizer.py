@@ -1,0 +1,191 @@
+"""Chained per-shard checkpoints and the summarizer, under two policies side by side.
+
+`"frontier"` advances a shard's `coverage_end` to the gap-free frontier; `"max"` advances it
+to `MAX(id) WHERE status = 'delivered'` (the wrong rule). Each summary records the terminal
+rows in (coverage_end, end] and moves coverage in the same transaction; `orphans` audits what
+a policy skipped for good.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from labkit.frontier import (
+    POLICIES,
+    atomic,
+    delivered_frontier,
+    max_delivered_watermark,
+    newly_covered_count,
+    rows_after_checkpoint,
+)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One digest: the rows of `channel_key` it covered, for range [start_id, end_id]."""
+
+    summary_id: int
+    channel_key: str
+    policy: str
+    start_id: int
+    end_id: int
+    item_ids: tuple[int, ...]
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+
+
+def coverage_end(conn: sqlite3.Connection, channel_key: str, policy: str = "frontier") -> int:
+    """The shard's stored checkpoint under `policy` (0 before its first summary)."""
+    _check_policy(policy)
+    row = conn.execute(
+        "SELECT coverage_end FROM checkpoints WHERE channel_key = ? AND policy = ?",
+        (channel_key, policy),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def proposed_end(conn: sqlite3.Connection, channel_key: str, policy: str) -> int:
+    """Where `policy` would move the checkpoint now (never below the current one)."""
+    current = coverage_end(conn, channel_key, policy)
+    if policy == "frontier":
+        return delivered_frontier(conn, channel_key, current)
+    return max(current, max_delivered_watermark(conn, channel_key) or 0)
+
+
+def summarize(
+    conn: sqlite3.Connection, channel_key: str, policy: str = "frontier"
+) -> Summary | None:
+    """Summarize the shard's terminal rows in (coverage_end, end] and advance coverage_end.
+
+    Both writes commit in one transaction. Returns None (and writes nothing) when no terminal
+    row of the shard lies in the range. Under "max" the range may hold still-open rows: they
+    are skipped here and, once they finish, sit below coverage in no summary (orphans).
+    """
+    _check_policy(policy)
+    with atomic(conn):
+        start = coverage_end(conn, channel_key, policy)
+        end = proposed_end(conn, channel_key, policy)
+        items = tuple(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT id FROM conversations WHERE channel_key = ? AND id > ? AND id <= ? "
+                "AND status IN ('delivered','failed') ORDER BY id",
+                (channel_key, start, end),
+            )
+        )
+        if not items:
+            return None
+        cur = conn.execute(
+            "INSERT INTO summaries (channel_key, policy, start_id, end_id) VALUES (?, ?, ?, ?)",
+            (channel_key, policy, start + 1, end),
+        )
+        summary_id = int(cur.lastrowid)
+        conn.executemany(
+            "INSERT INTO summary_items (summary_id, conversation_id) VALUES (?, ?)",
+            [(summary_id, i) for i in items],
+        )
+        conn.execute(
+            "INSERT INTO checkpoints (channel_key, policy, coverage_end) VALUES (?, ?, ?) "
+            "ON CONFLICT (channel_key, policy) DO UPDATE SET coverage_end = excluded.coverage_end",
+            (channel_key, policy, end),
+        )
+    return Summary(summary_id, channel_key, policy, start + 1, end, items)
+
+
+def summaries(conn: sqlite3.Connection, channel_key: str, policy: str) -> list[Summary]:
+    """Every summary of the shard under `policy`, oldest first."""
+    _check_policy(policy)
+    heads = conn.execute(
+        "SELECT id, start_id, end_id FROM summaries WHERE channel_key = ? AND policy = ? "
+        "ORDER BY start_id, id",
+        (channel_key, policy),
+    ).fetchall()
+    out = []
+    for sid, start, end in heads:
+        items = tuple(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT conversation_id FROM summary_items WHERE summary_id = ? "
+                "ORDER BY conversation_id",
+                (sid,),
+            )
+        )
+        out.append(Summary(int(sid), channel_key, policy, int(start), int(end), items))
+    return out
+
+
+def orphans(conn: sqlite3.Connection, channel_key: str, policy: str = "frontier") -> list[int]:
+    """Audit: terminal rows at or below coverage_end that no summary of `policy` covered."""
+    end = coverage_end(conn, channel_key, policy)
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT c.id FROM conversations AS c "
+            "WHERE c.channel_key = ? AND c.id <= ? AND c.status IN ('delivered','failed') "
+            "AND NOT EXISTS (SELECT 1 FROM summary_items AS si JOIN summaries AS s "
+            "  ON s.id = si.summary_id "
+            "  WHERE si.conversation_id = c.id AND s.policy = ?) "
+            "ORDER BY c.id",
+            (channel_key, end, policy),
+        )
+    ]
+
+
+def chain_problems(conn: sqlite3.Connection, channel_key: str, policy: str) -> list[str]:
+    """Audit the chain: each summary must start at the previous end + 1 and items must not repeat.
+
+    An empty list means the ranges tile (0, coverage_end] with no overlap and no hole.
+    """
+    problems: list[str] = []
+    expected_start = 1
+    seen: set[int] = set()
+    for s in summaries(conn, channel_key, policy):
+        if s.start_id != expected_start:
+            problems.append(f"summary {s.summary_id} starts at {s.start_id}, not {expected_start}")
+        repeated = seen.intersection(s.item_ids)
+        if repeated:
+            problems.append(f"summary {s.summary_id} repeats ids {sorted(repeated)}")
+        seen.update(s.item_ids)
+        expected_start = s.end_id + 1
+    if expected_start - 1 != coverage_end(conn, channel_key, policy):
+        problems.append(f"last summary ends at {expected_start - 1}, not at coverage_end")
+    return problems
+
+
+TRIGGERS = ("after_checkpoint", "newly_covered")
+
+
+def busy_loop_ticks(
+    conn: sqlite3.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
+) -> list[dict]:
+    """Poll a shard's worker `ticks` times with `trigger`; summarize (frontier policy) when it fires.
+
+    With "after_checkpoint" a pending row that blocks the frontier keeps the trigger firing
+    while every run advances nothing (wasted runs: a busy loop); "newly_covered" stays quiet.
+    """
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {trigger!r}; expected one of {TRIGGERS}")
+    rows = []
+    for tick in range(ticks):
+        start = coverage_end(conn, channel_key, "frontier")
+        if trigger == "after_checkpoint":
+            fired = rows_after_checkpoint(conn, channel_key, start) > 0
+        else:
+            frontier = delivered_frontier(conn, channel_key, start)
+            fired = newly_covered_count(conn, channel_key, start, frontier) > 0
+        summary = summarize(conn, channel_key, "frontier") if fired else None
+        rows.append(
+            {
+                "tick": tick,
+                "trigger": trigger,
+                "fired": fired,
+                "summarized": summary is not None,
+                "wasted": fired and summary is None,
+                "coverage_end": coverage_end(conn, channel_key, "frontier"),
+            }
+        )
+    return rows
