@@ -1,0 +1,430 @@
+"""Delivery scenarios as data: load and strictly validate JSON, build them in code, run them.
+
+A scenario file (`data/scenarios/*.json`) holds::
+
+    {"name": "seed", "title": "...", "description": "...",
+     "shards": ["quiet"],                                  # optional: track shards with no rows
+     "messages": [{"shard": "main", "priority": 5, "direction": "inbound"}, ...],
+     "events": [{"op": "deliver", "id": 3}, {"op": "summarize"},
+                {"op": "check", "shard": "main", "frontier": 0, "max_watermark": 5}, ...]}
+
+Messages get ids 1..n in list order; `enqueue` and `redrive` events append ids n+1, n+2, ...
+Ops: enqueue(shard, priority[, direction]), dispatch([shard]), start(id), deliver(id), fail(id),
+redrive(id), summarize([shard][, policy]), check(shard, any of frontier, max_watermark,
+coverage{policy: int}, orphans{policy: [ids]}). Every problem raises `ScenarioError` naming
+the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from labkit import frontier as fr
+from labkit import summarizer as sm
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+DIRECTIONS = ("inbound", "outbound")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_TOP_REQUIRED = ("name", "title", "description", "messages", "events")
+_TOP_OPTIONAL = ("shards",)
+_ID_OPS = ("start", "deliver", "fail", "redrive")
+# op -> (required fields, optional fields), "op" itself excluded
+OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "enqueue": (("shard", "priority"), ("direction",)),
+    "dispatch": ((), ("shard",)),
+    **{op: (("id",), ()) for op in _ID_OPS},
+    "summarize": ((), ("shard", "policy")),
+    "check": (("shard",), ("frontier", "max_watermark", "coverage", "orphans")),
+}
+_CHECK_FIELDS = OPS["check"][1]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded or run; names the file, the entry and the field."""
+
+    def __init__(self, source: str, entry: str, field_name: str | None, problem: str) -> None:
+        self.source, self.entry, self.field = source, entry, field_name
+        where = f"{entry}, field '{field_name}'" if field_name else entry
+        super().__init__(f"{source}: {where}: {problem}")
+
+
+class ScenarioCheckError(AssertionError):
+    """A `check` event whose expectation did not match what the log computed."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """An initial row of the log."""
+
+    shard: str
+    priority: int
+    direction: str = "inbound"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario; `events` are plain dicts whose fields match `OPS`."""
+
+    name: str
+    title: str
+    description: str
+    messages: tuple[Message, ...]
+    events: tuple[dict[str, Any], ...]
+    shards: tuple[str, ...] = ()
+    source: str = "<scenario>"
+    tracked_shards: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        seen = list(self.shards)
+        for key in [m.shard for m in self.messages] + [e.get("shard") for e in self.events]:
+            if key is not None and key not in seen:
+                seen.append(key)
+        object.__setattr__(self, "tracked_shards", tuple(seen))
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+class _Checker:
+    """Field checks that raise `ScenarioError` with the file and entry already filled in."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, entry: str, name: str | None, problem: str) -> ScenarioError:
+        return ScenarioError(self.source, entry, name, problem)
+
+    def keys(self, obj: Any, entry: str, required: Iterable[str], optional: Iterable[str]) -> None:
+        if not isinstance(obj, dict):
+            raise self.fail(entry, None, f"expected an object, got {type(obj).__name__}")
+        required = tuple(required)
+        for name in required:
+            if name not in obj:
+                raise self.fail(entry, name, "missing required field")
+        allowed = set(required) | set(optional)
+        for name in obj:
+            if name not in allowed:
+                raise self.fail(entry, name, f"unknown field (allowed: {sorted(allowed)})")
+
+    def text(self, obj: dict, entry: str, name: str) -> str:
+        return self.text_value(obj[name], entry, name)
+
+    def text_value(self, value: Any, entry: str, name: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(entry, name, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def integer(self, obj: dict, entry: str, name: str, low: int | None = None) -> int:
+        return self.int_value(obj[name], entry, name, low)
+
+    def int_value(self, value: Any, entry: str, name: str, low: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(entry, name, f"expected an integer, got {value!r}")
+        if low is not None and value < low:
+            raise self.fail(entry, name, f"must be >= {low}, got {value}")
+        return value
+
+    def choice(self, obj: dict, entry: str, name: str, options: Sequence[str]) -> str:
+        value = obj[name]
+        if value not in options:
+            raise self.fail(entry, name, f"expected one of {list(options)}, got {value!r}")
+        return value
+
+    def row_id(self, value: Any, entry: str, name: str, rows: int) -> int:
+        value = self.int_value(value, entry, name, low=1)
+        if value > rows:
+            raise self.fail(entry, name, f"id {value} does not exist yet (log has {rows} rows)")
+        return value
+
+    def policy_map(self, obj: dict, entry: str, name: str) -> dict[str, Any]:
+        value = obj[name]
+        if not isinstance(value, dict) or not value:
+            raise self.fail(entry, name, "expected a non-empty object keyed by policy")
+        for policy in value:
+            if policy not in fr.POLICIES:
+                raise self.fail(entry, f"{name}.{policy}", f"unknown policy {policy!r}")
+        return value
+
+
+def _validate_message(ck: _Checker, raw: Any, entry: str) -> Message:
+    ck.keys(raw, entry, ("shard", "priority"), ("direction",))
+    direction = ck.choice(raw, entry, "direction", DIRECTIONS) if "direction" in raw else "inbound"
+    return Message(ck.text(raw, entry, "shard"), ck.integer(raw, entry, "priority"), direction)
+
+
+def _validate_check(ck: _Checker, ev: dict, entry: str, rows: int) -> None:
+    if not any(name in ev for name in _CHECK_FIELDS):
+        raise ck.fail(entry, "op", f"a check needs at least one of {list(_CHECK_FIELDS)}")
+    if "frontier" in ev:
+        ck.integer(ev, entry, "frontier", low=0)
+    if "max_watermark" in ev and ev["max_watermark"] is not None:
+        ck.integer(ev, entry, "max_watermark", low=1)
+    if "coverage" in ev:
+        for policy, value in ck.policy_map(ev, entry, "coverage").items():
+            ck.int_value(value, entry, f"coverage.{policy}", low=0)
+    if "orphans" in ev:
+        for policy, ids in ck.policy_map(ev, entry, "orphans").items():
+            if not isinstance(ids, list):
+                raise ck.fail(entry, f"orphans.{policy}", "expected a list of ids")
+            for k, value in enumerate(ids):
+                ck.row_id(value, entry, f"orphans.{policy}[{k}]", rows)
+
+
+def _validate_event(ck: _Checker, raw: Any, entry: str, rows: int) -> tuple[dict, int]:
+    """Validate one event; return it and the log's row count after it."""
+    if not isinstance(raw, dict):
+        raise ck.fail(entry, None, f"expected an object, got {type(raw).__name__}")
+    if "op" not in raw:
+        raise ck.fail(entry, "op", "missing required field")
+    op = ck.choice(raw, entry, "op", tuple(OPS))
+    required, optional = OPS[op]
+    ck.keys(raw, entry, ("op", *required), optional)
+    if "shard" in raw:
+        ck.text(raw, entry, "shard")
+    if "policy" in raw:
+        ck.choice(raw, entry, "policy", fr.POLICIES)
+    if "direction" in raw:
+        ck.choice(raw, entry, "direction", DIRECTIONS)
+    if op == "enqueue":
+        ck.integer(raw, entry, "priority")
+        rows += 1
+    elif op in _ID_OPS:
+        ck.row_id(raw["id"], entry, "id", rows)
+        rows += op == "redrive"
+    elif op == "check":
+        _validate_check(ck, raw, entry, rows)
+    return dict(raw), rows
+
+
+def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
+    """Validate a parsed scenario (e.g. from JSON) and return it; `ScenarioError` if invalid."""
+    ck = _Checker(source)
+    ck.keys(data, "scenario", _TOP_REQUIRED, _TOP_OPTIONAL)
+    name = ck.text(data, "scenario", "name")
+    if not _NAME_RE.match(name):
+        raise ck.fail("scenario", "name", f"use lowercase letters, digits, '-' or '_': {name!r}")
+    for key in ("title", "description"):
+        ck.text(data, "scenario", key)
+    shards: list[str] = []
+    if "shards" in data:
+        if not isinstance(data["shards"], list):
+            raise ck.fail("scenario", "shards", "expected a list of shard keys")
+        shards = [
+            ck.text_value(v, "scenario", f"shards[{i}]") for i, v in enumerate(data["shards"])
+        ]
+    for key in ("messages", "events"):
+        if not isinstance(data[key], list):
+            raise ck.fail("scenario", key, "expected a list")
+    messages = tuple(
+        _validate_message(ck, m, f"messages[{i}]") for i, m in enumerate(data["messages"])
+    )
+    rows, events = len(messages), []
+    for i, raw in enumerate(data["events"]):
+        ev, rows = _validate_event(ck, raw, f"events[{i}]", rows)
+        events.append(ev)
+    return Scenario(
+        name, data["title"], data["description"], messages, tuple(events), tuple(shards), source
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load and validate a scenario file; a bare name like "seed" is looked up in `DATA_DIR`."""
+    path = Path(path)
+    if not path.exists() and path.suffix == "" and len(path.parts) == 1:
+        path = DATA_DIR / f"{path.name}.json"
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(source, "file", None, f"cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(
+            source, f"line {exc.lineno} column {exc.colno}", None, f"invalid JSON: {exc.msg}"
+        ) from exc
+    return scenario_from_dict(data, source)
+
+
+def list_scenarios() -> list[Path]:
+    """The bundled scenario files, sorted by name."""
+    return sorted(DATA_DIR.glob("*.json"))
+
+
+# --- building scenarios in code --------------------------------------------------------------
+
+
+def random_order(n: int, seed: int | None = None) -> list[int]:
+    """A random delivery order of ids 1..n, reproducible from `seed`."""
+    order = list(range(1, n + 1))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def dispatch_order(priorities: Sequence[int]) -> list[int]:
+    """The order a single worker dispatching `ORDER BY priority, id` finishes ids 1..n."""
+    return sorted(range(1, len(priorities) + 1), key=lambda i: (priorities[i - 1], i))
+
+
+def scenario_from_order(
+    priorities: Sequence[int],
+    order: Sequence[int] | None = None,
+    failures: Iterable[int] = (),
+    seed: int | None = None,
+    shard: str = "main",
+) -> Scenario:
+    """One shard with ids 1..n at `priorities`, finished in `order`, summarizing after each.
+
+    `order` may list a subset (the rest stay pending); when None it is `random_order(n, seed)`.
+    Ids in `failures` are dead-lettered instead of delivered.
+    """
+    n = len(priorities)
+    order = random_order(n, seed) if order is None else list(order)
+    failed = set(failures)
+    if len(set(order)) != len(order) or not set(order) <= set(range(1, n + 1)):
+        raise ValueError(f"order must list distinct ids from 1..{n}, got {order}")
+    if not failed <= set(order):
+        raise ValueError(f"failures {sorted(failed - set(order))} are not in the order")
+    events: list[dict[str, Any]] = []
+    for i in order:
+        events.append({"op": "fail" if i in failed else "deliver", "id": i})
+        events.append({"op": "summarize", "shard": shard})
+    data = {
+        "name": "custom",
+        "title": "Custom delivery order",
+        "description": f"priorities {list(priorities)}, order {order}, failed {sorted(failed)}",
+        "messages": [{"shard": shard, "priority": p} for p in priorities],
+        "events": events,
+    }
+    return scenario_from_dict(data, "<scenario_from_order>")
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def _label(ev: dict[str, Any], result: int | None) -> str:
+    op = ev["op"]
+    if op in _ID_OPS:
+        return f"{op} #{ev['id']}" + (f" -> #{result}" if op == "redrive" else "")
+    if op == "enqueue":
+        return f"enqueue #{result} ({ev['shard']}, p{ev['priority']})"
+    if op == "dispatch":
+        return f"dispatch -> #{result}" if result is not None else "dispatch (idle)"
+    if op == "summarize":
+        return f"summarize {ev.get('shard', 'all')} ({ev.get('policy', 'both')})"
+    return f"check {ev['shard']}"
+
+
+def _apply(conn: sqlite3.Connection, scenario: Scenario, ev: dict[str, Any]) -> int | None:
+    op = ev["op"]
+    if op == "enqueue":
+        return fr.enqueue(conn, ev["shard"], ev["priority"], ev.get("direction", "inbound"))
+    if op == "dispatch":
+        return fr.dispatch_next(conn, ev.get("shard"))
+    if op == "redrive":
+        return fr.redrive(conn, ev["id"])
+    if op in _ID_OPS:
+        step = {"start": fr.mark_running, "deliver": fr.mark_delivered, "fail": fr.mark_failed}
+        step[op](conn, ev["id"])
+    elif op == "summarize":
+        keys = [ev["shard"]] if "shard" in ev else scenario.tracked_shards
+        policies = [ev["policy"]] if "policy" in ev else fr.POLICIES
+        for key in keys:
+            for policy in policies:
+                sm.summarize(conn, key, policy)
+    return None
+
+
+def shard_state(conn: sqlite3.Connection, shard: str) -> dict[str, Any]:
+    """Everything the timeline shows for one shard right now."""
+    statuses = dict(
+        conn.execute(
+            "SELECT id, status FROM conversations WHERE channel_key = ? ORDER BY id", (shard,)
+        ).fetchall()
+    )
+    cov = {p: sm.coverage_end(conn, shard, p) for p in fr.POLICIES}
+    lost = {p: tuple(sm.orphans(conn, shard, p)) for p in fr.POLICIES}
+    mx = fr.max_delivered_watermark(conn, shard)
+    return {
+        "shard": shard,
+        "statuses": statuses,
+        "max_watermark": pd.NA if mx is None else mx,
+        "frontier": fr.delivered_frontier(conn, shard, cov["frontier"]),
+        "coverage_frontier": cov["frontier"],
+        "coverage_max": cov["max"],
+        "orphans_frontier": len(lost["frontier"]),
+        "orphans_max": len(lost["max"]),
+        "orphan_ids_frontier": lost["frontier"],
+        "orphan_ids_max": lost["max"],
+    }
+
+
+def _verify(scenario: Scenario, ev: dict[str, Any], entry: str, state: dict[str, Any]) -> None:
+    mx = state["max_watermark"]
+    actual: dict[str, Any] = {
+        "frontier": state["frontier"],
+        "max_watermark": None if mx is pd.NA else mx,
+    }
+    for policy in fr.POLICIES:
+        actual[f"coverage.{policy}"] = state[f"coverage_{policy}"]
+        actual[f"orphans.{policy}"] = list(state[f"orphan_ids_{policy}"])
+    expected: dict[str, Any] = {k: ev[k] for k in ("frontier", "max_watermark") if k in ev}
+    for group in ("coverage", "orphans"):
+        expected.update({f"{group}.{p}": v for p, v in ev.get(group, {}).items()})
+    for name, want in expected.items():
+        if actual[name] != want:
+            raise ScenarioCheckError(
+                f"{scenario.source}: {entry}, field '{name}': expected {want!r} for shard "
+                f"{ev['shard']!r}, the log computed {actual[name]!r}"
+            )
+
+
+def run_scenario(scenario: Scenario) -> pd.DataFrame:
+    """Step the scenario on a fresh in-memory SQLite log; one row per (step, tracked shard).
+
+    Step 0 is the initial log; step k is after `events[k-1]`. `check` events are verified
+    (a mismatch raises `ScenarioCheckError`); a refused transition raises `ScenarioError`.
+    """
+    conn = sqlite3.connect(":memory:")
+    try:
+        fr.create_schema(conn)
+        for m in scenario.messages:
+            fr.enqueue(conn, m.shard, m.priority, m.direction)
+        records = [
+            {"step": 0, "event": "start", "op": "start_log", **shard_state(conn, key)}
+            for key in scenario.tracked_shards
+        ]
+        for k, ev in enumerate(scenario.events):
+            entry = f"events[{k}]"
+            try:
+                result = _apply(conn, scenario, ev)
+            except fr.TransitionError as exc:
+                raise ScenarioError(scenario.source, entry, "id", str(exc)) from exc
+            for key in scenario.tracked_shards:
+                state = shard_state(conn, key)
+                if ev["op"] == "check" and ev["shard"] == key:
+                    _verify(scenario, ev, entry, state)
+                records.append({"step": k + 1, "event": _label(ev, result), "op": ev["op"], **state})
+    finally:
+        conn.close()
+    df = pd.DataFrame.from_records(records)
+    if not df.empty:
+        df["max_watermark"] = df["max_watermark"].astype("Int64")
+    return df
+
+
+def status_matrix(timeline: pd.DataFrame, shard: str | None = None) -> pd.DataFrame:
+    """Pivot `run_scenario` output to steps x ids of status strings (NaN before a row exists)."""
+    rows = timeline if shard is None else timeline[timeline["shard"] == shard]
+    frame = pd.DataFrame([dict(s) for s in rows["statuses"]], index=rows["step"].to_numpy())
+    merged = frame.groupby(level=0).first() if shard is None else frame
+    return merged.reindex(sorted(merged.columns), axis=1)
