@@ -1,0 +1,234 @@
+"""The shared tool catalog as an append-only log of versions 0, 1, 2, ... in SQLite.
+
+Version 0 is the genesis record. The head (largest version) *is* the committed watermark:
+there is no second counter that could drift from it. `CatalogReader` is the independent
+reader that remembers the last head it saw and refuses to accept a head that fell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUSY_TIMEOUT_MS = 5000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS catalog_versions (
+    version      INTEGER PRIMARY KEY CHECK (version >= 0),
+    tools        TEXT    NOT NULL,
+    tools_hash   TEXT    NOT NULL,
+    ballot_id    INTEGER UNIQUE,
+    base_version INTEGER,
+    committed_at REAL    NOT NULL,
+    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
+        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
+);
+CREATE TABLE IF NOT EXISTS catalog_reader_state (
+    reader    TEXT    PRIMARY KEY,
+    last_seen INTEGER NOT NULL
+);
+"""
+
+
+class RewindError(RuntimeError):
+    """The catalog head a reader sees is lower than one it saw before."""
+
+
+class CatalogCorruptError(RuntimeError):
+    """The version log is not contiguous, or a stored hash does not match its tools."""
+
+
+@dataclass(frozen=True)
+class CatalogVersion:
+    """One record of the append-only catalog log."""
+
+    version: int
+    tools: list[Any]
+    tools_hash: str
+    ballot_id: int | None
+    base_version: int | None
+    committed_at: float
+
+
+def tools_json(tools: Sequence[Any]) -> str:
+    """Canonical JSON for a tool list, so equal lists always hash the same."""
+    return json.dumps(list(tools), sort_keys=True, separators=(",", ":"))
+
+
+def tools_hash(tools: Sequence[Any]) -> str:
+    """SHA-256 content hash of a tool list (hex)."""
+    return hashlib.sha256(tools_json(tools).encode("utf-8")).hexdigest()
+
+
+def connect(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open a catalog database in autocommit mode with WAL and a busy timeout."""
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
+    if str(path) != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+    return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the body in one `BEGIN IMMEDIATE` transaction: commit on success, roll back on error.
+
+    IMMEDIATE takes the write lock up front, so a check made inside the body still holds when
+    the body writes, even with other processes applying against the same file.
+    """
+    if conn.in_transaction:
+        raise RuntimeError("connection already has an open transaction; commit it first")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+def create_schema(
+    conn: sqlite3.Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
+) -> None:
+    """Create the catalog tables (idempotent) and the genesis version 0 if it is missing."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    with immediate(conn):
+        for stmt in _SCHEMA.split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute(
+            "INSERT OR IGNORE INTO catalog_versions"
+            " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
+            " VALUES (0, ?, ?, NULL, NULL, ?)",
+            (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now)),
+        )
+
+
+def head(conn: sqlite3.Connection) -> int:
+    """The committed head version (the watermark); -1 if the log has no genesis yet."""
+    row = conn.execute("SELECT MAX(version) FROM catalog_versions").fetchone()
+    return -1 if row[0] is None else int(row[0])
+
+
+def append(
+    conn: sqlite3.Connection,
+    tools: Sequence[Any],
+    ballot_id: int,
+    base_version: int,
+    *,
+    now: float | None = None,
+) -> int:
+    """Append version `base_version + 1`; the caller must hold the write transaction.
+
+    The table's primary key and CHECK refuse a second record for the same version or a
+    record whose base is not its predecessor, so a bug here cannot fork the log.
+    """
+    version = base_version + 1
+    conn.execute(
+        "INSERT INTO catalog_versions"
+        " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (version, tools_json(tools), tools_hash(tools), ballot_id, base_version, _now(now)),
+    )
+    return version
+
+
+def read_version(conn: sqlite3.Connection, version: int) -> CatalogVersion | None:
+    """One record of the log, or None if that version does not exist."""
+    row = conn.execute(
+        "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
+        " FROM catalog_versions WHERE version = ?",
+        (version,),
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
+def history(conn: sqlite3.Connection) -> list[CatalogVersion]:
+    """Every record of the log in version order."""
+    rows = conn.execute(
+        "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
+        " FROM catalog_versions ORDER BY version"
+    ).fetchall()
+    return [_record(r) for r in rows]
+
+
+def verify(conn: sqlite3.Connection) -> int:
+    """Check the log is 0..n with no hole, each base is its predecessor and each hash matches.
+
+    Returns the head; raises `CatalogCorruptError` naming the first bad version.
+    """
+    records = history(conn)
+    for expected, rec in enumerate(records):
+        if rec.version != expected:
+            raise CatalogCorruptError(f"version {expected} missing (found {rec.version})")
+        if rec.tools_hash != tools_hash(rec.tools):
+            raise CatalogCorruptError(f"version {rec.version}: tools_hash does not match tools")
+        if expected > 0 and rec.base_version != expected - 1:
+            raise CatalogCorruptError(f"version {rec.version}: base_version {rec.base_version}")
+    return len(records) - 1
+
+
+class CatalogReader:
+    """An independent reader that persists the last head it saw and detects a fall.
+
+    The last head lives in table `catalog_reader_state` under `name`, on `state` (a separate
+    connection or file) or else on `conn` itself, so the check survives process restarts.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        name: str = "reader",
+        *,
+        state: sqlite3.Connection | None = None,
+    ) -> None:
+        self.conn = conn
+        self.state = conn if state is None else state
+        self.name = name
+        self.state.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.state.execute(
+            "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
+            " reader TEXT PRIMARY KEY, last_seen INTEGER NOT NULL)"
+        )
+        if self.state.in_transaction:
+            self.state.commit()
+
+    def last_seen(self) -> int | None:
+        """The highest head this reader has recorded, or None before its first poll."""
+        row = self.state.execute(
+            "SELECT last_seen FROM catalog_reader_state WHERE reader = ?", (self.name,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def poll(self) -> int:
+        """Read the head; raise `RewindError` if it is below the last head seen, else record it."""
+        current = head(self.conn)
+        if self.conn.in_transaction and self.conn is not self.state:
+            self.conn.commit()
+        with immediate(self.state):
+            seen = self.last_seen()
+            if seen is not None and current < seen:
+                raise RewindError(
+                    f"catalog rewound: reader {self.name!r} saw version {seen}, now sees {current}"
+                )
+            self.state.execute(
+                "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (?, ?)"
+                " ON CONFLICT(reader) DO UPDATE SET last_seen = excluded.last_seen",
+                (self.name, current),
+            )
+        return current
+
+
+def _record(row: tuple[Any, ...]) -> CatalogVersion:
+    return CatalogVersion(row[0], json.loads(row[1]), row[2], row[3], row[4], row[5])
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now

@@ -1,0 +1,261 @@
+"""The four catalog-update designs behind one small interface, so one driver can run them all.
+
+1. `callback` writes each planner response into the catalog as it arrives (no guard).
+2. `lww` applies a response only if the planner host's `updated_at` is newer (skewed clocks).
+3. `ballot` is `WatermarkLoop(window=1)`: single in-flight ballot, the safe baseline.
+4. `fenced` is `WatermarkLoop(window=W)`: up to W ballots in flight, each fenced by its watermark.
+
+The drivers (`labkit.planner`, `labkit.arrivals`) own time and delivery order; a design only
+says which requests to send and what a delivery does to the catalog.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from labkit import catalog
+from labkit.ballot import Response, WatermarkLoop
+
+DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One planner call: the ballot (None for unguarded designs), its fence and its base."""
+
+    request_id: int
+    ballot_id: int | None
+    observed_watermark: int
+    base_version: int
+    tools: tuple[Any, ...]
+    replay_of: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a design did with one delivery, and the requests it sends in reaction."""
+
+    committed: bool
+    reason: str | None
+    sends: list[Request] = field(default_factory=list)
+
+
+class Design(Protocol):
+    """The interface every design offers to a driver."""
+
+    name: str
+
+    def start(self, now: float) -> list[Request]:
+        """Send the first request(s); also called after a restart."""
+        ...
+
+    def on_response(self, request: Request, response: Response, now: float) -> Decision:
+        """Handle one delivered response (possibly late, duplicated or stale)."""
+        ...
+
+    def on_timeout(self, request: Request, now: float) -> list[Request]:
+        """The loop gave up waiting for `request`; return what it sends instead."""
+        ...
+
+    def crash_restart(self, now: float) -> list[Request]:
+        """Lose all in-memory state and come back from the durable store."""
+        ...
+
+    def awaited(self) -> list[Request]:
+        """Requests the loop is still waiting on (timers are re-armed for them)."""
+        ...
+
+    def read_head(self) -> tuple[int, str]:
+        """What an independent reader sees: the head version and its tools' hash."""
+        ...
+
+    def tools_at(self, version: int) -> tuple[Any, ...]:
+        """The tool list stored at `version` (for building stale bodies)."""
+        ...
+
+
+class _Ids:
+    """Request numbering shared by the designs, so schedules can name requests."""
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+    def take(self) -> int:
+        rid = self.next
+        self.next += 1
+        return rid
+
+
+class UnguardedDesign:
+    """Designs 1 and 2: a sequential loop that writes `base + 1` in the response callback.
+
+    With `lww=True` a response is written only if its `updated_at` is newer than the last
+    written one (the timestamp is stored with the catalog, so it survives a restart).
+    """
+
+    def __init__(self, *, lww: bool = False, ticks: int = 20, first_request: int = 1) -> None:
+        self.name = "lww" if lww else "callback"
+        self.lww = lww
+        self.ticks = ticks
+        self.ids = _Ids(first_request)
+        self.version = 0
+        self.tools: tuple[Any, ...] = ()
+        self.updated_at = float("-inf")
+        self.history: dict[int, tuple[Any, ...]] = {0: ()}
+        self.current: Request | None = None
+
+    def _send(self, replay_of: int | None = None) -> list[Request]:
+        if self.version >= self.ticks:
+            self.current = None
+            return []
+        self.current = Request(
+            self.ids.take(), None, self.version, self.version, self.tools, replay_of
+        )
+        return [self.current]
+
+    def start(self, now: float) -> list[Request]:
+        """Send the request for the current head."""
+        return self._send()
+
+    def on_response(self, request: Request, response: Response, now: float) -> Decision:
+        """Write version `base + 1` (lww: only if `updated_at` is newer); any 200 is progress."""
+        stamp = float("-inf") if response.updated_at is None else response.updated_at
+        if self.lww and stamp <= self.updated_at:
+            committed, reason = False, "older_updated_at"
+        else:
+            self.version = response.base_version + 1
+            self.tools = tuple(response.tools)
+            self.history[self.version] = self.tools
+            self.updated_at = max(self.updated_at, stamp) if self.lww else stamp
+            committed, reason = True, None
+        sends: list[Request] = []
+        if self.current is not None and request.request_id == self.current.request_id:
+            sends = self._send()
+        return Decision(committed, reason, sends)
+
+    def on_timeout(self, request: Request, now: float) -> list[Request]:
+        """Resend the current tick if this request is still the one being awaited."""
+        if self.current is None or request.request_id != self.current.request_id:
+            return []
+        return self._send(replay_of=request.request_id)
+
+    def crash_restart(self, now: float) -> list[Request]:
+        """Forget the awaited request and start over from the stored head."""
+        self.current = None
+        return self._send()
+
+    def awaited(self) -> list[Request]:
+        """The single outstanding request, if any."""
+        return [] if self.current is None else [self.current]
+
+    def read_head(self) -> tuple[int, str]:
+        """The mutable head as any reader would see it."""
+        return self.version, catalog.tools_hash(self.tools)
+
+    def tools_at(self, version: int) -> tuple[Any, ...]:
+        """The tools last written at `version` (empty if never written)."""
+        return self.history.get(version, ())
+
+
+class BallotDesign:
+    """Designs 3 and 4: the real `WatermarkLoop` on SQLite; stale ballots are replayed anew."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection | None = None,
+        *,
+        window: int = 1,
+        ticks: int = 20,
+        first_request: int = 1,
+        clock: Any = None,
+    ) -> None:
+        self.name = "ballot" if window == 1 else "fenced"
+        self.conn = conn or sqlite3.connect(":memory:", isolation_level=None)
+        self.window = window
+        self.ticks = ticks
+        self.now = 0.0
+        self.clock = clock or (lambda: self.now)
+        self.ids = _Ids(first_request)
+        self.loop = WatermarkLoop(self.conn, window, clock=self.clock)
+        self.requests: dict[int, Request] = {}
+
+    def _fill(self, replay_of: int | None = None) -> list[Request]:
+        sends = []
+        while self.loop.head_version() < self.ticks and len(self.loop.inflight()) < self.window:
+            ballot = self.loop.reserve(replay_of=replay_of)
+            req = Request(
+                self.ids.take(),
+                ballot.ballot_id,
+                ballot.watermark,
+                ballot.base_version,
+                self.tools_at(ballot.base_version),
+                replay_of,
+            )
+            self.requests[ballot.ballot_id] = req
+            sends.append(req)
+            replay_of = None
+        return sends
+
+    def start(self, now: float) -> list[Request]:
+        """Reserve ballots until the window is full (or the run's ticks are committed)."""
+        self.now = now
+        return self._fill()
+
+    def on_response(self, request: Request, response: Response, now: float) -> Decision:
+        """Apply through the watermark rule; a stale ballot is replayed as a new ballot."""
+        self.now = now
+        out = self.loop.apply(response)
+        stale = out.reason in ("stale_watermark", "stale_base")
+        sends = self._fill(replay_of=response.ballot_id if stale else None)
+        return Decision(out.committed, out.reason, sends)
+
+    def on_timeout(self, request: Request, now: float) -> list[Request]:
+        """Abandon the ballot if it is still in flight and replay its tick as a new ballot."""
+        self.now = now
+        if request.ballot_id is None or not self.loop.abandon(request.ballot_id):
+            return []
+        return self._fill(replay_of=request.ballot_id)
+
+    def crash_restart(self, now: float) -> list[Request]:
+        """A new `WatermarkLoop` over the same database: in-flight ballots survive."""
+        self.now = now
+        self.loop = WatermarkLoop(self.conn, self.window, clock=self.clock)
+        return self._fill()
+
+    def awaited(self) -> list[Request]:
+        """In-flight ballots, as recorded in SQLite."""
+        out = []
+        for b in self.loop.inflight():
+            req = self.requests.get(b.ballot_id)
+            if req is None:  # reserved by an earlier process: rebuild what we can
+                req = Request(-b.ballot_id, b.ballot_id, b.watermark, b.base_version, ())
+            out.append(req)
+        return out
+
+    def read_head(self) -> tuple[int, str]:
+        """An independent read of the catalog log's head."""
+        version = catalog.head(self.conn)
+        rec = catalog.read_version(self.conn, version)
+        return version, "" if rec is None else rec.tools_hash
+
+    def tools_at(self, version: int) -> tuple[Any, ...]:
+        """The tools committed at `version`."""
+        rec = catalog.read_version(self.conn, version)
+        return () if rec is None else tuple(rec.tools)
+
+
+def make_design(name: str, *, window: int = 3, ticks: int = 20, first_request: int = 1) -> Design:
+    """Build a design by name; `window` only matters for `fenced`."""
+    if name == "callback":
+        return UnguardedDesign(ticks=ticks, first_request=first_request)
+    if name == "lww":
+        return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
+    if name == "ballot":
+        return BallotDesign(window=1, ticks=ticks, first_request=first_request)
+    if name == "fenced":
+        if window < 2:
+            raise ValueError(f"the fenced design needs window >= 2, got {window}")
+        return BallotDesign(window=window, ticks=ticks, first_request=first_request)
+    raise ValueError(f"unknown design {name!r}; expected one of {', '.join(DESIGNS)}")

@@ -1,0 +1,362 @@
+"""A seeded discrete-event simulation of a remote planner: at-least-once, unordered, slow.
+
+Every request's fate (host, latency, duplicate) comes from its own `Random(f"{seed}:{id}")`,
+so the n-th planner call meets the same planner in every design. Targeted faults hit the first
+request carrying a base version the seed picked. Fault classes (`FAULTS`):
+
+- ``inverted``: the planner sits on the request and finishes it only once the catalog head is
+  two past the request's base; the body is still computed from that old base, and the host
+  with the fastest clock stamps ``updated_at`` when it finishes (the seed's tick-12 story).
+- ``duplicate``: each response is delivered a second time with probability ``duplicate_rate``
+  (independent latency, same body and stamp).
+- ``stale_body``: the planner computes the body from the version *before* the request's base.
+- ``retry_after_commit``: the response is delivered normally, then redelivered (same body and
+  stamp) once the head is two past its base, i.e. after it committed and a later tick did.
+- ``stall``: the response is produced on time but its delivery stalls for ``stall_time``.
+- ``crash``: half a latency after sending the request, the loop process dies; it restarts
+  ``restart_delay`` later from its store (deliveries during the outage are redelivered then).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from labkit.ballot import REASONS, Response
+from labkit.designs import DESIGNS, Design, Request, make_design
+
+FAULTS: tuple[str, ...] = (
+    "inverted",
+    "duplicate",
+    "stale_body",
+    "retry_after_commit",
+    "stall",
+    "crash",
+)
+TARGETED: tuple[str, ...] = ("inverted", "stale_body", "retry_after_commit", "stall", "crash")
+
+COLUMNS = [
+    "t",
+    "design",
+    "event",
+    "request_id",
+    "ballot_id",
+    "base_version",
+    "observed_watermark",
+    "host",
+    "updated_at",
+    "fault",
+    "committed",
+    "reason",
+    "replay_of",
+    "head_version",
+    "rewind",
+    "overwrite",
+]
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Knobs of the simulated planner and loop (times are in units of mean latency = 1)."""
+
+    ticks: int = 20
+    latency: float = 1.0
+    sigma: float = 0.5
+    duplicate_rate: float = 0.25
+    clock_skew: float = 0.5
+    hosts: int = 3
+    window: int = 3
+    timeout: float | None = None
+    stall_time: float | None = None
+    restart_delay: float | None = None
+    max_events: int = 5000
+
+    @property
+    def timeout_(self) -> float:
+        return 3.0 * self.latency if self.timeout is None else self.timeout
+
+    @property
+    def stall_(self) -> float:
+        return 8.0 * self.latency if self.stall_time is None else self.stall_time
+
+    @property
+    def restart_(self) -> float:
+        return 0.5 * self.latency if self.restart_delay is None else self.restart_delay
+
+
+class _Run:
+    """One simulation: an event heap, the planner's fault injection and an independent reader."""
+
+    def __init__(self, design: Design, faults: frozenset[str], seed: int, cfg: PlannerConfig):
+        self.d, self.faults, self.seed, self.cfg = design, faults, seed, cfg
+        rng = random.Random(seed)
+        self.skews = [rng.uniform(-cfg.clock_skew, cfg.clock_skew) for _ in range(cfg.hosts)]
+        self.fast_host = max(range(cfg.hosts), key=lambda h: self.skews[h])
+        self.targets = _pick_targets(rng, faults, cfg.ticks)
+        self.hit: set[str] = set()
+        self.mu = math.log(cfg.latency) - cfg.sigma**2 / 2
+        self.heap: list[tuple[float, int, str, Any]] = []
+        self.seq = itertools.count()
+        self.held: list[tuple[int, Request, Response, str, random.Random]] = []
+        self.generation = 0
+        self.down_until: float | None = None
+        self.rows: list[dict[str, Any]] = []
+        self.seen_version, self.seen_hash = design.read_head()
+        self.max_seen = self.seen_version
+
+    # -- event plumbing -------------------------------------------------------------------
+    def push(self, t: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self.heap, (t, next(self.seq), kind, payload))
+
+    def lat(self, rng: random.Random) -> float:
+        return rng.lognormvariate(self.mu, self.cfg.sigma)
+
+    def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
+        version, digest = self.d.read_head()
+        rewind = version < self.max_seen
+        overwrite = version == self.seen_version and digest != self.seen_hash
+        self.seen_version, self.seen_hash = version, digest
+        self.max_seen = max(self.max_seen, version)
+        rec: dict[str, Any] = dict.fromkeys(COLUMNS)
+        rec.update(t=t, design=self.d.name, event=event, committed=None, fault=None)
+        if req is not None:
+            rec.update(
+                request_id=req.request_id,
+                ballot_id=req.ballot_id,
+                base_version=req.base_version,
+                observed_watermark=req.observed_watermark,
+                replay_of=req.replay_of,
+            )
+        rec.update(extra)
+        rec.update(head_version=version, rewind=rewind, overwrite=overwrite)
+        self.rows.append(rec)
+
+    # -- the planner ----------------------------------------------------------------------
+    def target(self, fault: str, req: Request) -> bool:
+        if fault not in self.faults or fault in self.hit:
+            return False
+        if req.base_version < self.targets[fault]:
+            return False
+        self.hit.add(fault)
+        return True
+
+    def send(self, t: float, req: Request) -> None:
+        rng = random.Random(f"{self.seed}:{req.request_id}")
+        host = rng.randrange(self.cfg.hosts)
+        latency, latency2 = self.lat(rng), self.lat(rng)
+        dup = "duplicate" in self.faults and rng.random() < self.cfg.duplicate_rate
+        base, tools = req.base_version, req.tools
+        fault = None
+        if req.base_version >= 1 and self.target("stale_body", req):
+            base, tools, fault = base - 1, self.d.tools_at(base - 1), "stale_body"
+        body = (*tools, f"tool-r{req.request_id}")
+        wm = req.observed_watermark
+        bid = req.ballot_id if req.ballot_id is not None else req.request_id
+        if self.target("inverted", req):
+            resp = Response(bid, wm, base, body, None)
+            self.held.append((base + 2, req, resp, "inverted", rng))
+            fault = "inverted"
+        else:
+            done = t + latency
+            resp = Response(bid, wm, base, body, done + self.skews[host])
+            if self.target("stall", req):
+                fault = "stall"
+                self.push(done + self.cfg.stall_, "deliver", (req, resp, host, "stall"))
+            else:
+                self.push(done, "deliver", (req, resp, host, fault))
+            if dup:
+                self.push(t + latency2, "deliver", (req, resp, host, "duplicate"))
+            if self.target("retry_after_commit", req):
+                fault = fault or "retry_after_commit"
+                self.held.append((base + 2, req, resp, "retry_after_commit", rng))
+        self.push(t + self.cfg.timeout_, "timeout", (req, self.generation))
+        if self.target("crash", req):
+            self.push(t + latency / 2, "crash", None)
+            fault = fault or "crash"
+        self.row(t, "send", req, host=host, fault=fault)
+
+    def release(self, t: float, force: bool = False) -> None:
+        version = self.d.read_head()[0]
+        keep = []
+        for item in self.held:
+            until, req, resp, fault, rng = item
+            if not force and version < until:
+                keep.append(item)
+                continue
+            done = t + self.lat(rng)
+            if fault == "inverted":  # finished late, stamped late by the fastest clock
+                resp = Response(
+                    resp.ballot_id,
+                    resp.observed_watermark,
+                    resp.base_version,
+                    resp.tools,
+                    done + self.skews[self.fast_host],
+                )
+                host = self.fast_host
+            else:
+                host = None
+            self.push(done, "deliver", (req, resp, host, fault))
+        self.held = keep
+
+    # -- the driver -----------------------------------------------------------------------
+    def run(self) -> pd.DataFrame:
+        for req in self.d.start(0.0):
+            self.send(0.0, req)
+        events = 0
+        while events < self.cfg.max_events:
+            if not self.heap:
+                if not self.held:
+                    break
+                self.release(self.rows[-1]["t"] if self.rows else 0.0, force=True)
+                continue
+            t, _, kind, payload = heapq.heappop(self.heap)
+            events += 1
+            if self.down_until is not None and kind == "deliver":
+                self.push(self.down_until + 1e-6, kind, payload)  # redelivered after restart
+                continue
+            getattr(self, f"on_{kind}")(t, payload)
+            self.release(t)
+        frame = pd.DataFrame(self.rows, columns=COLUMNS)
+        frame.attrs["summary"] = summarize(frame, seed=self.seed, faults=sorted(self.faults))
+        return frame
+
+    def on_deliver(self, t: float, payload: Any) -> None:
+        req, resp, host, fault = payload
+        decision = self.d.on_response(req, resp, t)
+        self.row(
+            t,
+            "deliver",
+            req,
+            ballot_id=req.ballot_id,
+            base_version=resp.base_version,
+            host=host,
+            updated_at=resp.updated_at,
+            fault=fault,
+            committed=decision.committed,
+            reason=decision.reason,
+        )
+        for nxt in decision.sends:
+            self.send(t, nxt)
+
+    def on_timeout(self, t: float, payload: Any) -> None:
+        req, generation = payload
+        if generation != self.generation or self.down_until is not None:
+            return
+        if all(a.request_id != req.request_id for a in self.d.awaited()):
+            return
+        sends = self.d.on_timeout(req, t)
+        self.row(t, "timeout", req)
+        for nxt in sends:
+            self.send(t, nxt)
+
+    def on_crash(self, t: float, payload: Any) -> None:
+        self.generation += 1
+        self.down_until = t + self.cfg.restart_
+        self.row(t, "crash", fault="crash")
+        self.push(self.down_until, "restart", None)
+
+    def on_restart(self, t: float, payload: Any) -> None:
+        self.down_until = None
+        sends = self.d.crash_restart(t)
+        self.row(t, "restart", fault="crash")
+        for req in self.d.awaited():
+            if req not in sends:
+                self.push(t + self.cfg.timeout_, "timeout", (req, self.generation))
+        for req in sends:
+            self.send(t, req)
+
+
+def _pick_targets(rng: random.Random, faults: frozenset[str], ticks: int) -> dict[str, int]:
+    """Choose, per targeted fault, the base version whose first request it hits."""
+    hi = max(1, ticks - 3)
+    pool = list(range(1, hi + 1))
+    rng.shuffle(pool)
+    targets = {}
+    for i, fault in enumerate(TARGETED):
+        targets[fault] = pool[i % len(pool)] if fault in faults else 0
+    return targets
+
+
+def simulate(
+    design: str,
+    faults: Collection[str] = (),
+    seed: int = 0,
+    *,
+    ticks: int = 20,
+    latency: float = 1.0,
+    sigma: float = 0.5,
+    duplicate_rate: float = 0.25,
+    clock_skew: float = 0.5,
+    hosts: int = 3,
+    window: int = 3,
+    timeout: float | None = None,
+    stall_time: float | None = None,
+    restart_delay: float | None = None,
+    max_events: int = 5000,
+) -> pd.DataFrame:
+    """Run `design` until its catalog reaches version `ticks` and every message has landed.
+
+    Returns one row per event (`COLUMNS`); `trace.attrs["summary"]` holds `summarize(trace)`.
+    Deterministic for a given seed and parameters.
+    """
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
+    bad = sorted(set(faults) - set(FAULTS))
+    if bad:
+        raise ValueError(f"unknown fault class(es) {bad}; expected some of {', '.join(FAULTS)}")
+    if ticks < 1 or latency <= 0 or hosts < 1:
+        raise ValueError("ticks >= 1, latency > 0 and hosts >= 1 are required")
+    cfg = PlannerConfig(
+        ticks,
+        latency,
+        sigma,
+        duplicate_rate,
+        clock_skew,
+        hosts,
+        window,
+        timeout,
+        stall_time,
+        restart_delay,
+        max_events,
+    )
+    return _Run(make_design(design, window=window, ticks=ticks), frozenset(faults), seed, cfg).run()
+
+
+def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:
+    """Counts of one run: commits, accepted responses, rejects by reason, replays, rewinds...
+
+    `throughput` is commits per unit of simulated time up to the last commit.
+    """
+    delivers = trace[trace["event"] == "deliver"]
+    accepted = delivers[delivers["committed"] == True]  # noqa: E712 (object column)
+    rejected = delivers[delivers["committed"] == False]  # noqa: E712
+    reasons = {r: 0 for r in (*REASONS, "older_updated_at")}
+    for reason, count in rejected["reason"].value_counts().items():
+        reasons[str(reason)] = int(count)
+    last_commit = float(accepted["t"].max()) if len(accepted) else 0.0
+    design = str(trace["design"].iloc[0]) if len(trace) else ""
+    return {
+        "design": design,
+        **extra,
+        "requests": int((trace["event"] == "send").sum()),
+        "responses": len(delivers),
+        "accepted": len(accepted),
+        "commits": len(accepted),
+        "rejects": reasons,
+        "replays": int(trace.loc[trace["event"] == "send", "replay_of"].notna().sum()),
+        "timeouts": int((trace["event"] == "timeout").sum()),
+        "crashes": int((trace["event"] == "crash").sum()),
+        "rewinds": int(trace["rewind"].sum()),
+        "overwrites": int(trace["overwrite"].sum()),
+        "final_head": int(trace["head_version"].iloc[-1]) if len(trace) else 0,
+        "max_head": int(trace["head_version"].max()) if len(trace) else 0,
+        "sim_time": float(trace["t"].max()) if len(trace) else 0.0,
+        "throughput": len(accepted) / last_commit if last_commit > 0 else 0.0,
+    }
