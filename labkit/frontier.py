@@ -99,6 +99,13 @@ def create_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA_SQL)
 
 
+def connect(path: str = ":memory:") -> sqlite3.Connection:
+    """Open (by default) a fresh in-memory log with the schema in place."""
+    conn = sqlite3.connect(path)
+    create_schema(conn)
+    return conn
+
+
 @contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """Run a block in one transaction (a SAVEPOINT, so it nests inside a caller's transaction)."""

@@ -1,0 +1,106 @@
+"""Every query that claims an index is held to its EXPLAIN QUERY PLAN (SEARCH, never SCAN)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from labkit import frontier as fr
+
+FRONTIER_PLAN = "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
+FALLBACK_PLAN = "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>?)"
+# SQLite prints both `<` and `<=` upper bounds as `id<?`
+TRIGGER_PLAN = (
+    "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>? AND id<?)"
+)
+
+
+def big_log(settled: int = 50_000) -> sqlite3.Connection:
+    """One shard with `settled` delivered rows and two active ones, plus a dormant shard."""
+    conn = fr.connect()
+    conn.executemany(
+        "INSERT INTO conversations (channel_key, direction, status, priority) "
+        "VALUES (?, 'inbound', 'delivered', 5)",
+        [("main",)] * settled + [("dormant",)] * 1000,
+    )
+    fr.enqueue(conn, "main", 5)
+    fr.mark_running(conn, fr.enqueue(conn, "main", 1))
+    conn.execute("ANALYZE")
+    return conn
+
+
+@pytest.fixture(scope="module")
+def large() -> sqlite3.Connection:
+    return big_log()
+
+
+@pytest.mark.parametrize("conn_factory", [fr.connect, big_log], ids=["empty", "50k-settled"])
+def test_each_query_seeks_its_own_index(conn_factory) -> None:
+    conn = conn_factory()
+    assert fr.explain(conn, fr.FRONTIER_SQL, ("main", 0)) == [FRONTIER_PLAN]
+    assert fr.explain(conn, fr.FALLBACK_SQL, ("main", 0)) == [FALLBACK_PLAN]
+    assert fr.explain(conn, fr.TRIGGER_SQL, ("main", 0, 10)) == [TRIGGER_PLAN]
+
+
+def test_frontier_on_large_history_reads_active_rows_only(large: sqlite3.Connection) -> None:
+    assert fr.delivered_frontier(large, "main", 0) == 50_000 + 1000
+    assert fr.delivered_frontier(large, "dormant", 0) == 51_000
+    assert fr.newly_covered_count(large, "main", 49_990, 50_000) == 10
+
+
+def test_shard_keys_with_quotes_get_the_same_plan(large: sqlite3.Connection) -> None:
+    key = "o'brien\"; DROP TABLE conversations;--"
+    assert fr.explain(large, fr.FRONTIER_SQL, (key, 0)) == [FRONTIER_PLAN]
+    assert fr.delivered_frontier(large, key, 0) == 0
+
+
+def test_no_plan_of_ours_scans() -> None:
+    conn = big_log(2_000)
+    for sql, params in [
+        (fr.FRONTIER_SQL, ("main", 0)),
+        (fr.FALLBACK_SQL, ("main", 0)),
+        (fr.TRIGGER_SQL, ("main", 0, 5)),
+        (fr.AFTER_CHECKPOINT_SQL, ("main", 0)),
+    ]:
+        assert not any(line.startswith("SCAN") for line in fr.explain(conn, sql, params)), sql
+
+
+def test_global_poll_visits_every_shard() -> None:
+    conn = fr.connect()
+    fr.enqueue(conn, "main", 5)
+    assert fr.explain(conn, fr.GLOBAL_POLL_SQL, (0,)) == [
+        "SCAN conversations USING COVERING INDEX idx_conv_shard_id"
+    ]
+    # with statistics SQLite prefers a skip-scan: one seek per distinct shard, dormant or not
+    plan = fr.explain(big_log(2_000), fr.GLOBAL_POLL_SQL, (0,))
+    assert all("SCAN" in line or "ANY(channel_key)" in line for line in plan), plan
+
+
+def test_frontier_plan_degrades_without_the_partial_index() -> None:
+    conn = big_log(2_000)
+    assert fr.explain(conn, fr.FRONTIER_SQL, ("main", 0)) == [FRONTIER_PLAN]
+    conn.execute("DROP INDEX idx_conv_active")
+    plan = fr.explain(conn, fr.FRONTIER_SQL, ("main", 0))
+    assert not any("idx_conv_active" in line for line in plan), plan
+    # it falls back to walking every row of the shard, settled history included
+    assert plan == ["SEARCH conversations USING INDEX idx_conv_shard_id (channel_key=? AND id>?)"]
+    assert fr.delivered_frontier(conn, "main", 0) == 3000  # still right, just slower
+
+
+def test_trigger_plan_degrades_without_the_shard_index() -> None:
+    conn = big_log(2_000)
+    conn.execute("DROP INDEX idx_conv_shard_id")
+    plan = fr.explain(conn, fr.TRIGGER_SQL, ("main", 0, 10))
+    assert not any("idx_conv_shard_id" in line for line in plan), plan
+    assert not any("COVERING INDEX" in line for line in plan), plan
+
+
+def test_explain_is_not_fooled_by_the_statement_cache() -> None:
+    conn = fr.connect()
+    sql = fr.FRONTIER_SQL
+    assert fr.explain(conn, sql, ("main", 0)) == [FRONTIER_PLAN]
+    conn.execute("DROP INDEX idx_conv_active")
+    assert "idx_conv_active" not in " ".join(fr.explain(conn, sql, ("main", 0)))
+    fr.create_schema(conn)  # puts the index back
+    assert fr.explain(conn, sql, ("main", 0)) == [FRONTIER_PLAN]
