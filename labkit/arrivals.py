@@ -1,0 +1,300 @@
+"""Exhaustive arrival orders for small runs, and a checker for hand-written schedules.
+
+A schedule is a list of steps the planner and the loop take, with no clock:
+
+- ``"deliver N"`` (or ``"N"``): the planner delivers request N's response; the first delivery
+  produces it, a later one is a duplicate with the same body and ``updated_at``;
+- ``"stale N"``: the first delivery of N, with a body computed from the version before its base;
+- ``"timeout"`` / ``"timeout N"``: the loop gives up on its oldest (or request N's) wait;
+- ``"crash"``: the loop dies and restarts from its store.
+
+Requests are numbered in the order the loop sends them, from ``first_request``. Step i happens
+at logical time i; a response's ``updated_at`` is the step it was produced at plus its host's
+skew (``skews``), which is how last-write-wins gets fooled.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from labkit.ballot import Response
+from labkit.designs import DESIGNS, Design, Request, make_design
+
+
+class ScheduleError(ValueError):
+    """A step names a request the loop has not sent, or is not a known step."""
+
+
+@dataclass
+class ScheduleResult:
+    """What one schedule did to one design."""
+
+    design: str
+    steps: list[str]
+    heads: list[int] = field(default_factory=list)
+    outcomes: list[str] = field(default_factory=list)
+    first_rewind: int | None = None
+    replays: int = 0
+
+    @property
+    def rewinds(self) -> bool:
+        """True if an independent reader saw the catalog head fall at some step."""
+        return self.first_rewind is not None
+
+    @property
+    def final_head(self) -> int:
+        """The head after the last step."""
+        return self.heads[-1] if self.heads else 0
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """Every arrival order of a small run for one design."""
+
+    design: str
+    orders: int
+    rewinding: int
+    shortest: list[str] | None
+
+
+class _Runner:
+    """Drives one design through schedule steps, tracking what a reader sees."""
+
+    def __init__(
+        self,
+        design: str,
+        *,
+        window: int,
+        ticks: int,
+        first_request: int,
+        skews: dict[int, float] | None,
+    ) -> None:
+        self.d: Design = make_design(
+            design, window=window, ticks=ticks, first_request=first_request
+        )
+        self.skews = skews or {}
+        self.sent: dict[int, Request] = {}
+        self.produced: dict[int, Response] = {}
+        self.delivered: dict[int, int] = {}
+        self.result = ResultBuilder(design)
+        self.max_seen = self.d.read_head()[0]
+        self.now = 0
+        self._send(self.d.start(0.0))
+
+    def _send(self, reqs: Iterable[Request]) -> None:
+        for req in reqs:
+            self.sent[req.request_id] = req
+            if req.replay_of is not None:
+                self.result.replays += 1
+
+    def step(self, raw: str) -> None:
+        self.now += 1
+        verb, rid = _parse(raw)
+        if verb == "crash":
+            self._send(self.d.crash_restart(self.now))
+            outcome = "crash+restart"
+        elif verb == "timeout":
+            awaited = self.d.awaited()
+            req = self._pick(awaited, rid, raw)
+            if req is None:
+                outcome = "timeout: nothing awaited"
+            else:
+                self._send(self.d.on_timeout(req, self.now))
+                outcome = f"timeout {req.request_id}"
+        else:
+            if rid not in self.sent:
+                raise ScheduleError(
+                    f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
+                )
+            req = self.sent[rid]
+            resp = self.produced.get(rid) or self._produce(req, stale=verb == "stale")
+            self.delivered[rid] = self.delivered.get(rid, 0) + 1
+            decision = self.d.on_response(req, resp, self.now)
+            self._send(decision.sends)
+            outcome = f"{rid}:{'commit' if decision.committed else decision.reason}"
+        version = self.d.read_head()[0]
+        self.result.heads.append(version)
+        self.result.outcomes.append(outcome)
+        if version < self.max_seen and self.result.first_rewind is None:
+            self.result.first_rewind = len(self.result.heads) - 1
+        self.max_seen = max(self.max_seen, version)
+
+    def _pick(self, awaited: list[Request], rid: int | None, raw: str) -> Request | None:
+        if rid is None:
+            return awaited[0] if awaited else None
+        for req in awaited:
+            if req.request_id == rid:
+                return req
+        raise ScheduleError(f"step {raw!r}: request {rid} is not awaited")
+
+    def _produce(self, req: Request, *, stale: bool) -> Response:
+        base, tools = req.base_version, req.tools
+        if stale and base >= 1:
+            base, tools = base - 1, self.d.tools_at(base - 1)
+        bid = req.ballot_id if req.ballot_id is not None else req.request_id
+        stamp = self.now + self.skews.get(req.request_id, 0.0)
+        resp = Response(
+            bid, req.observed_watermark, base, (*tools, f"tool-r{req.request_id}"), stamp
+        )
+        self.produced[req.request_id] = resp
+        return resp
+
+    def settle(self, limit: int = 20) -> None:
+        """Deliver each awaited, never-delivered request once (replays land and commit)."""
+        for _ in range(limit):
+            todo = [r for r in self.d.awaited() if r.request_id not in self.delivered]
+            if not todo:
+                return
+            self.step(f"deliver {todo[0].request_id}")
+
+
+def ResultBuilder(design: str) -> ScheduleResult:  # noqa: N802 (reads as a constructor)
+    """An empty result for `design`."""
+    return ScheduleResult(design=design, steps=[])
+
+
+def _parse(raw: str) -> tuple[str, int | None]:
+    parts = str(raw).replace(":", " ").split()
+    if not parts:
+        raise ScheduleError(f"empty step {raw!r}")
+    if len(parts) == 1 and parts[0].lstrip("r").isdigit():
+        return "deliver", int(parts[0].lstrip("r"))
+    verb = parts[0].lower()
+    if verb in ("crash", "timeout") and len(parts) == 1:
+        return verb, None
+    if verb in ("deliver", "dup", "stale", "timeout") and len(parts) == 2:
+        num = parts[1].lstrip("r")
+        if num.isdigit():
+            return ("deliver" if verb == "dup" else verb), int(num)
+    raise ScheduleError(
+        f"step {raw!r} is not one of 'deliver N', 'stale N', 'timeout [N]', 'crash'"
+    )
+
+
+def run_schedule(
+    design: str,
+    steps: Sequence[str],
+    *,
+    window: int = 2,
+    ticks: int = 1000,
+    first_request: int = 1,
+    skews: dict[int, float] | None = None,
+    settle: bool = False,
+) -> ScheduleResult:
+    """Play a (learner-proposed) schedule against a design; `.rewinds` says if the head fell.
+
+    Raises `ScheduleError` naming the bad step.
+    """
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
+    runner = _Runner(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
+    for raw in steps:
+        runner.step(raw)
+    if settle:
+        runner.settle()
+    runner.result.steps = [str(s) for s in steps]
+    return runner.result
+
+
+def _choices(runner: _Runner, copies: int, timeouts_left: int) -> list[str]:
+    out = [f"deliver {rid}" for rid in sorted(runner.sent) if runner.delivered.get(rid, 0) < copies]
+    if timeouts_left and runner.d.awaited():
+        out.append("timeout")
+    return out
+
+
+def explore(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> Exploration:
+    """Enumerate every schedule of `n` deliveries (each response at most `copies` times, up to
+    `timeouts` give-ups) and count those where a reader sees the catalog head fall.
+
+    `shortest` is a shortest schedule prefix ending at a rewind (ties broken alphabetically).
+    """
+    orders = rewinding = 0
+    shortest: list[str] | None = None
+
+    def play(prefix: list[str]) -> _Runner:
+        runner = _Runner(design, window=window, ticks=ticks, first_request=1, skews=skews)
+        for s in prefix:
+            runner.step(s)
+        return runner
+
+    def walk(prefix: list[str], delivered: int, timeouts_left: int) -> None:
+        nonlocal orders, rewinding, shortest
+        runner = play(prefix)
+        first = runner.result.first_rewind
+        if first is not None or delivered == n:
+            orders += 1
+            if first is not None:
+                rewinding += 1
+                cand = prefix[: first + 1]
+                if shortest is None or (len(cand), cand) < (len(shortest), shortest):
+                    shortest = cand
+            return
+        choices = _choices(runner, copies, timeouts_left)
+        if not choices:
+            orders += 1
+            return
+        for c in choices:
+            t_left = timeouts_left - (c == "timeout")
+            walk([*prefix, c], delivered + (c != "timeout"), t_left)
+
+    walk([], 0, timeouts)
+    return Exploration(design, orders, rewinding, shortest)
+
+
+def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:
+    """`explore` for every design, one row each."""
+    rows = []
+    for design in DESIGNS:
+        ex = explore(design, n, **kwargs)
+        rows.append(
+            {
+                "design": design,
+                "orders": ex.orders,
+                "rewinding": ex.rewinding,
+                "shortest_counterexample": None if ex.shortest is None else " ; ".join(ex.shortest),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def closing_question() -> pd.DataFrame:
+    """Seed two's last question: ticks 12 and 14 both retry after tick 13 committed.
+
+    Request 12 is in flight; 13 commits (for single-flight designs, after the loop gave up
+    on 12; `fenced` sent 12 and 13 together); 14 is then sent. Every distinct order of two
+    deliveries each of 12 and 14 is played against every design, then outstanding replays
+    are settled. One row per (order, design).
+    """
+    rows = []
+    orders = sorted(set(itertools.permutations(["12", "12", "14", "14"])))
+    for order in orders:
+        for design in DESIGNS:
+            prefix = ["deliver 13"] if design == "fenced" else ["timeout", "deliver 13"]
+            steps = [*prefix, *(f"deliver {r}" for r in order)]
+            res = run_schedule(design, steps, window=2, ticks=2, first_request=12, settle=True)
+            rows.append(
+                {
+                    "order": ",".join(order),
+                    "design": design,
+                    "rewinds": res.rewinds,
+                    "outcomes": " ".join(res.outcomes[len(prefix) :]),
+                    "replays": res.replays,
+                    "final_head": res.final_head,
+                }
+            )
+    return pd.DataFrame(rows)
