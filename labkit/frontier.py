@@ -143,13 +143,15 @@ def status_of(conn: sqlite3.Connection, row_id: int) -> str:
     return str(row[0])
 
 
-def _transition(conn: sqlite3.Connection, row_id: int, allowed: tuple[str, ...], to: str) -> None:
+def _transition(
+    conn: sqlite3.Connection, row_id: int, allowed: tuple[str] | tuple[str, str], to: str
+) -> None:
     """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
-    marks = ",".join("?" * len(allowed))  # placeholders only; the values stay bound
+    first, last = allowed[0], allowed[-1]  # one or two allowed source statuses
     with atomic(conn):
         cur = conn.execute(
-            f"UPDATE conversations SET status = ? WHERE id = ? AND status IN ({marks})",  # noqa: S608
-            (to, row_id, *allowed),
+            "UPDATE conversations SET status = ? WHERE id = ? AND status IN (?, ?)",
+            (to, row_id, first, last),
         )
         if cur.rowcount == 1:
             return
@@ -265,7 +267,9 @@ def rows_after_checkpoint(conn: sqlite3.Connection, channel_key: str, coverage_e
     return int(conn.execute(AFTER_CHECKPOINT_SQL, (channel_key, coverage_end)).fetchone()[0])
 
 
-def global_poll_counts(conn: sqlite3.Connection, coverage_ends: Mapping[str, int]) -> dict[str, int]:
+def global_poll_counts(
+    conn: sqlite3.Connection, coverage_ends: Mapping[str, int]
+) -> dict[str, int]:
     """THE ANTI-PATTERN: each shard's worker runs a table-wide GROUP BY and keeps its own row.
 
     One full aggregate per worker per tick, paying for every dormant shard; it also counts

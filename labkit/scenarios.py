@@ -413,7 +413,9 @@ def run_scenario(scenario: Scenario) -> pd.DataFrame:
                 state = shard_state(conn, key)
                 if ev["op"] == "check" and ev["shard"] == key:
                     _verify(scenario, ev, entry, state)
-                records.append({"step": k + 1, "event": _label(ev, result), "op": ev["op"], **state})
+                records.append(
+                    {"step": k + 1, "event": _label(ev, result), "op": ev["op"], **state}
+                )
     finally:
         conn.close()
     df = pd.DataFrame.from_records(records)

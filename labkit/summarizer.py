@@ -162,7 +162,7 @@ TRIGGERS = ("after_checkpoint", "newly_covered")
 def busy_loop_ticks(
     conn: sqlite3.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
 ) -> list[dict]:
-    """Poll a shard's worker `ticks` times with `trigger`; summarize (frontier policy) when it fires.
+    """Poll a shard's worker `ticks` times; when `trigger` fires, summarize (frontier policy).
 
     With "after_checkpoint" a pending row that blocks the frontier keeps the trigger firing
     while every run advances nothing (wasted runs: a busy loop); "newly_covered" stays quiet.

@@ -27,8 +27,14 @@ def test_create_schema_is_idempotent_and_keeps_rows() -> None:
     fr.create_schema(conn)
     assert conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0] == 6
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"conversations", "idx_conv_active", "idx_conv_shard_id", "checkpoints",
-            "summaries", "summary_items"} <= names
+    assert {
+        "conversations",
+        "idx_conv_active",
+        "idx_conv_shard_id",
+        "checkpoints",
+        "summaries",
+        "summary_items",
+    } <= names
 
 
 def test_status_column_rejects_unknown_values() -> None:

@@ -9,7 +9,9 @@ import pytest
 from labkit import frontier as fr
 
 FRONTIER_PLAN = "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
-FALLBACK_PLAN = "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>?)"
+FALLBACK_PLAN = (
+    "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>?)"
+)
 # SQLite prints both `<` and `<=` upper bounds as `id<?`
 TRIGGER_PLAN = (
     "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>? AND id<?)"

@@ -11,13 +11,28 @@ import pytest
 from labkit import scenarios as sc
 
 EDGE_CASES = {
-    "seed", "empty_shard", "all_terminal", "dead_letter_tail", "late_small_pending",
-    "interleaved_shards", "odd_shard_keys",
+    "seed",
+    "empty_shard",
+    "all_terminal",
+    "dead_letter_tail",
+    "late_small_pending",
+    "interleaved_shards",
+    "odd_shard_keys",
 }
 COLUMNS = [
-    "step", "event", "op", "shard", "statuses", "max_watermark", "frontier",
-    "coverage_frontier", "coverage_max", "orphans_frontier", "orphans_max",
-    "orphan_ids_frontier", "orphan_ids_max",
+    "step",
+    "event",
+    "op",
+    "shard",
+    "statuses",
+    "max_watermark",
+    "frontier",
+    "coverage_frontier",
+    "coverage_max",
+    "orphans_frontier",
+    "orphans_max",
+    "orphan_ids_frontier",
+    "orphan_ids_max",
 ]
 
 
@@ -41,7 +56,12 @@ def test_seed_timeline_shows_the_divergence() -> None:
     after_3_and_5 = timeline[timeline["event"] == "deliver #5"].iloc[0]
     assert after_3_and_5["max_watermark"] == 5 and after_3_and_5["frontier"] == 0
     assert after_3_and_5["statuses"] == {
-        1: "pending", 2: "pending", 3: "delivered", 4: "pending", 5: "delivered", 6: "pending"
+        1: "pending",
+        2: "pending",
+        3: "delivered",
+        4: "pending",
+        5: "delivered",
+        6: "pending",
     }
     last = timeline.iloc[-1]
     assert last["orphan_ids_max"] == (1, 2, 4) and last["frontier"] == 7
@@ -102,15 +122,27 @@ BAD = [
     ({"events": [{"op": "summarize", "policy": "latest"}]}, "events[0]", "policy"),
     ({"events": [{"op": "enqueue", "shard": "main"}]}, "events[0]", "priority"),
     ({"events": [{"op": "check", "shard": "main"}]}, "events[0]", "op"),
-    ({"events": [{"op": "check", "shard": "main", "coverage": {"lww": 1}}]},
-     "events[0]", "coverage.lww"),
-    ({"events": [{"op": "check", "shard": "main", "orphans": {"max": [1, 9]}}]},
-     "events[0]", "orphans.max[1]"),
-    ({"messages": [{"shard": "main", "priority": 5}, {"shard": "", "priority": 1}]},
-     "messages[1]", "shard"),
+    (
+        {"events": [{"op": "check", "shard": "main", "coverage": {"lww": 1}}]},
+        "events[0]",
+        "coverage.lww",
+    ),
+    (
+        {"events": [{"op": "check", "shard": "main", "orphans": {"max": [1, 9]}}]},
+        "events[0]",
+        "orphans.max[1]",
+    ),
+    (
+        {"messages": [{"shard": "main", "priority": 5}, {"shard": "", "priority": 1}]},
+        "messages[1]",
+        "shard",
+    ),
     ({"messages": [{"shard": "main", "priority": 1.5}]}, "messages[0]", "priority"),
-    ({"messages": [{"shard": "main", "priority": 1, "direction": "sideways"}]},
-     "messages[0]", "direction"),
+    (
+        {"messages": [{"shard": "main", "priority": 1, "direction": "sideways"}]},
+        "messages[0]",
+        "direction",
+    ),
     ({"messages": "none"}, "scenario", "messages"),
     ({"shards": ["ok", 7]}, "scenario", "shards[1]"),
     ({"name": "Has Spaces"}, "scenario", "name"),
@@ -139,7 +171,10 @@ def test_redrive_and_enqueue_make_later_ids_valid(tmp_path: Path) -> None:
     ]
     scenario = sc.load_scenario(write(tmp_path, events=events))
     assert sc.run_scenario(scenario)["event"].tolist()[-4:] == [
-        "fail #2", "redrive #2 -> #3", "enqueue #4 (main, p5)", "deliver #4"
+        "fail #2",
+        "redrive #2 -> #3",
+        "enqueue #4 (main, p5)",
+        "deliver #4",
     ]
     with pytest.raises(sc.ScenarioError, match=r"events\[2\], field 'id'.*log has 3 rows"):
         sc.load_scenario(write(tmp_path, events=[*events[:2], {"op": "deliver", "id": 4}]))

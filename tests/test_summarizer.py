@@ -41,7 +41,9 @@ def test_seed_max_policy_orphans_rows_frontier_does_not() -> None:
     summarize_both(conn)
     assert sm.orphans(conn, "main", "max") == [1, 2, 4]
     assert sm.orphans(conn, "main", "frontier") == []
-    frontier_ranges = [(s.start_id, s.end_id, s.item_ids) for s in sm.summaries(conn, "main", "frontier")]
+    frontier_ranges = [
+        (s.start_id, s.end_id, s.item_ids) for s in sm.summaries(conn, "main", "frontier")
+    ]
     assert frontier_ranges == [(1, 3, (1, 2, 3)), (4, 6, (4, 5, 6))]
     max_ranges = [(s.start_id, s.end_id, s.item_ids) for s in sm.summaries(conn, "main", "max")]
     assert max_ranges == [(1, 5, (3, 5)), (6, 6, (6,))]
@@ -130,11 +132,16 @@ def apply_op(conn: sqlite3.Connection, op: str, a: int, b: int) -> None:
     elif op == "summarize":
         summarize_both(conn, SHARDS[a])
     else:
-        open_ids = [r[0] for r in conn.execute(
-            "SELECT id FROM conversations WHERE status IN ('pending','running') ORDER BY id"
-        )]
+        open_ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM conversations WHERE status IN ('pending','running') ORDER BY id"
+            )
+        ]
         if open_ids:
-            (fr.mark_delivered if op == "deliver" else fr.mark_failed)(conn, open_ids[a % len(open_ids)])
+            (fr.mark_delivered if op == "deliver" else fr.mark_failed)(
+                conn, open_ids[a % len(open_ids)]
+            )
 
 
 def assert_frontier_invariants(conn: sqlite3.Connection) -> None:
@@ -143,13 +150,15 @@ def assert_frontier_invariants(conn: sqlite3.Connection) -> None:
         end = sm.coverage_end(conn, key, "frontier")
         assert sm.chain_problems(conn, key, "frontier") == []
         assert sm.orphans(conn, key, "frontier") == []
-        counts = dict(conn.execute(
-            "SELECT c.id, COUNT(s.id) FROM conversations AS c "
-            "LEFT JOIN summary_items AS si ON si.conversation_id = c.id "
-            "LEFT JOIN summaries AS s ON s.id = si.summary_id AND s.policy = 'frontier' "
-            "WHERE c.channel_key = ? GROUP BY c.id",
-            (key,),
-        ).fetchall())
+        counts = dict(
+            conn.execute(
+                "SELECT c.id, COUNT(s.id) FROM conversations AS c "
+                "LEFT JOIN summary_items AS si ON si.conversation_id = c.id "
+                "LEFT JOIN summaries AS s ON s.id = si.summary_id AND s.policy = 'frontier' "
+                "WHERE c.channel_key = ? GROUP BY c.id",
+                (key,),
+            ).fetchall()
+        )
         for row_id, status in conn.execute(
             "SELECT id, status FROM conversations WHERE channel_key = ?", (key,)
         ):
