@@ -393,6 +393,10 @@ def run_scenario(scenario: Scenario) -> pd.DataFrame:
 
     Step 0 is the initial log; step k is after `events[k-1]`. `check` events are verified
     (a mismatch raises `ScenarioCheckError`); a refused transition raises `ScenarioError`.
+    Columns: step, event (label), op, shard, statuses ({id: status} of the shard's rows),
+    max_watermark (Int64, NA before any delivery), frontier (from the frontier policy's
+    coverage_end), coverage_frontier, coverage_max, orphans_frontier, orphans_max (counts)
+    and orphan_ids_frontier, orphan_ids_max (tuples).
     """
     conn = sqlite3.connect(":memory:")
     try:
