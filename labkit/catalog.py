@@ -117,6 +117,14 @@ def head(conn: sqlite3.Connection) -> int:
     return -1 if row[0] is None else int(row[0])
 
 
+def head_hash(conn: sqlite3.Connection) -> tuple[int, str]:
+    """The head version and its tools' hash in one read ((-1, "") before genesis)."""
+    row = conn.execute(
+        "SELECT version, tools_hash FROM catalog_versions ORDER BY version DESC LIMIT 1"
+    ).fetchone()
+    return (-1, "") if row is None else (int(row[0]), str(row[1]))
+
+
 def append(
     conn: sqlite3.Connection,
     tools: Sequence[Any],

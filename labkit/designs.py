@@ -236,9 +236,7 @@ class BallotDesign:
 
     def read_head(self) -> tuple[int, str]:
         """An independent read of the catalog log's head."""
-        version = catalog.head(self.conn)
-        rec = catalog.read_version(self.conn, version)
-        return version, "" if rec is None else rec.tools_hash
+        return catalog.head_hash(self.conn)
 
     def tools_at(self, version: int) -> tuple[Any, ...]:
         """The tools committed at `version`."""

@@ -183,6 +183,8 @@ class _Run:
         self.row(t, "send", req, host=host, fault=fault)
 
     def release(self, t: float, force: bool = False) -> None:
+        if not self.held:
+            return
         version = self.d.read_head()[0]
         keep = []
         for item in self.held:

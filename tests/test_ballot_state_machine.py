@@ -138,7 +138,9 @@ class LoopMachine(RuleBasedStateMachine):
         assert catalog.verify(conn) == self.head == len(self.committed)
         ballots = [r.ballot_id for r in catalog.history(conn)[1:]]
         assert ballots == self.committed  # in commit order, none twice
-        (accepted,) = conn.execute("SELECT COUNT(*) FROM wm_responses WHERE committed = 1").fetchone()
+        (accepted,) = conn.execute(
+            "SELECT COUNT(*) FROM wm_responses WHERE committed = 1"
+        ).fetchone()
         assert accepted == self.head
 
 
