@@ -45,6 +45,19 @@ def test_each_query_seeks_its_own_index(conn_factory) -> None:
     assert fr.explain(conn, fr.TRIGGER_SQL, ("main", 0, 10)) == [TRIGGER_PLAN]
 
 
+@pytest.mark.parametrize("conn_factory", [fr.connect, big_log], ids=["empty", "50k-settled"])
+def test_one_statement_lookup_is_the_two_seeks(conn_factory) -> None:
+    # `delivered_frontier` runs both steps as scalar subqueries of one statement; each keeps
+    # its own index seek, and the only SCAN is SQLite's one-row constant driver.
+    assert fr.explain(conn_factory(), fr.FRONTIER_LOOKUP_SQL, ("main", 0)) == [
+        "SCAN CONSTANT ROW",
+        "SCALAR SUBQUERY 1",
+        FRONTIER_PLAN,
+        "SCALAR SUBQUERY 2",
+        FALLBACK_PLAN,
+    ]
+
+
 def test_frontier_on_large_history_reads_active_rows_only(large: sqlite3.Connection) -> None:
     assert fr.delivered_frontier(large, "main", 0) == 50_000 + 1000
     assert fr.delivered_frontier(large, "dormant", 0) == 51_000
