@@ -1,8 +1,12 @@
 """labkit: the real code behind the Watermark Workbook.
 
-Part one (`frontier`, `scenarios`, `explorer`) is the gap-free delivery frontier over a
-priority-dispatched SQLite message log. Part two (`catalog`, `ballot`, `planner`) is the
-catalog watermark with ballots. Notebooks, the figure build and the tests all import from here.
+Part one, the gap-free delivery frontier: `frontier` (schema, log operations, the frontier and
+the wrong MAX rule, trigger queries), `summarizer` (chained checkpoints, orphan audit),
+`scenarios` (JSON scenarios and the step runner), `explorer` (every delivery order).
+Part two, the catalog watermark: `catalog` (append-only versions, the monotonic reader),
+`ballot` (WatermarkLoop), `designs` and `planner` (four designs on a simulated planner),
+`arrivals` (every arrival order). `plots`, `widgets`, `figures` and `exercises` are what the
+notebooks, the docs build and workshops share.
 """
 
 __all__ = ["__version__"]
