@@ -1,0 +1,139 @@
+"""Fixtures for the real-browser tests: one JupyterLab and one Chromium per session.
+
+Locally the tests skip when /usr/bin/chromium (or Playwright) is missing; with CI=true they
+fail instead, so CI can never pass by skipping them. See jlab.py for how to write a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from .jlab import ARTIFACTS, CHROMIUM, WAIT_MS, LabServer, Notebook, copy_workbook, start_lab
+from .jlab import open_notebook as _open_notebook
+from .jlab import write_notebook as _write_notebook
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page, Route
+
+HERE = Path(__file__).resolve().parent
+INSTALL_HINT = "apt-get update && apt-get install -y chromium"
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _missing(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"CI=true and the browser tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _require_browser() -> None:
+    """Skip (locally) or fail (CI) unless Debian's chromium and Playwright are present."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        _missing(f"{CHROMIUM} not found; install it with: {INSTALL_HINT}")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[dev]')")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test in this folder `browser`, with a 180 s backstop timeout."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(180))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    setattr(item, f"_report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ and data/ (shared by the session)."""
+    _require_browser()  # before starting anything, so a missing browser costs no time
+    base = tmp_path_factory.mktemp("jlab")
+    server = start_lab(copy_workbook(base / "workbook"), base / "state")
+    yield server
+    server.stop()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(server.log, ARTIFACTS / "jupyterlab.log")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium, driven by Playwright (its own download is not needed)."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM))
+        yield chromium
+        chromium.close()
+
+
+def _local_only(route: Route) -> None:
+    # With no network a stray CDN request would hang until its timeout: refuse it at once.
+    if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
+        route.continue_()
+    else:
+        route.abort()
+
+
+@dataclass
+class Lab:
+    """What a test gets: the page, the server, the served copy, and notebook helpers."""
+
+    page: Page
+    server: LabServer
+
+    @property
+    def root(self) -> Path:
+        return self.server.root
+
+    def open(self, path: str) -> Notebook:
+        """Open a notebook by its path in the served copy, e.g. 'notebooks/01_x.ipynb'."""
+        return _open_notebook(self.page, self.server, path)
+
+    def write_notebook(self, path: str, cells: list[str]) -> str:
+        """Write a throwaway notebook into the served copy; return the path to `open`."""
+        _write_notebook(self.root / path, cells)
+        return path
+
+
+@pytest.fixture
+def lab(lab_server: LabServer, browser: Browser, request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """A fresh browser context on the session's JupyterLab; kernels are shut down after."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(WAIT_MS)
+    context.route("**/*", _local_only)
+    page = context.new_page()
+    try:
+        yield Lab(page, lab_server)
+    finally:
+        report = getattr(request.node, "_report_call", None)
+        if report is not None and report.failed:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^\w.-]+", "_", request.node.name)
+            with contextlib.suppress(Exception):  # a debugging aid must not mask the failure
+                page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"))
+        context.close()
+        lab_server.shutdown_kernels()
