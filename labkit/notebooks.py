@@ -51,19 +51,27 @@ def strip_paths(paths: Iterable[Path]) -> list[Path]:
     return changed
 
 
-_TARGET_RE = re.compile(r"^[ \t]*([A-Za-z_]\w*)\s*=", re.MULTILINE)
+_TARGET_RE = re.compile(
+    r"^(?P<indent>[ \t]*)(?:def[ \t]+(?P<func>[A-Za-z_]\w*)|(?P<name>[A-Za-z_]\w*)[ \t]*=(?!=))",
+    re.MULTILINE,
+)
 
 
 def studentize_source(source: str) -> str:
     """Replace each `# BEGIN SOLUTION ... # END SOLUTION` block with `name = ____`.
 
-    `name` is the first variable the block assigns, so the check line after it still runs.
+    `name` is the first variable the block assigns or function it defines at the block's own
+    indentation (not one inside a function body), so the check line after it still runs.
     """
 
     def blank(match: re.Match[str]) -> str:
-        target = _TARGET_RE.search(match.group(0))
-        name = target.group(1) if target else "answer"
-        return f"{match.group('indent')}{name} = ____  # your answer here\n"
+        indent = match.group("indent")
+        name = "answer"
+        for target in _TARGET_RE.finditer(match.group(0)):
+            if target.group("indent") == indent:
+                name = target.group("func") or target.group("name")
+                break
+        return f"{indent}{name} = ____  # your answer here\n"
 
     return _SOLUTION_RE.sub(blank, source)
 
