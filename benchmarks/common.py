@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 import platform
 import sqlite3
@@ -13,6 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FIGURES = Path(__file__).resolve().parent.parent / "docs" / "figures"
 
@@ -38,6 +43,32 @@ def time_call(fn: Callable[[], object], repeats: int = 7, number: int = 1) -> Ti
     ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return Timing(statistics.median(samples), p95, tuple(samples))
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int = 9, number: int | dict[str, int] = 1
+) -> dict[str, Timing]:
+    """`time_call` for several callables at once, taking their samples in alternation.
+
+    On a shared, noisy machine a slow stretch then hits every callable alike, so ratios of
+    the medians compare like with like. `number` may differ per callable (a dict by name).
+    """
+    for fn in fns.values():
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            calls = number[name] if isinstance(number, dict) else number
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls)
+    out = {}
+    for name, got in samples.items():
+        ordered = sorted(got)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        out[name] = Timing(statistics.median(got), p95, tuple(got))
+    return out
 
 
 def machine_line() -> str:
@@ -72,3 +103,52 @@ def fmt_s(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
+
+
+# --- shared by every benchmark module ---------------------------------------------------------
+
+
+@dataclass
+class BenchResult:
+    """One benchmark's output: its CSV rows, the ratios it claims, and the files it wrote."""
+
+    name: str
+    rows: list[dict[str, object]]
+    ratios: dict[str, float]
+    targets: dict[str, bool]
+    files: list[Path]
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The nearest-rank `q` percentile (0..1) of `samples`."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def print_table(rows: Sequence[dict[str, object]], columns: Sequence[str]) -> None:
+    """Print rows as an aligned plain-text table (floats in seconds are formatted by caller)."""
+    cells = [[str(r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def finish(
+    name: str,
+    rows: list[dict[str, object]],
+    ratios: dict[str, float],
+    targets: dict[str, bool],
+    fig: Figure,
+    out: Path,
+) -> BenchResult:
+    """Write `bench_<name>.csv/.svg/.png` into `out`, print ratios and targets, return it all."""
+    from labkit.plots.style import save_figure
+
+    files = [write_csv(name, rows, out), *save_figure(fig, out / f"bench_{name}")]
+    for key, value in ratios.items():
+        print(f"  ratio {key}: {value:.2f}")
+    for key, ok in targets.items():
+        print(f"  target {key}: {'MET' if ok else 'MISSED'}")
+    print("  wrote " + ", ".join(str(p) for p in files))
+    return BenchResult(name, rows, ratios, targets, files)

@@ -1,0 +1,51 @@
+"""Run the benchmarks: `python -m benchmarks [--smoke] [--only NAME ...] [--out DIR]`.
+
+A full run writes `docs/figures/bench_<name>.csv/.svg/.png`; `--smoke` uses tiny sizes and
+writes into a temporary directory (or `--out`), never into docs/figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import FIGURES, BenchResult, machine_line
+
+NAMES = ("frontier_lookup", "trigger_poll", "widget_latency", "ballot_throughput", "explorers")
+
+
+def run_one(name: str, smoke: bool, out: Path) -> BenchResult:
+    """Import `benchmarks.<name>` and run it, with a header and its wall time."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    print(f"\n== {name} {'(smoke)' if smoke else ''}".rstrip())
+    start = time.perf_counter()
+    result = module.run(smoke=smoke, out=out)
+    print(f"  ({time.perf_counter() - start:.1f} s)")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds in total")
+    parser.add_argument("--only", action="append", choices=NAMES, help="run just this one")
+    parser.add_argument("--out", type=Path, help="output directory (default: docs/figures)")
+    args = parser.parse_args(argv)
+    out = args.out
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="bench-smoke-")) if args.smoke else FIGURES
+    if args.smoke and out.resolve() == FIGURES.resolve():
+        parser.error("smoke runs never write into docs/figures")
+    print(machine_line())
+    results = [run_one(name, args.smoke, out) for name in args.only or NAMES]
+    missed = [f"{r.name}: {k}" for r in results for k, ok in r.targets.items() if not ok]
+    print(f"\n{machine_line()}")
+    print(f"targets missed: {', '.join(missed)}" if missed else "every target met")
+    print(f"output in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
