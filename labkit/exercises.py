@@ -881,5 +881,5 @@ apply_rule_ex = Exercise(
 )
 
 
-part1: list[Exercise] = [frontier_sql_ex, predict_frontier_ex, partial_index_ex, max_orphans_ex]
+part1: list[Exercise] = [predict_frontier_ex, frontier_sql_ex, partial_index_ex, max_orphans_ex]
 part2: list[Exercise] = [rejection_reasons_ex, lww_rewind_ex, closing_question_ex, apply_rule_ex]
