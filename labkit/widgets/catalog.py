@@ -1,0 +1,301 @@
+"""Widget apps for part two: the four designs on one fault trace (notebook 05) and the
+inverted arrival step by step (notebook 04).
+
+Each control change runs `labkit.planner.simulate` for every design (memoised per design and
+the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
+PNG in an Output widget, next to a metrics table from the runs' summaries.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from labkit.arrivals import ScheduleResult, explore, run_schedule
+from labkit.designs import DESIGNS
+from labkit.planner import FAULTS, simulate
+from labkit.plots.catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
+from labkit.plots.style import png_bytes
+from labkit.widgets.frontier import WIDGET_DPI, _classed, _png_output
+
+NONE, ALL, CUSTOM = "none", "all", "custom"
+FAULT_PRESETS: dict[str, tuple[str, ...]] = {
+    NONE: (),
+    **{f: (f,) for f in FAULTS},
+    ALL: tuple(FAULTS),
+}
+# Seed two's story with request numbers: 12 is in flight, the loop gives up on it and 13
+# commits, 14 commits on top, then 12's response finally lands.
+SEED_INVERTED: tuple[str, ...] = ("timeout", "deliver 13", "deliver 14", "deliver 12")
+SEED_FIRST_REQUEST = 12
+_MEMO_SIZE = 256
+REJECT_COLUMNS = ("unknown_ballot", "stale_watermark", "stale_base", "older_updated_at")
+
+
+@functools.lru_cache(maxsize=8)
+def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[str] | None]:
+    """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
+    return {d: explore(d, n, window=window).shortest for d in DESIGNS}
+
+
+def metrics_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per design from `simulate` summaries: commits, rejects by reason, rewinds..."""
+    rows = []
+    for design, s in summaries.items():
+        rows.append({
+            "design": design,
+            "commits": s["commits"],
+            "accepted": s["accepted"],
+            **{f"rejected: {r.replace('_', ' ')}": s["rejects"].get(r, 0) for r in REJECT_COLUMNS},
+            "replays": s["replays"],
+            "rewinds": s["rewinds"],
+            "final head": s["final_head"],
+            "throughput": round(s["throughput"], 3),
+        })
+    return pd.DataFrame(rows)
+
+
+def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    body = []
+    for row in table.itertuples(index=False):
+        style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""
+        cells = []
+        for col, value in zip(table.columns, row, strict=True):
+            bad = col == "rewinds" and value
+            text = html.escape(str(value))
+            cells.append(f"<td style='color:#b00020'><b>{text}</b></td>" if bad
+                         else f"<td>{text}</td>")
+        body.append(f"<tr{style}>{''.join(cells)}</tr>")
+    return (
+        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+class FourDesignsApp:
+    """Fault classes and planner knobs in; four `simulate` traces, metrics and counterexamples out.
+
+    `ui` is the container to display; `traces` maps design -> trace, `summaries` design ->
+    summary, `last_png` is the image shown and `timings` each update's duration in seconds.
+    """
+
+    def __init__(
+        self,
+        highlight: str = "ballot",
+        preset: str = "inverted",
+        seed: int = 0,
+        ticks: int = 20,
+        designs: Sequence[str] = DESIGNS,
+    ) -> None:
+        self.designs = list(designs)
+        self.ticks = ticks
+        self.traces: dict[str, pd.DataFrame] = {}
+        self.summaries: dict[str, dict[str, Any]] = {}
+        self.last_png = b""
+        self.timings: list[float] = []
+        self.memo_hits = 0
+        self._memo: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self._holding = False
+        self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6)
+
+        self.design = _classed(widgets.Dropdown(
+            options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
+            description="highlight"), "wb-design")
+        self.faults = _classed(widgets.Dropdown(
+            options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"), "wb-faults")
+        self.fault_boxes = {
+            f: _classed(widgets.Checkbox(value=f in FAULT_PRESETS.get(preset, ()),
+                                         description=f.replace("_", " "), indent=False,
+                                         layout=widgets.Layout(width="150px")), f"wb-fault-{f}")
+            for f in FAULTS
+        }
+        slider = {"continuous_update": False, "style": {"description_width": "110px"}}
+        self.latency = _classed(widgets.FloatSlider(
+            value=1.0, min=0.2, max=3.0, step=0.1, description="latency", **slider),
+            "wb-latency")
+        self.duplicate_rate = _classed(widgets.FloatSlider(
+            value=0.25, min=0.0, max=1.0, step=0.05, description="duplicate rate", **slider),
+            "wb-duplicate-rate")
+        self.clock_skew = _classed(widgets.FloatSlider(
+            value=0.5, min=0.0, max=3.0, step=0.1, description="clock skew", **slider),
+            "wb-clock-skew")
+        self.window = _classed(widgets.IntSlider(
+            value=3, min=2, max=6, description="window (fenced)", **slider), "wb-window")
+        self.seed = _classed(widgets.IntText(value=seed, description="seed",
+                                             layout=widgets.Layout(width="160px")), "wb-seed")
+        self.out = _classed(widgets.Output(), "wb-traces")
+        self.metrics = _classed(widgets.HTML(), "wb-metrics")
+        self.counterexamples = _classed(widgets.HTML(), "wb-counterexamples")
+
+        self.design.observe(self._changed, "value")
+        self.faults.observe(self._preset_picked, "value")
+        for box in self.fault_boxes.values():
+            box.observe(self._box_ticked, "value")
+        for w in (self.latency, self.duplicate_rate, self.clock_skew, self.window, self.seed):
+            w.observe(self._changed, "value")
+
+        self.ui = widgets.VBox([
+            widgets.HBox([self.design, self.faults, self.seed]),
+            widgets.HBox(list(self.fault_boxes.values())),
+            widgets.HBox([widgets.VBox([self.latency, self.duplicate_rate]),
+                          widgets.VBox([self.clock_skew, self.window])]),
+            self.out,
+            self.metrics,
+            self.counterexamples,
+        ])
+        self.ui.add_class("wb-four-designs-app")
+        self._show_counterexamples()
+        self.update()
+
+    # --- controls ----------------------------------------------------------------------------
+
+    @property
+    def selected_faults(self) -> tuple[str, ...]:
+        """The fault classes ticked, in `FAULTS` order."""
+        return tuple(f for f, box in self.fault_boxes.items() if box.value)
+
+    @contextmanager
+    def _hold(self) -> Iterator[None]:
+        """Set several controls with one update at the end, not one per control."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+
+    def _changed(self, _change: Any = None) -> None:
+        if not self._holding:
+            self.update()
+
+    def _preset_picked(self, change: Any) -> None:
+        if self._holding or change["new"] == CUSTOM:
+            return
+        chosen = FAULT_PRESETS[change["new"]]
+        with self._hold():
+            for f, box in self.fault_boxes.items():
+                box.value = f in chosen
+        self.update()
+
+    def _box_ticked(self, _change: Any) -> None:
+        if self._holding:
+            return
+        picked = self.selected_faults
+        name = next((k for k, v in FAULT_PRESETS.items() if v == picked), CUSTOM)
+        with self._hold():
+            self.faults.value = name
+        self.update()
+
+    # --- the update --------------------------------------------------------------------------
+
+    def _params(self, design: str, faults: tuple[str, ...]) -> dict[str, Any]:
+        """Only the knobs `design` reads, so e.g. moving the window reruns `fenced` alone."""
+        params: dict[str, Any] = {
+            "ticks": self.ticks,
+            "latency": round(self.latency.value, 6),
+            "clock_skew": round(self.clock_skew.value, 6),
+        }
+        if "duplicate" in faults:
+            params["duplicate_rate"] = round(self.duplicate_rate.value, 6)
+        if design == "fenced":
+            params["window"] = self.window.value
+        return params
+
+    def _trace(self, design: str, faults: tuple[str, ...], seed: int) -> pd.DataFrame:
+        params = self._params(design, faults)
+        key = (design, faults, seed, tuple(sorted(params.items())))
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            self.memo_hits += 1
+            return self._memo[key]
+        trace = simulate(design, faults, seed, **params)
+        self._memo[key] = trace
+        if len(self._memo) > _MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return trace
+
+    def update(self) -> None:
+        """Simulate every design on the chosen faults, redraw, refresh the metrics; time it."""
+        start = time.perf_counter()
+        faults, seed = self.selected_faults, int(self.seed.value)
+        self.traces = {d: self._trace(d, faults, seed) for d in self.designs}
+        self.summaries = {d: t.attrs["summary"] for d, t in self.traces.items()}
+        label = ", ".join(faults) if faults else "no faults"
+        self.canvas.fig.suptitle(f"Four designs, one planner, one fault trace ({label}; seed "
+                                 f"{seed})", fontsize=11)
+        fig = self.canvas.update(self.traces, self.design.value)
+        self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
+        _png_output(self.out, self.last_png)
+        table = metrics_table(self.summaries)
+        self.metrics.value = _html_table(table, self.design.value)
+        self.timings.append(time.perf_counter() - start)
+
+    def _show_counterexamples(self) -> None:
+        found = shortest_counterexamples()
+        items = []
+        for design in self.designs:
+            steps = found.get(design)
+            text = ("no order of 3 deliveries rewinds it" if steps is None
+                    else " &rarr; ".join(html.escape(s) for s in steps))
+            items.append(f"<li><b>{design}</b>: {text}</li>")
+        self.counterexamples.value = (
+            "<b>Shortest arrival order that rewinds each design</b> "
+            "(every order of 3 deliveries, each response up to twice, one give-up, window 2)"
+            f"<ul>{''.join(items)}</ul>"
+        )
+
+
+class InvertedArrivalStepper:
+    """A step slider over seed two's inverted arrival, played on every design.
+
+    `results` holds the `run_schedule` result per design; `last_png` the lane diagram up to
+    the chosen step; `outcomes` each design's outcome at that step.
+    """
+
+    def __init__(
+        self,
+        steps: Sequence[str] = SEED_INVERTED,
+        first_request: int = SEED_FIRST_REQUEST,
+        designs: Sequence[str] = DESIGNS,
+    ) -> None:
+        self.results: dict[str, ScheduleResult] = {
+            d: run_schedule(d, steps, first_request=first_request, ticks=1000) for d in designs
+        }
+        self.outcomes: dict[str, str] = {}
+        self.last_png = b""
+        self.timings: list[float] = []
+        self._pngs: dict[int, bytes] = {}
+        self.step = _classed(widgets.IntSlider(value=len(steps), min=1, max=len(steps),
+                                               description="step"), "wb-step")
+        self.out = _classed(widgets.Output(), "wb-lanes")
+        self.caption = _classed(widgets.HTML(), "wb-step-outcomes")
+        self.step.observe(lambda _c: self.update(), "value")
+        self.ui = widgets.VBox([self.step, self.caption, self.out])
+        self.ui.add_class("wb-inverted-stepper")
+        self.update()
+
+    def update(self) -> None:
+        """Draw the lanes up to the chosen step and list what each design did at it."""
+        start = time.perf_counter()
+        k = int(self.step.value)
+        if k not in self._pngs:
+            fig = arrival_lanes_figure(list(self.results.values()), upto=k)
+            self._pngs[k] = png_bytes(fig, dpi=WIDGET_DPI)
+        self.last_png = self._pngs[k]
+        _png_output(self.out, self.last_png)
+        first = next(iter(self.results.values()))
+        self.outcomes = {d: r.outcomes[k - 1] for d, r in self.results.items()}
+        lines = "".join(
+            f"<li><b>{d}</b>: {html.escape(o)} (head v{self.results[d].heads[k - 1]})</li>"
+            for d, o in self.outcomes.items()
+        )
+        self.caption.value = f"step {k}: <code>{html.escape(first.steps[k - 1])}</code><ul>{lines}</ul>"
+        self.timings.append(time.perf_counter() - start)
