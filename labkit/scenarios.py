@@ -388,6 +388,36 @@ def _verify(scenario: Scenario, ev: dict[str, Any], entry: str, state: dict[str,
             )
 
 
+def _enqueue_messages(conn: sqlite3.Connection, scenario: Scenario) -> None:
+    for m in scenario.messages:
+        fr.enqueue(conn, m.shard, m.priority, m.direction)
+
+
+def _apply_event(
+    conn: sqlite3.Connection, scenario: Scenario, ev: dict[str, Any], entry: str
+) -> int | None:
+    try:
+        return _apply(conn, scenario, ev)
+    except fr.TransitionError as exc:
+        raise ScenarioError(scenario.source, entry, "id", str(exc)) from exc
+
+
+def replay_scenario(scenario: Scenario, upto: int | None = None) -> sqlite3.Connection:
+    """Play the scenario (its first `upto` events, default all) on a fresh in-memory log.
+
+    Returns the open connection, for what the timeline does not carry: the summaries and
+    their items, query plans. `check` events are verified as in `run_scenario`.
+    """
+    conn = fr.connect()
+    _enqueue_messages(conn, scenario)
+    for k, ev in enumerate(scenario.events[:upto]):
+        entry = f"events[{k}]"
+        _apply_event(conn, scenario, ev, entry)
+        if ev["op"] == "check":
+            _verify(scenario, ev, entry, shard_state(conn, ev["shard"]))
+    return conn
+
+
 def run_scenario(scenario: Scenario) -> pd.DataFrame:
     """Step the scenario on a fresh in-memory SQLite log; one row per (step, tracked shard).
 
@@ -401,18 +431,14 @@ def run_scenario(scenario: Scenario) -> pd.DataFrame:
     conn = sqlite3.connect(":memory:")
     try:
         fr.create_schema(conn)
-        for m in scenario.messages:
-            fr.enqueue(conn, m.shard, m.priority, m.direction)
+        _enqueue_messages(conn, scenario)
         records = [
             {"step": 0, "event": "start", "op": "start_log", **shard_state(conn, key)}
             for key in scenario.tracked_shards
         ]
         for k, ev in enumerate(scenario.events):
             entry = f"events[{k}]"
-            try:
-                result = _apply(conn, scenario, ev)
-            except fr.TransitionError as exc:
-                raise ScenarioError(scenario.source, entry, "id", str(exc)) from exc
+            result = _apply_event(conn, scenario, ev, entry)
             for key in scenario.tracked_shards:
                 state = shard_state(conn, key)
                 if ev["op"] == "check" and ev["shard"] == key:
@@ -434,3 +460,20 @@ def status_matrix(timeline: pd.DataFrame, shard: str | None = None) -> pd.DataFr
     frame = pd.DataFrame([dict(s) for s in rows["statuses"]], index=rows["step"].to_numpy())
     merged = frame.groupby(level=0).first() if shard is None else frame
     return merged.reindex(sorted(merged.columns), axis=1)
+
+
+FINAL_COLUMNS = (
+    "shard",
+    "frontier",
+    "max_watermark",
+    "coverage_frontier",
+    "coverage_max",
+    "orphan_ids_frontier",
+    "orphan_ids_max",
+)
+
+
+def final_state(timeline: pd.DataFrame) -> pd.DataFrame:
+    """The last row of each shard in `run_scenario` output: where each policy ended up."""
+    last = timeline.groupby("shard", sort=False).tail(1)
+    return last.loc[:, list(FINAL_COLUMNS)].reset_index(drop=True)
