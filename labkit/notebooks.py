@@ -152,3 +152,13 @@ def cell_text_outputs(nb: Any) -> list[str]:
             elif "data" in out and "text/plain" in out["data"]:
                 texts.append(out["data"]["text/plain"])
     return texts
+
+
+def cell_errors(nb: Any) -> list[str]:
+    """`ename: evalue` of every error output of an executed notebook, in order."""
+    return [
+        f"{out.get('ename')}: {out.get('evalue')}"
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]

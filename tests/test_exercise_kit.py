@@ -1,0 +1,84 @@
+"""The exercise machinery: feedback statuses and rendering, and student-copy rewriting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from labkit.exercise_kit import BLANK, Exercise, Feedback, Wrong, ____
+from labkit.notebooks import cell_errors, make_student_copies, studentize_source
+
+
+def _checker(answer: object) -> str | None:
+    if answer == "boom":
+        raise RuntimeError("kaboom")
+    if answer != 42:
+        raise Wrong(f"{answer!r} is not the answer")
+    return "the answer."
+
+
+EX = Exercise("Life", "What is it?", _checker, "six times seven", "42")
+
+
+def test_statuses() -> None:
+    assert EX.check(42).passed and str(EX.check(42)) == "✓ Correct: Life: the answer."
+    assert str(EX.check(41)) == "✗ Not yet: Life: 41 is not the answer"
+    assert EX.check(____).status == "not_attempted" and EX.check().status == "not_attempted"
+    assert ____ is BLANK and repr(____) == "____"
+
+
+def test_any_exception_becomes_a_message() -> None:
+    fb = EX.check("boom")
+    assert fb.status == "incorrect" and "RuntimeError: kaboom" in fb.message
+
+
+def test_hint_solution_and_html() -> None:
+    assert str(EX.hint()) == "Hint: six times seven"
+    assert str(EX.solution()) == "Solution: 42"
+    html = Feedback("incorrect", "a <b> & c\nd")._repr_html_()
+    assert "&lt;b&gt; &amp; c<br>d" in html and "#b22222" in html
+
+
+def test_studentize_assignment_and_def() -> None:
+    src = "x = 1\n# BEGIN SOLUTION\nsql = '''\nSELECT a = b\n'''\n# END SOLUTION\nex.check(sql)\n"
+    assert studentize_source(src) == "x = 1\nsql = ____  # your answer here\nex.check(sql)\n"
+    func = "# BEGIN SOLUTION\ndef decide(a):\n    y = a\n    return y\n# END SOLUTION\nex.check(decide)"
+    assert studentize_source(func) == "decide = ____  # your answer here\nex.check(decide)"
+
+
+def test_studentize_keeps_indent_and_falls_back() -> None:
+    src = "if True:\n    # BEGIN SOLUTION\n    q = 3\n    # END SOLUTION\n"
+    assert studentize_source(src) == "if True:\n    q = ____  # your answer here\n"
+    assert studentize_source("# BEGIN SOLUTION\nprint(1)\n# END SOLUTION\n") == (
+        "answer = ____  # your answer here\n"
+    )
+    assert studentize_source("a == b\n") == "a == b\n"
+
+
+def test_make_student_copies(tmp_path: Path) -> None:
+    nb = new_notebook()
+    nb.cells = [
+        new_markdown_cell("# BEGIN SOLUTION stays in markdown"),
+        new_code_cell("# BEGIN SOLUTION\nanswer = 42\n# END SOLUTION"),
+        new_code_cell("EX.check(answer)", outputs=[], execution_count=3),
+    ]
+    src = tmp_path / "src"
+    src.mkdir()
+    nbformat.write(nb, src / "a.ipynb")
+    (out,) = make_student_copies(src, tmp_path / "out")
+    copy = nbformat.read(out, as_version=4)
+    assert copy.cells[0].source == "# BEGIN SOLUTION stays in markdown"
+    assert copy.cells[1].source == "answer = ____  # your answer here\n"
+    assert copy.cells[2].execution_count is None and copy.cells[2].outputs == []
+
+
+def test_cell_errors_lists_error_outputs() -> None:
+    nb = new_notebook()
+    nb.cells = [new_code_cell("1/0"), new_code_cell("x")]
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero"),
+        nbformat.v4.new_output("stream", text="hi"),
+    ]
+    assert cell_errors(nb) == ["ZeroDivisionError: division by zero"]
