@@ -71,8 +71,17 @@ class TimelineCanvas:
             *(Line2D([], [], ls="", marker="s", color=COLORS[s], label=s) for s in STATUSES),
             Line2D([], [], color=COLORS["max"], lw=2.0, ls="--", label=POLICY_LABELS["max"]),
             Line2D([], [], color=COLORS["frontier"], lw=2.4, label=POLICY_LABELS["frontier"]),
-            Line2D([], [], ls="", marker="o", ms=12, mfc="none", mec=COLORS["orphan"], mew=1.6,
-                   label="orphan under MAX"),
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                ms=12,
+                mfc="none",
+                mec=COLORS["orphan"],
+                mew=1.6,
+                label="orphan under MAX",
+            ),
         ]
         ax.legend(handles=handles, **_RIGHT_LEGEND)
         self._shape = (last, top)
@@ -108,7 +117,10 @@ def _timeline_marks(ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool) -
     marks: dict[str, tuple[list[int], list[int]]] = {s: ([], []) for s in STATUSES}
     rings: dict[str, tuple[list[int], list[int]]] = {p: ([], []) for p in POLICIES}
     for st, statuses, lost_max, lost_front in zip(
-        shown["step"], shown["statuses"], shown["orphan_ids_max"], shown["orphan_ids_frontier"],
+        shown["step"],
+        shown["statuses"],
+        shown["orphan_ids_max"],
+        shown["orphan_ids_frontier"],
         strict=True,
     ):
         for row_id, status in statuses.items():
@@ -123,28 +135,60 @@ def _timeline_marks(ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool) -
     ]
     steps = shown["step"].to_numpy()
     max_line = shown["max_watermark"].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
-    out += ax.step(steps, max_line, where="post", color=COLORS["max"], lw=2.0, ls="--",
-                   label=POLICY_LABELS["max"], gid="max_watermark", zorder=4)
-    out += ax.step(steps, shown["frontier"].to_numpy(dtype=float), where="post",
-                   color=COLORS["frontier"], lw=2.4, label=POLICY_LABELS["frontier"],
-                   gid="frontier", zorder=4)
+    out += ax.step(
+        steps,
+        max_line,
+        where="post",
+        color=COLORS["max"],
+        lw=2.0,
+        ls="--",
+        label=POLICY_LABELS["max"],
+        gid="max_watermark",
+        zorder=4,
+    )
+    out += ax.step(
+        steps,
+        shown["frontier"].to_numpy(dtype=float),
+        where="post",
+        color=COLORS["frontier"],
+        lw=2.4,
+        label=POLICY_LABELS["frontier"],
+        gid="frontier",
+        zorder=4,
+    )
     for policy, size in (("max", 150), ("frontier", 230)):
         xs, ys = rings[policy]
         if policy == "max" or xs:  # the frontier never orphans; an empty ring set is noise
-            out.append(ax.scatter(xs, ys, s=size, facecolors="none", edgecolors=COLORS["orphan"],
-                                  linewidths=1.6, label=f"orphan under {policy.upper()}",
-                                  gid=f"orphans_{policy}", zorder=5))
+            out.append(
+                ax.scatter(
+                    xs,
+                    ys,
+                    s=size,
+                    facecolors="none",
+                    edgecolors=COLORS["orphan"],
+                    linewidths=1.6,
+                    label=f"orphan under {policy.upper()}",
+                    gid=f"orphans_{policy}",
+                    zorder=5,
+                )
+            )
     if mark_step:
         out.append(ax.axvline(upto, color="#555555", lw=0.8, alpha=0.6))
     current = shown.iloc[-1]
     lost = current["orphan_ids_max"]
-    out.append(ax.text(
-        0.01, 0.98,
-        f"step {upto}: {len(lost)} orphan(s) under MAX{_ids_text(lost)}, "
-        f"{len(current['orphan_ids_frontier'])} under the frontier",
-        transform=ax.transAxes, va="top", fontsize=8.5, color=COLORS["orphan"],
-        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5},
-    ))
+    out.append(
+        ax.text(
+            0.01,
+            0.98,
+            f"step {upto}: {len(lost)} orphan(s) under MAX{_ids_text(lost)}, "
+            f"{len(current['orphan_ids_frontier'])} under the frontier",
+            transform=ax.transAxes,
+            va="top",
+            fontsize=8.5,
+            color=COLORS["orphan"],
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5},
+        )
+    )
     return out
 
 
@@ -188,21 +232,59 @@ def checkpoint_ranges_figure(
         expected = 1
         for k, s in enumerate(summaries[policy]):
             if s.start_id > expected:
-                ax.barh(y, s.start_id - expected, left=expected - 0.5, height=0.55,
-                        color="white", edgecolor=COLORS["orphan"], hatch="///", zorder=2)
-            ax.barh(y, s.end_id - s.start_id + 1, left=s.start_id - 0.5, height=0.55,
-                    color=color, alpha=0.28 if k % 2 else 0.45, edgecolor=color, zorder=2)
-            ax.text((s.start_id + s.end_id) / 2, y + 0.36, f"[{s.start_id}, {s.end_id}]",
-                    ha="center", va="bottom", fontsize=7.5, color=color)
+                ax.barh(
+                    y,
+                    s.start_id - expected,
+                    left=expected - 0.5,
+                    height=0.55,
+                    color="white",
+                    edgecolor=COLORS["orphan"],
+                    hatch="///",
+                    zorder=2,
+                )
+            ax.barh(
+                y,
+                s.end_id - s.start_id + 1,
+                left=s.start_id - 0.5,
+                height=0.55,
+                color=color,
+                alpha=0.28 if k % 2 else 0.45,
+                edgecolor=color,
+                zorder=2,
+            )
+            ax.text(
+                (s.start_id + s.end_id) / 2,
+                y + 0.36,
+                f"[{s.start_id}, {s.end_id}]",
+                ha="center",
+                va="bottom",
+                fontsize=7.5,
+                color=color,
+            )
             ax.scatter(s.item_ids, [y] * len(s.item_ids), s=22, color="black", zorder=3)
             expected = s.end_id + 1
             top = max(top, s.end_id)
         if last_id is not None and last_id >= expected:
-            ax.barh(y, last_id - expected + 1, left=expected - 0.5, height=0.55, color="none",
-                    edgecolor="#888888", ls=":", zorder=1)
+            ax.barh(
+                y,
+                last_id - expected + 1,
+                left=expected - 0.5,
+                height=0.55,
+                color="none",
+                edgecolor="#888888",
+                ls=":",
+                zorder=1,
+            )
         lost = list(orphans.get(policy, ()))
-        ax.scatter(lost, [y] * len(lost), s=150, facecolors="none",
-                   edgecolors=COLORS["orphan"], linewidths=1.8, zorder=4)
+        ax.scatter(
+            lost,
+            [y] * len(lost),
+            s=150,
+            facecolors="none",
+            edgecolors=COLORS["orphan"],
+            linewidths=1.8,
+            zorder=4,
+        )
     ax.set_yticks(range(len(policies)), [POLICY_SHORT[p] for p in policies], fontsize=8)
     ax.set_ylim(-0.6, len(policies) - 0.2)
     ax.set_xlim(0.3, top + 0.7)
@@ -214,8 +296,15 @@ def checkpoint_ranges_figure(
     handles = [
         *(Patch(color=COLORS[p], alpha=0.45, label=f"summary range ({p})") for p in policies),
         ax.scatter([], [], s=22, color="black", label="row in a summary"),
-        ax.scatter([], [], s=150, facecolors="none", edgecolors=COLORS["orphan"],
-                   linewidths=1.8, label="orphan: terminal, in no summary"),
+        ax.scatter(
+            [],
+            [],
+            s=150,
+            facecolors="none",
+            edgecolors=COLORS["orphan"],
+            linewidths=1.8,
+            label="orphan: terminal, in no summary",
+        ),
         Patch(facecolor="white", edgecolor=COLORS["orphan"], hatch="///", label="hole in chain"),
         Patch(facecolor="none", edgecolor="#888888", ls=":", label="not covered yet"),
     ]
@@ -239,10 +328,19 @@ def orphan_rates_figure(
         part = rates[rates["policy"] == policy].sort_values("n")
         xs = part["n"].to_numpy() + (k - 0.5) * bar
         ax.bar(xs, part["share"], width=bar, color=COLORS[policy], label=POLICY_LABELS[policy])
-        for x, share, bad, total in zip(xs, part["share"], part["orphaning_orders"],
-                                        part["orders"], strict=True):
-            ax.text(x, share + 0.02, f"{bad}/{total}", ha="center", va="bottom", fontsize=6.5,
-                    rotation=90, color=COLORS[policy])
+        for x, share, bad, total in zip(
+            xs, part["share"], part["orphaning_orders"], part["orders"], strict=True
+        ):
+            ax.text(
+                x,
+                share + 0.02,
+                f"{bad}/{total}",
+                ha="center",
+                va="bottom",
+                fontsize=6.5,
+                rotation=90,
+                color=COLORS[policy],
+            )
     ns = sorted(rates["n"].unique())
     ax.set_xticks(ns)
     ax.set_ylim(0, 1.45)
@@ -265,14 +363,33 @@ def trigger_cost_figure(
     ax = _axes(width, height)
     fig = ax.figure
     xs = cost["dormant_shards"]
-    ax.plot(xs, cost["global_poll_s"] * 1e6, marker="o", color=COLORS["max"],
-            label="global GROUP BY poll, filtered client-side", gid="global_poll")
-    ax.plot(xs, cost["per_shard_s"] * 1e6, marker="s", color=COLORS["frontier"],
-            label="per-shard count of (coverage_end, frontier]", gid="per_shard")
+    ax.plot(
+        xs,
+        cost["global_poll_s"] * 1e6,
+        marker="o",
+        color=COLORS["max"],
+        label="global GROUP BY poll, filtered client-side",
+        gid="global_poll",
+    )
+    ax.plot(
+        xs,
+        cost["per_shard_s"] * 1e6,
+        marker="s",
+        color=COLORS["frontier"],
+        label="per-shard count of (coverage_end, frontier]",
+        gid="per_shard",
+    )
     end = cost.iloc[-1]
-    ax.annotate(f"x{end['ratio']:.0f} slower", (end["dormant_shards"], end["global_poll_s"] * 1e6),
-                xytext=(-8, -4), textcoords="offset points", ha="right", va="top", fontsize=8.5,
-                color=COLORS["max"])
+    ax.annotate(
+        f"x{end['ratio']:.0f} slower",
+        (end["dormant_shards"], end["global_poll_s"] * 1e6),
+        xytext=(-8, -4),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color=COLORS["max"],
+    )
     ax.set_yscale("log")
     ax.set_xlabel("dormant shards in the table")
     ax.set_ylabel("time per check (us, log scale)")
@@ -294,20 +411,49 @@ def busy_loop_figure(
     for trigger, part in trace.groupby("trigger", sort=False):
         color = TRIGGER_COLORS[trigger]
         dashed = trigger == "after_checkpoint"
-        ax.step(part["tick"], part["ready"], where="mid", color=color, lw=2,
-                ls="--" if dashed else "-", zorder=3 if dashed else 2,
-                label=TRIGGER_LABELS[trigger], gid=trigger)
+        ax.step(
+            part["tick"],
+            part["ready"],
+            where="mid",
+            color=color,
+            lw=2,
+            ls="--" if dashed else "-",
+            zorder=3 if dashed else 2,
+            label=TRIGGER_LABELS[trigger],
+            gid=trigger,
+        )
         wasted = part[part["wasted"]]
         done = part[part["summarized"]]
         ax.scatter(wasted["tick"], wasted["ready"], marker="x", s=60, color=color, zorder=4)
-        ax.scatter(done["tick"], done["ready"], marker="o", s=60, facecolors="none",
-                   edgecolors=color, linewidths=1.8, zorder=4)
+        ax.scatter(
+            done["tick"],
+            done["ready"],
+            marker="o",
+            s=60,
+            facecolors="none",
+            edgecolors=color,
+            linewidths=1.8,
+            zorder=4,
+        )
     ax.scatter([], [], marker="x", s=60, color="#444444", label="run that advanced nothing")
-    ax.scatter([], [], marker="o", s=60, facecolors="none", edgecolors="#444444",
-               label="run that wrote a summary")
+    ax.scatter(
+        [],
+        [],
+        marker="o",
+        s=60,
+        facecolors="none",
+        edgecolors="#444444",
+        label="run that wrote a summary",
+    )
     wasted_runs = int(trace["wasted"].sum())
-    ax.text(0.01, 0.97, f"{wasted_runs} wasted run(s) in total", transform=ax.transAxes,
-            va="top", fontsize=8.5)
+    ax.text(
+        0.01,
+        0.97,
+        f"{wasted_runs} wasted run(s) in total",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=8.5,
+    )
     ax.set_xlabel("poll tick")
     ax.set_ylabel('rows counted as "ready"')
     ax.set_ylim(-0.5, trace["ready"].max() + 1.5)

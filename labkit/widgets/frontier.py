@@ -144,30 +144,58 @@ class FrontierTimelineApp:
 
         self.priority_sliders = [
             _classed(
-                widgets.IntSlider(value=int(p), min=1, max=9, description=f"#{i}",
-                                  orientation="vertical", continuous_update=False,
-                                  layout=widgets.Layout(width="56px", height="140px")),
+                widgets.IntSlider(
+                    value=int(p),
+                    min=1,
+                    max=9,
+                    description=f"#{i}",
+                    orientation="vertical",
+                    continuous_update=False,
+                    layout=widgets.Layout(width="56px", height="140px"),
+                ),
                 f"wb-priority-{i}",
             )
             for i, p in enumerate(priorities, 1)
         ]
-        options = [(f"{p.name}: {p.title} ({_ids(p.order)})", f"preset:{p.name}")
-                   for p in self.presets.values()]
+        options = [
+            (f"{p.name}: {p.title} ({_ids(p.order)})", f"preset:{p.name}")
+            for p in self.presets.values()
+        ]
         options += [(label, mode) for mode, label in _MODE_LABELS.items()]
         first = options[0][1]
         self.order_dropdown = _classed(
-            widgets.Dropdown(options=options, value=first, description="delivery",
-                             layout=widgets.Layout(width="440px")), "wb-order")
+            widgets.Dropdown(
+                options=options,
+                value=first,
+                description="delivery",
+                layout=widgets.Layout(width="440px"),
+            ),
+            "wb-order",
+        )
         self.custom_text = _classed(
-            widgets.Text(value=_ids(sc.dispatch_order(priorities)), description="custom",
-                         placeholder="3,5,1,2,4,6", continuous_update=False),
-            "wb-custom-order")
-        self.seed_text = _classed(widgets.IntText(value=seed, description="seed",
-                                                  layout=widgets.Layout(width="160px")), "wb-seed")
+            widgets.Text(
+                value=_ids(sc.dispatch_order(priorities)),
+                description="custom",
+                placeholder="3,5,1,2,4,6",
+                continuous_update=False,
+            ),
+            "wb-custom-order",
+        )
+        self.seed_text = _classed(
+            widgets.IntText(value=seed, description="seed", layout=widgets.Layout(width="160px")),
+            "wb-seed",
+        )
         self.step_slider = _classed(
-            widgets.IntSlider(value=0, min=0, max=0, description="step",
-                              continuous_update=True, layout=widgets.Layout(width="420px")),
-            "wb-step")
+            widgets.IntSlider(
+                value=0,
+                min=0,
+                max=0,
+                description="step",
+                continuous_update=True,
+                layout=widgets.Layout(width="420px"),
+            ),
+            "wb-step",
+        )
         self.play = _classed(widgets.Play(value=0, min=0, max=0, interval=500), "wb-play")
         widgets.jslink((self.play, "value"), (self.step_slider, "value"))
         self.message = _classed(widgets.HTML(), "wb-message")
@@ -320,8 +348,9 @@ class EdgeCaseApp:
         self.table: pd.DataFrame | None = None
         self.last_png = b""
         self.timings: list[float] = []
-        self.case = _classed(widgets.Dropdown(options=self.names, value=name,
-                                              description="scenario"), "wb-case")
+        self.case = _classed(
+            widgets.Dropdown(options=self.names, value=name, description="scenario"), "wb-case"
+        )
         self.shard = _classed(widgets.Dropdown(options=[], description="shard"), "wb-shard")
         self.description = _classed(widgets.HTML(), "wb-case-description")
         self.table_html = _classed(widgets.HTML(), "wb-case-table")
@@ -370,8 +399,12 @@ class EdgeCaseApp:
             ids = [i for s in self.state[self.state["shard"] == shard]["statuses"] for i in s]
         finally:
             conn.close()
-        fig = checkpoint_ranges_figure(ranges, lost, last_id=max(ids, default=None),
-                                       title=f"Chained checkpoints of shard {shard!r}")
+        fig = checkpoint_ranges_figure(
+            ranges,
+            lost,
+            last_id=max(ids, default=None),
+            title=f"Chained checkpoints of shard {shard!r}",
+        )
         self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
         _png_output(self.out, self.last_png)
         self.timings.append(time.perf_counter() - start)

@@ -1,0 +1,133 @@
+"""Part-one figures: titled, labelled, with a legend, and drawing exactly what labkit computed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from matplotlib.figure import Figure
+
+from labkit import explorer, triggers
+from labkit import summarizer as sm
+from labkit.frontier import POLICIES
+from labkit.plots import frontier as pf
+from labkit.plots.style import png_bytes
+from labkit.scenarios import load_scenario, replay_scenario, run_scenario, scenario_from_order
+
+
+def _check_figure(fig: Figure) -> None:
+    assert isinstance(fig, Figure)
+    assert fig.get_layout_engine() is None  # widget redraws cannot pay for a layout engine
+    for ax in fig.axes:
+        assert ax.get_title()
+        assert ax.get_xlabel() and ax.get_ylabel()
+        legend = ax.get_legend()
+        assert legend is not None and [t.get_text() for t in legend.get_texts()]
+    assert png_bytes(fig).startswith(b"\x89PNG")
+
+
+def _line(fig: Figure, gid: str):
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_gid() == gid]
+    return line
+
+
+@pytest.fixture(scope="module")
+def seed_timeline():
+    return run_scenario(load_scenario("seed"))
+
+
+def test_timeline_lines_match_dataframe(seed_timeline) -> None:
+    fig = pf.timeline_figure(seed_timeline)
+    _check_figure(fig)
+    steps = seed_timeline["step"].tolist()
+    front = _line(fig, "frontier")
+    assert list(front.get_xdata()) == steps
+    assert list(front.get_ydata()) == seed_timeline["frontier"].tolist()
+    mx = _line(fig, "max_watermark")
+    want = seed_timeline["max_watermark"].astype("Float64").to_numpy(float, na_value=math.nan)
+    got = list(mx.get_ydata())
+    assert [math.isnan(v) for v in got] == [math.isnan(v) for v in want]
+    assert [v for v in got if not math.isnan(v)] == [v for v in want if not math.isnan(v)]
+    assert max(v for v in got[:8] if not math.isnan(v)) == 5  # MAX jumps to 5 while ids 1 and 2 are pending
+
+
+def test_timeline_rings_the_max_orphans_up_to_the_step(seed_timeline) -> None:
+    fig = pf.timeline_figure(seed_timeline, step=8)
+    (rings,) = [c for c in fig.axes[0].collections if c.get_gid() == "orphans_max"]
+    shown = seed_timeline[seed_timeline["step"] <= 8]
+    expected = [
+        (s, i) for s, ids in zip(shown["step"], shown["orphan_ids_max"], strict=True) for i in ids
+    ]
+    assert [tuple(p) for p in rings.get_offsets().tolist()] == expected
+    assert "2 orphan(s) under MAX (ids 1, 2)" in " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert [ln.get_xdata()[-1] for ln in fig.axes[0].get_lines() if ln.get_gid()] == [8, 8]
+
+
+def test_timeline_canvas_reuses_its_frame(seed_timeline) -> None:
+    canvas = pf.TimelineCanvas()
+    first = canvas.render(seed_timeline, step=3)
+    again = canvas.render(seed_timeline, step=12)
+    assert again is first and len(first.axes) == 1
+    assert _line(again, "frontier").get_xdata()[-1] == 12
+    assert len([ln for ln in again.axes[0].get_lines() if ln.get_gid() == "frontier"]) == 1
+
+
+def test_timeline_rejects_unknown_shard(seed_timeline) -> None:
+    with pytest.raises(ValueError, match="nope"):
+        pf.timeline_figure(seed_timeline, shard="nope")
+
+
+def test_checkpoint_ranges_show_orphans() -> None:
+    conn = replay_scenario(load_scenario("seed"))
+    ranges = {p: sm.summaries(conn, "main", p) for p in POLICIES}
+    lost = {p: sm.orphans(conn, "main", p) for p in POLICIES}
+    fig = pf.checkpoint_ranges_figure(ranges, lost, last_id=8)
+    _check_figure(fig)
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert labels == [f"[{s.start_id}, {s.end_id}]" for p in POLICIES for s in ranges[p]]
+    ring_sets = [
+        c.get_offsets().tolist() for c in fig.axes[0].collections if c.get_sizes()[0] == 150
+    ]
+    assert [[1.0, 1.0], [2.0, 1.0], [4.0, 1.0]] in ring_sets  # MAX row orphans 1, 2, 4
+
+
+def test_checkpoint_ranges_draw_a_hole() -> None:
+    bad = [sm.Summary(1, "main", "max", 1, 2, (1, 2)), sm.Summary(2, "main", "max", 5, 6, (5,))]
+    fig = pf.checkpoint_ranges_figure({"max": bad}, last_id=7)
+    _check_figure(fig)
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch() == "///"]
+    assert len(hatched) == 1 and hatched[0].get_x() == pytest.approx(2.5)
+
+
+def test_orphan_rates_figure() -> None:
+    rates = explorer.orphan_rates(range(3, 6))
+    fig = pf.orphan_rates_figure(rates)
+    _check_figure(fig)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "5/6" in texts and "0/120" in texts
+
+
+def test_trigger_cost_figure() -> None:
+    cost = triggers.trigger_cost(dormant=(0, 50), repeats=3)
+    assert list(cost["dormant_shards"]) == [0, 50]
+    assert cost["total_rows"].tolist() == [20, 20 + 50 * 20]
+    fig = pf.trigger_cost_figure(cost)
+    _check_figure(fig)
+    assert list(_line(fig, "per_shard").get_ydata()) == list(cost["per_shard_s"] * 1e6)
+
+
+def test_busy_loop_figure() -> None:
+    trace = triggers.busy_loop_trace(rows=5, ticks=6, unblock_at=3)
+    busy = trace[trace["trigger"] == "after_checkpoint"]
+    quiet = trace[trace["trigger"] == "newly_covered"]
+    assert busy["wasted"].sum() == 3 and quiet["wasted"].sum() == 0
+    assert quiet["ready"].tolist() == [0, 0, 0, 5, 0, 0]
+    fig = pf.busy_loop_figure(trace)
+    _check_figure(fig)
+    assert list(_line(fig, "after_checkpoint").get_ydata()) == busy["ready"].tolist()
+
+
+def test_custom_order_timeline_has_every_step() -> None:
+    timeline = run_scenario(scenario_from_order([5, 5, 1, 5], [3, 1, 2, 4]))
+    fig = pf.timeline_figure(timeline, step=100)  # clamped to the last step
+    assert _line(fig, "frontier").get_xdata()[-1] == timeline["step"].max()
