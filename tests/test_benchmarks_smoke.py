@@ -1,0 +1,94 @@
+"""Every benchmark still runs at tiny sizes: structure of its CSV, ratios and files, never timing."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import NAMES, main
+from benchmarks.common import FIGURES, time_interleaved
+
+EXPECTED_ROWS = {
+    # frontier: 2 smoke sizes x 2 shapes x (with, without partial index)
+    "frontier_lookup": 8,
+    "trigger_poll": 2,
+    # one tick row + one simulate row per design
+    "ballot_throughput": 5,
+    # delivery orders for n = 4, 5; arrival orders for n = 2 on each of 4 designs
+    "explorers": 6,
+}
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _run(name: str, out: Path):
+    module = importlib.import_module(f"benchmarks.{name}")
+    if name == "widget_latency" and not module.available():
+        pytest.skip("the widget apps are not in labkit.widgets yet")
+    return module.run(smoke=True, out=out)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_benchmark_runs_small_and_writes_its_files(name: str, tmp_path: Path) -> None:
+    result = _run(name, tmp_path)
+    assert result.name == name
+    assert sorted(p.name for p in result.files) == sorted(
+        f"bench_{name}.{ext}" for ext in ("csv", "png", "svg")
+    )
+    for path in result.files:
+        assert path.parent == tmp_path and path.stat().st_size > 0
+    rows = _read(tmp_path / f"bench_{name}.csv")
+    assert len(rows) == len(result.rows) > 0
+    if name in EXPECTED_ROWS:
+        assert len(rows) == EXPECTED_ROWS[name]
+    assert result.ratios and result.targets
+    assert all(math.isfinite(v) and v > 0 for v in result.ratios.values()), result.ratios
+    assert set(result.targets.values()) <= {True, False}
+    assert (tmp_path / f"bench_{name}.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_frontier_rows_carry_the_floor_ratio(tmp_path: Path) -> None:
+    rows = _read(_run("frontier_lookup", tmp_path).files[0])
+    assert {r["shape"] for r in rows} == {"active", "settled"}
+    assert {r["index"] for r in rows} == {"with_partial_index", "without_partial_index"}
+    for r in rows:
+        ratio = float(r["lookup_s"]) / float(r["floor_s"])
+        assert math.isclose(float(r["ratio_to_floor"]), ratio, rel_tol=1e-9)
+
+
+def test_ballot_floor_uses_the_loops_durability(tmp_path: Path) -> None:
+    tick = _read(_run("ballot_throughput", tmp_path).files[0])[0]
+    assert tick["kind"] == "tick"
+    assert tick["journal_mode"] == "wal" and tick["synchronous"] not in ("", "OFF")
+    assert int(tick["commits"]) > 0
+
+
+def test_runner_only_and_smoke_never_write_docs_figures(tmp_path: Path, capsys) -> None:
+    before = sorted(FIGURES.glob("bench_*")) if FIGURES.exists() else []
+    assert main(["--smoke", "--only", "explorers", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "bench_explorers.csv").exists()
+    assert not (tmp_path / "bench_frontier_lookup.csv").exists()
+    text = capsys.readouterr().out
+    assert "SQLite" in text and "Python" in text
+    with pytest.raises(SystemExit):
+        main(["--smoke", "--only", "explorers", "--out", str(FIGURES)])
+    after = sorted(FIGURES.glob("bench_*")) if FIGURES.exists() else []
+    assert before == after
+
+
+def test_time_interleaved_takes_per_callable_numbers() -> None:
+    calls = {"a": 0, "b": 0}
+
+    def bump(key: str):
+        return lambda: calls.__setitem__(key, calls[key] + 1)
+
+    out = time_interleaved({"a": bump("a"), "b": bump("b")}, repeats=3, number={"a": 2, "b": 5})
+    assert calls == {"a": 1 + 3 * 2, "b": 1 + 3 * 5}
+    assert len(out["a"].samples) == len(out["b"].samples) == 3
