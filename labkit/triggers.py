@@ -104,3 +104,51 @@ def busy_loop_trace(rows: int = 6, ticks: int = 8, unblock_at: int = 4) -> pd.Da
         conn.close()
     columns = ["tick", "trigger", "ready", "fired", "summarized", "wasted", "coverage_end"]
     return pd.DataFrame.from_records(frames)[columns]
+
+
+# (query, its SQL, the index it claims, the DDL that removes that index for the comparison)
+PLAN_QUERIES = (
+    ("frontier", fr.FRONTIER_SQL, "idx_conv_active", "DROP INDEX idx_conv_active"),
+    ("trigger count", fr.TRIGGER_SQL, "idx_conv_shard_id", "DROP INDEX idx_conv_shard_id"),
+)
+
+
+def query_plans(settled: int = 2000, active: int = 2) -> pd.DataFrame:
+    """`EXPLAIN QUERY PLAN` of the frontier and trigger queries, with and without their index.
+
+    The log holds `settled` delivered rows and `active` pending ones in shard "main" (plus a
+    second shard). Each index is dropped inside a savepoint that is rolled back, so the two
+    plans come from the same data. Columns: query, index, with_index, without_index.
+    """
+    conn = fr.connect()
+    conn.executemany(
+        "INSERT INTO conversations (channel_key, direction, status, priority) "
+        "VALUES (?, 'inbound', 'delivered', 5)",
+        [("main" if k % 2 else "other",) for k in range(settled)],
+    )
+    for _ in range(active):
+        fr.enqueue(conn, "main", 5)
+    conn.commit()
+    end = settled // 2
+    params = {
+        "frontier": ("main", end),
+        "trigger count": ("main", end, fr.delivered_frontier(conn, "main", end)),
+    }
+    rows = []
+    for name, sql, index, drop in PLAN_QUERIES:
+        with_index = fr.explain(conn, sql, params[name])
+        conn.execute("SAVEPOINT plan_without_index")
+        conn.execute(drop)
+        without = fr.explain(conn, sql, params[name])
+        conn.execute("ROLLBACK TO plan_without_index")
+        conn.execute("RELEASE plan_without_index")
+        rows.append(
+            {
+                "query": name,
+                "index": index,
+                "with_index": " | ".join(with_index),
+                "without_index": " | ".join(without),
+            }
+        )
+    conn.close()
+    return pd.DataFrame.from_records(rows)

@@ -48,7 +48,9 @@ def test_timeline_lines_match_dataframe(seed_timeline) -> None:
     got = list(mx.get_ydata())
     assert [math.isnan(v) for v in got] == [math.isnan(v) for v in want]
     assert [v for v in got if not math.isnan(v)] == [v for v in want if not math.isnan(v)]
-    assert max(v for v in got[:8] if not math.isnan(v)) == 5  # MAX jumps to 5 while ids 1 and 2 are pending
+    assert (
+        max(v for v in got[:8] if not math.isnan(v)) == 5
+    )  # MAX jumps to 5 while ids 1 and 2 are pending
 
 
 def test_timeline_rings_the_max_orphans_up_to_the_step(seed_timeline) -> None:
