@@ -12,8 +12,7 @@ import functools
 import html
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -163,12 +162,12 @@ class FourDesignsApp:
         """The fault classes ticked, in `FAULTS` order."""
         return tuple(f for f, box in self.fault_boxes.items() if box.value)
 
-    @contextmanager
-    def _hold(self) -> Iterator[None]:
-        """Set several controls with one update at the end, not one per control."""
+    def _set_quietly(self, values: list[tuple[widgets.ValueWidget, Any]]) -> None:
+        """Set several controls with no update per control (the caller updates once)."""
         self._holding = True
         try:
-            yield
+            for widget, value in values:
+                widget.value = value
         finally:
             self._holding = False
 
@@ -180,9 +179,7 @@ class FourDesignsApp:
         if self._holding or change["new"] == CUSTOM:
             return
         chosen = FAULT_PRESETS[change["new"]]
-        with self._hold():
-            for f, box in self.fault_boxes.items():
-                box.value = f in chosen
+        self._set_quietly([(box, f in chosen) for f, box in self.fault_boxes.items()])
         self.update()
 
     def _box_ticked(self, _change: Any) -> None:
@@ -190,8 +187,7 @@ class FourDesignsApp:
             return
         picked = self.selected_faults
         name = next((k for k, v in FAULT_PRESETS.items() if v == picked), CUSTOM)
-        with self._hold():
-            self.faults.value = name
+        self._set_quietly([(self.faults, name)])
         self.update()
 
     # --- the update --------------------------------------------------------------------------

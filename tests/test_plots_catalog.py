@@ -1,0 +1,117 @@
+"""Part-two figures: titles, labelled axes, legends; rewind markers exactly at rewind rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from labkit.arrivals import run_schedule
+from labkit.designs import DESIGNS
+from labkit.planner import simulate
+from labkit.plots.catalog import (
+    FourDesignsCanvas,
+    arrival_lanes_figure,
+    explorer_figure,
+    four_designs_figure,
+    restarts_figure,
+    version_trace_figure,
+)
+from labkit.plots.style import png_bytes
+from labkit.widgets.catalog import SEED_FIRST_REQUEST, SEED_INVERTED
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, pd.DataFrame]:
+    return {d: simulate(d, ["inverted", "duplicate"], seed=0) for d in DESIGNS}
+
+
+def _by_gid(fig: Figure, gid: str) -> list:
+    return [a for ax in fig.axes for a in ax.get_children() if a.get_gid() == gid]
+
+
+def _assert_labelled(fig: Figure) -> None:
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert visible
+    assert fig.get_suptitle() or all(ax.get_title() or ax.get_title(loc="left") for ax in visible)
+    assert any(ax.get_xlabel() for ax in visible) and any(ax.get_ylabel() for ax in visible)
+    assert fig.legends or any(ax.get_legend() is not None for ax in visible)
+    assert png_bytes(fig).startswith(b"\x89PNG")
+
+
+def _rewind_points(trace: pd.DataFrame) -> np.ndarray:
+    rows = trace[trace["rewind"].astype(bool)]
+    return np.column_stack([rows["t"].to_numpy(float), rows["head_version"].to_numpy(float)])
+
+
+def test_version_trace_marks_rewinds_exactly_where_the_trace_rewinds(traces) -> None:
+    fig = version_trace_figure(traces)
+    _assert_labelled(fig)
+    assert fig.axes[0].get_title()
+    for design, trace in traces.items():
+        (marks,) = _by_gid(fig, f"rewind:{design}")
+        np.testing.assert_allclose(marks.get_offsets().reshape(-1, 2), _rewind_points(trace))
+    assert trace["rewind"].sum() == 0  # fenced, the last one, never rewinds
+    assert traces["callback"]["rewind"].sum() > 0
+
+
+def test_rejected_responses_are_ticked(traces) -> None:
+    fig = version_trace_figure(traces["ballot"])
+    (ticks,) = _by_gid(fig, "reject:ballot")
+    rejected = traces["ballot"].query("event == 'deliver' and committed == False")
+    assert len(ticks.get_offsets()) == len(rejected) > 0
+
+
+def test_four_designs_small_multiples_share_axes_and_mark_rewinds(traces) -> None:
+    fig = four_designs_figure(traces, highlight="callback")
+    _assert_labelled(fig)
+    assert len(fig.axes) == 4
+    assert fig.axes[0].get_shared_x_axes().joined(fig.axes[0], fig.axes[3])
+    for design, trace in traces.items():
+        (marks,) = _by_gid(fig, f"rewind:{design}")
+        np.testing.assert_allclose(marks.get_offsets().reshape(-1, 2), _rewind_points(trace))
+    row = four_designs_figure(traces, ncols=4)
+    assert len([ax for ax in row.axes if ax.get_visible()]) == 4
+
+
+def test_canvas_update_moves_the_markers(traces) -> None:
+    canvas = FourDesignsCanvas()
+    canvas.update(traces, "ballot")
+    clean = {d: simulate(d, [], seed=0) for d in DESIGNS}
+    canvas.update(clean, "fenced")
+    (marks,) = _by_gid(canvas.fig, "rewind:callback")
+    assert len(marks.get_offsets()) == 0
+    assert "0 rewinds" in canvas.axes["callback"].get_title()
+
+
+def test_arrival_lanes_figure_from_run_schedule() -> None:
+    results = [run_schedule(d, SEED_INVERTED, first_request=SEED_FIRST_REQUEST) for d in DESIGNS]
+    fig = arrival_lanes_figure(results)
+    _assert_labelled(fig)
+    assert len(fig.axes) == len(DESIGNS)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "unknown ballot" in texts
+    partial = arrival_lanes_figure(results[0], upto=2)
+    assert len(partial.axes[0].collections) < len(fig.axes[0].collections)
+
+
+def test_explorer_figure_labels_each_bar() -> None:
+    table = pd.DataFrame({"design": list(DESIGNS), "orders": [32, 32, 32, 124],
+                          "rewinding": [6, 1, 0, 0]})
+    fig = explorer_figure(table)
+    _assert_labelled(fig)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["6/32", "1/32", "0/32", "0/124"]
+
+
+def test_restarts_figure_marks_crash_and_restart() -> None:
+    trs = {d: simulate(d, ["crash"], seed=0) for d in ("callback", "ballot")}
+    fig = restarts_figure(trs)
+    _assert_labelled(fig)
+    ax = fig.axes[0]
+    crash_times = {float(t) for tr in trs.values() for t in tr.loc[tr["event"] == "crash", "t"]}
+    vlines = {float(line.get_xdata()[0]) for line in ax.lines if line.get_gid() is None
+              and len(set(line.get_xdata())) == 1}
+    assert crash_times and crash_times <= vlines
+    (seen,) = _by_gid(fig, "last_seen:ballot")
+    assert list(seen.get_ydata()) == list(trs["ballot"]["head_version"].cummax())
