@@ -129,20 +129,12 @@ def plot(rows: list[dict[str, object]]):
     fig = new_figure(6.5, 4.0)
     ax = fig.add_axes((0.12, 0.13, 0.84, 0.77))
     xs = [int(r["dormant_shards"]) for r in rows]
-    ax.plot(
-        xs,
-        [float(r["per_shard_tick_s"]) * 1e3 for r in rows],
-        "-o",
-        color=COLORS["frontier"],
-        label="per-shard newly_covered_count",
+    lines = (
+        ("per_shard_tick_s", "-o", COLORS["frontier"], "per-shard newly_covered_count"),
+        ("global_tick_s", "-s", COLORS["max"], "global GROUP BY poll, filtered client-side"),
     )
-    ax.plot(
-        xs,
-        [float(r["global_tick_s"]) * 1e3 for r in rows],
-        "-s",
-        color=COLORS["max"],
-        label="global GROUP BY poll, filtered client-side",
-    )
+    for column, style, color, label in lines:
+        ax.plot(xs, [float(r[column]) * 1e3 for r in rows], style, color=color, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("dormant shards")
