@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from labkit.frontier import POLICIES, STATUSES
-from labkit.plots.style import COLORS, new_figure, styled
+from labkit.plots.style import COLORS, FrameCache, new_figure, styled
 from labkit.summarizer import Summary
 
 POLICY_LABELS = {"max": "MAX(delivered) watermark", "frontier": "gap-free frontier"}
@@ -58,6 +58,7 @@ class TimelineCanvas:
         self.fig: Figure | None = None
         self._shape: tuple[int, int] | None = None
         self._marks: list = []
+        self._cache = FrameCache()
 
     def _frame(self, last: int, top: int) -> Axes:
         ax = _axes(self.width, self.height, right=0.67)
@@ -110,6 +111,13 @@ class TimelineCanvas:
         self._marks = _timeline_marks(ax, shown, upto, mark_step=step is not None)
         ax.set_title(f"{title}\nstep {upto}: {shown.iloc[-1]['event']}", fontsize=10)
         return self.fig
+
+    def png(self, dpi: int = 80) -> bytes:
+        """PNG of the last `render`; the frame's pixels are reused while its shape holds."""
+        if self.fig is None:
+            raise RuntimeError("render() a timeline before asking for its PNG")
+        dynamic = [*self._marks, self.fig.axes[0].title]
+        return self._cache.png(self.fig, dynamic, (self._shape, dpi), dpi)
 
 
 def _timeline_marks(ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool) -> list:

@@ -330,8 +330,8 @@ class FrontierTimelineApp:
             f"step {step}: <b>{len(lost_max)}</b> orphan(s) under MAX(delivered){ids}; "
             f"<b>{len(lost_front)}</b> under the gap-free frontier"
         )
-        fig = self.canvas.render(self.state, step=step)
-        self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
+        self.canvas.render(self.state, step=step)
+        self.last_png = self.canvas.png(dpi=WIDGET_DPI)
         _png_output(self.out, self.last_png)
 
 
