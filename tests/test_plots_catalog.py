@@ -115,3 +115,21 @@ def test_restarts_figure_marks_crash_and_restart() -> None:
     assert crash_times and crash_times <= vlines
     (seen,) = _by_gid(fig, "last_seen:ballot")
     assert list(seen.get_ydata()) == list(trs["ballot"]["head_version"].cummax())
+
+
+def test_blitted_png_matches_a_full_draw(traces) -> None:
+    import io
+
+    from PIL import Image
+
+    clean = {d: simulate(d, [], seed=1) for d in DESIGNS}
+    canvas = FourDesignsCanvas()
+    canvas.png(traces, "ballot")
+    canvas.png(clean, "ballot")  # same frame key: restored background + redrawn traces
+    blitted = canvas.png(traces, "ballot")
+    fresh = FourDesignsCanvas()
+    fresh.fig.set_dpi(80)
+    full = png_bytes(fresh.update(traces, "ballot", nice_limits=True), dpi=80)
+    a, b = (np.asarray(Image.open(io.BytesIO(x)).convert("RGB"), dtype=int) for x in (blitted, full))
+    assert a.shape == b.shape
+    assert np.abs(a - b).mean() < 0.5

@@ -10,14 +10,18 @@ can find them.
 
 from __future__ import annotations
 
+import io
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from PIL import Image as PILImage
 
 from labkit.arrivals import ScheduleResult
 from labkit.designs import DESIGNS
@@ -122,7 +126,7 @@ def _panel_title(design: str, trace: pd.DataFrame) -> str:
     s = trace.attrs.get("summary") or {}
     rewinds = int(s.get("rewinds", trace["rewind"].sum()))
     commits = s.get("commits")
-    parts = [DESIGN_LABELS.get(design, design)]
+    parts = [design]
     if commits is not None:
         parts.append(f"{commits} commits")
     parts.append(f"{rewinds} rewind{'s' if rewinds != 1 else ''}")
@@ -148,6 +152,8 @@ class FourDesignsCanvas:
         if not designs:
             raise ValueError("FourDesignsCanvas needs at least one design")
         self.designs = list(designs)
+        self._backgrounds: dict[tuple, Any] = {}
+        self._highlight: str | None = None
         with workbook_style():
             self._build(title, ncols, width, height)
 
@@ -174,8 +180,14 @@ class FourDesignsCanvas:
         fig.legend(handles=[*design_handles, *_marker_handles()], loc="lower center",
                    ncols=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
 
-    def update(self, traces: Traces, highlight: str | None = None) -> Figure:
-        """Show `traces` (design -> simulate trace), emphasising `highlight`; returns the figure."""
+    def update(
+        self, traces: Traces, highlight: str | None = None, *, nice_limits: bool = False
+    ) -> Figure:
+        """Show `traces` (design -> simulate trace), emphasising `highlight`; returns the figure.
+
+        `nice_limits` rounds the shared axes' upper limits up to a multiple of 5, so that
+        consecutive updates often share the same frame (see `png`).
+        """
         xmax, ymax = 1.0, 1.0
         for design, ax in self.axes.items():
             trace = traces.get(design)
@@ -194,10 +206,57 @@ class FourDesignsCanvas:
                 spine.set_visible(mine or spine.spine_type in ("left", "bottom"))
                 spine.set_color(COLORS.get(design, "black") if mine else "black")
                 spine.set_linewidth(2.2 if mine else 0.8)
+        if nice_limits:
+            xmax, ymax = 5.0 * math.ceil(xmax / 5.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
         first = next(iter(self.axes.values()))
         first.set_xlim(-0.02 * xmax, xmax * 1.02)
         first.set_ylim(-0.8, ymax + 1.2)
+        self._highlight = highlight
         return self.fig
+
+    def _dynamic(self) -> list[Any]:
+        """Artists that change between updates with the same limits and highlight."""
+        found: list[Any] = [self.fig._suptitle] if self.fig._suptitle is not None else []
+        for design, ax in self.axes.items():
+            found += [ax.title, *self.artists[design].values()]
+        return found
+
+    def png(self, traces: Traces, highlight: str | None = None, dpi: int = 80) -> bytes:
+        """`update` and render to PNG bytes, redrawing only what changed (blitting).
+
+        The frame (axes, ticks, legend, spines) is rendered once per (limits, highlight,
+        dpi) and cached; each call restores it and draws the traces and titles on top. A
+        widget pays for a few artists instead of four axes of tick labels.
+        """
+        with workbook_style():
+            self.update(traces, highlight, nice_limits=True)
+            first = next(iter(self.axes.values()))
+            key = (first.get_xlim(), first.get_ylim(), highlight, dpi)
+            if self.fig.dpi != dpi:
+                self.fig.set_dpi(dpi)
+            canvas = self.fig.canvas if isinstance(self.fig.canvas, FigureCanvasAgg) else (
+                FigureCanvasAgg(self.fig))
+            dynamic = self._dynamic()
+            background = self._backgrounds.get(key)
+            if background is None:
+                for artist in dynamic:
+                    artist.set_visible(False)
+                canvas.draw()
+                for artist in dynamic:
+                    artist.set_visible(True)
+                background = self._backgrounds[key] = canvas.copy_from_bbox(self.fig.bbox)
+                if len(self._backgrounds) > 32:
+                    self._backgrounds.pop(next(iter(self._backgrounds)))
+            else:
+                canvas.restore_region(background)
+            renderer = canvas.get_renderer()
+            for artist in dynamic:
+                artist.draw(renderer)
+            buf = io.BytesIO()
+            rgba = canvas.buffer_rgba()
+            PILImage.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0,
+                                1).save(buf, format="png")
+        return buf.getvalue()
 
 
 def four_designs_figure(

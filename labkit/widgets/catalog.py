@@ -3,7 +3,8 @@ inverted arrival step by step (notebook 04).
 
 Each control change runs `labkit.planner.simulate` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
-PNG in an Output widget, next to a metrics table from the runs' summaries.
+PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
+axes and ticks are rendered once per frame and only traces and titles are redrawn.
 """
 
 from __future__ import annotations
@@ -227,8 +228,7 @@ class FourDesignsApp:
         label = ", ".join(faults) if faults else "no faults"
         self.canvas.fig.suptitle(f"Four designs, one planner, one fault trace ({label}; seed "
                                  f"{seed})", fontsize=11)
-        fig = self.canvas.update(self.traces, self.design.value)
-        self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
+        self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI)
         _png_output(self.out, self.last_png)
         table = metrics_table(self.summaries)
         self.metrics.value = _html_table(table, self.design.value)
