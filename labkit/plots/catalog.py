@@ -185,7 +185,8 @@ class FourDesignsCanvas:
     ) -> Figure:
         """Show `traces` (design -> simulate trace), emphasising `highlight`; returns the figure.
 
-        `nice_limits` rounds the shared axes' upper limits up to a multiple of 5, so that
+        `nice_limits` rounds the shared axes' upper limits up (time to a multiple of 10,
+        versions to a multiple of 5), so that
         consecutive updates often share the same frame (see `png`).
         """
         xmax, ymax = 1.0, 1.0
@@ -207,7 +208,7 @@ class FourDesignsCanvas:
                 spine.set_color(COLORS.get(design, "black") if mine else "black")
                 spine.set_linewidth(2.2 if mine else 0.8)
         if nice_limits:
-            xmax, ymax = 5.0 * math.ceil(xmax / 5.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
+            xmax, ymax = 10.0 * math.ceil(xmax / 10.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
         first = next(iter(self.axes.values()))
         first.set_xlim(-0.02 * xmax, xmax * 1.02)
         first.set_ylim(-0.8, ymax + 1.2)
@@ -218,20 +219,19 @@ class FourDesignsCanvas:
         """Artists that change between updates with the same limits and highlight."""
         found: list[Any] = [self.fig._suptitle] if self.fig._suptitle is not None else []
         for design, ax in self.axes.items():
-            found += [ax.title, *self.artists[design].values()]
+            found += [ax.title, *ax.spines.values(), *self.artists[design].values()]
         return found
 
     def png(self, traces: Traces, highlight: str | None = None, dpi: int = 80) -> bytes:
         """`update` and render to PNG bytes, redrawing only what changed (blitting).
 
-        The frame (axes, ticks, legend, spines) is rendered once per (limits, highlight,
-        dpi) and cached; each call restores it and draws the traces and titles on top. A
+        The frame (axes, ticks, legend) is rendered once per (limits, dpi) and cached; each call restores it and draws the traces, titles and spines on top. A
         widget pays for a few artists instead of four axes of tick labels.
         """
         with workbook_style():
             self.update(traces, highlight, nice_limits=True)
             first = next(iter(self.axes.values()))
-            key = (first.get_xlim(), first.get_ylim(), highlight, dpi)
+            key = (first.get_xlim(), first.get_ylim(), dpi)
             if self.fig.dpi != dpi:
                 self.fig.set_dpi(dpi)
             canvas = self.fig.canvas if isinstance(self.fig.canvas, FigureCanvasAgg) else (
@@ -239,11 +239,12 @@ class FourDesignsCanvas:
             dynamic = self._dynamic()
             background = self._backgrounds.get(key)
             if background is None:
+                shown = [a.get_visible() for a in dynamic]
                 for artist in dynamic:
                     artist.set_visible(False)
                 canvas.draw()
-                for artist in dynamic:
-                    artist.set_visible(True)
+                for artist, visible in zip(dynamic, shown, strict=True):
+                    artist.set_visible(visible)
                 background = self._backgrounds[key] = canvas.copy_from_bbox(self.fig.bbox)
                 if len(self._backgrounds) > 32:
                     self._backgrounds.pop(next(iter(self._backgrounds)))
