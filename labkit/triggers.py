@@ -37,19 +37,46 @@ def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def vm_steps(conn: sqlite3.Connection, fn: Callable[[], object]) -> int:
+    """SQLite virtual-machine instructions `fn` executes on `conn`: work, not wall time.
+
+    Unlike a timing, the count is the same on every machine and run, which is what a
+    byte-stable docs figure needs.
+    """
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(tick, 1)
+    try:
+        fn()
+    finally:
+        conn.set_progress_handler(None, 1)
+    return steps
+
+
 def trigger_cost(
     dormant: Iterable[int] = (0, 100, 200, 400, 800),
     rows_per_shard: int = 20,
     active_rows: int = 20,
     repeats: int = 15,
+    measure: str = "time",
 ) -> pd.DataFrame:
-    """Time one worker's trigger check as dormant shards pile up (median of `repeats`).
+    """Cost of one worker's trigger check as dormant shards pile up.
 
     One active shard has `active_rows` rows, half of them newly covered; every dormant shard
-    holds `rows_per_shard` settled rows. Columns: dormant_shards, total_rows, per_shard_s
+    holds `rows_per_shard` settled rows. With `measure="time"` the columns are per_shard_s
     (`newly_covered_count` for the active shard) and global_poll_s (`global_poll_counts`:
-    the table-wide GROUP BY the anti-pattern runs), plus their ratio.
+    the table-wide GROUP BY the anti-pattern runs), medians of `repeats`; with
+    `measure="vm_steps"` they are per_shard_steps and global_poll_steps (deterministic).
+    Both add dormant_shards, total_rows and the ratio.
     """
+    if measure not in ("time", "vm_steps"):
+        raise ValueError(f"measure must be 'time' or 'vm_steps', got {measure!r}")
+    suffix = "_s" if measure == "time" else "_steps"
     conn = fr.connect()
     for _ in range(active_rows):
         fr.enqueue(conn, ACTIVE_SHARD, 5)
@@ -62,19 +89,24 @@ def trigger_cost(
         _add_settled_shards(conn, have, count, rows_per_shard)
         have = count
         conn.commit()
-        per_shard = _median_seconds(
-            lambda: fr.newly_covered_count(conn, ACTIVE_SHARD, coverage_end, frontier), repeats
-        )
-        poll = _median_seconds(
-            lambda: fr.global_poll_counts(conn, {ACTIVE_SHARD: coverage_end}), repeats
-        )
+        def check() -> int:
+            return fr.newly_covered_count(conn, ACTIVE_SHARD, coverage_end, frontier)
+
+        def poll_all() -> object:
+            return fr.global_poll_counts(conn, {ACTIVE_SHARD: coverage_end})
+
+        if measure == "time":
+            per_shard = _median_seconds(check, repeats)
+            poll = _median_seconds(poll_all, repeats)
+        else:
+            per_shard, poll = vm_steps(conn, check), vm_steps(conn, poll_all)
         total = conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
         records.append(
             {
                 "dormant_shards": count,
                 "total_rows": int(total),
-                "per_shard_s": per_shard,
-                "global_poll_s": poll,
+                f"per_shard{suffix}": per_shard,
+                f"global_poll{suffix}": poll,
                 "ratio": poll / per_shard if per_shard else float("nan"),
             }
         )

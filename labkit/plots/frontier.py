@@ -367,13 +367,22 @@ def trigger_cost_figure(
     width: float = 7.6,
     height: float = 3.4,
 ) -> Figure:
-    """`triggers.trigger_cost`: per-shard count vs global GROUP BY poll, microseconds per check."""
+    """`triggers.trigger_cost`: per-shard count vs global GROUP BY poll, per check.
+
+    Plots microseconds for a timed run, SQLite VM steps for a `measure="vm_steps"` run.
+    """
+    timed = "per_shard_s" in cost
+    scale, unit = (1e6, "time per check (us, log scale)") if timed else (
+        1, "SQLite VM steps per check (log scale)"
+    )
+    suffix = "_s" if timed else "_steps"
     ax = _axes(width, height)
     fig = ax.figure
     xs = cost["dormant_shards"]
+    poll = cost[f"global_poll{suffix}"] * scale
     ax.plot(
         xs,
-        cost["global_poll_s"] * 1e6,
+        poll,
         marker="o",
         color=COLORS["max"],
         label="global GROUP BY poll, filtered client-side",
@@ -381,16 +390,15 @@ def trigger_cost_figure(
     )
     ax.plot(
         xs,
-        cost["per_shard_s"] * 1e6,
+        cost[f"per_shard{suffix}"] * scale,
         marker="s",
         color=COLORS["frontier"],
         label="per-shard count of (coverage_end, frontier]",
         gid="per_shard",
     )
-    end = cost.iloc[-1]
     ax.annotate(
-        f"x{end['ratio']:.0f} slower",
-        (end["dormant_shards"], end["global_poll_s"] * 1e6),
+        f"x{cost['ratio'].iloc[-1]:.0f} {'slower' if timed else 'more work'}",
+        (xs.iloc[-1], poll.iloc[-1]),
         xytext=(-8, -4),
         textcoords="offset points",
         ha="right",
@@ -400,7 +408,7 @@ def trigger_cost_figure(
     )
     ax.set_yscale("log")
     ax.set_xlabel("dormant shards in the table")
-    ax.set_ylabel("time per check (us, log scale)")
+    ax.set_ylabel(unit)
     ax.set_title(title)
     ax.legend(loc="center right", fontsize=8)
     return fig

@@ -1,0 +1,70 @@
+"""The docs figure build: `python -m labkit figures [--out DIR]`.
+
+Each figure is drawn by the same `labkit.plots` function a notebook calls, from data labkit
+computes with fixed seeds. A manifest records a fingerprint of each figure's data and the
+bytes' hashes, so a test can tell a figure that is out of date with the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "figures"
+MANIFEST = "MANIFEST.json"
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A docs figure: its file stem, a one-line caption and a builder -> (figure, data)."""
+
+    name: str
+    caption: str
+    build: Callable[[], tuple[Figure, Any]]
+
+
+def data_fingerprint(data: Any) -> str:
+    """A stable hash of the data a figure was drawn from (DataFrames hash their CSV)."""
+    if hasattr(data, "to_csv"):
+        text = data.to_csv(index=True, float_format="%.9g")
+    else:
+        text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def registry() -> list[FigureSpec]:
+    """Every docs figure, in the order the docs page shows them."""
+    from labkit.figure_specs import SPECS
+
+    return list(SPECS)
+
+
+def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[str, Any]:
+    """Regenerate every figure as SVG + PNG into `out`, one progress line each; write the manifest."""
+    from labkit.plots.style import save_figure
+
+    specs = [s for s in registry() if names is None or s.name in names]
+    out.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {"matplotlib": metadata.version("matplotlib"), "figures": {}}
+    for i, spec in enumerate(specs, 1):
+        fig, data = spec.build()
+        paths = save_figure(fig, out / spec.name)
+        manifest["figures"][spec.name] = {
+            "caption": spec.caption,
+            "data": data_fingerprint(data),
+            **{p.suffix[1:]: _sha(p) for p in paths},
+        }
+        print(f"[{i}/{len(specs)}] {spec.name}: " + ", ".join(str(p) for p in paths), flush=True)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

@@ -1,0 +1,65 @@
+"""The docs figure build is deterministic, and the docs show figures that match the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from labkit.figures import DEFAULT_OUT, MANIFEST, build_all, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+FIG_REF = re.compile(r"\(figures/([\w.-]+\.(?:svg|png))\)")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("figures")
+    return out, build_all(out)
+
+
+def test_build_prints_one_line_per_figure(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    build_all(tmp_path, names=["busy_loop", "arrival_explorer"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["[1/2] busy_loop", "[2/2] arrival_explorer"]
+
+
+def test_second_build_is_byte_identical(fresh: tuple[Path, dict], tmp_path: Path) -> None:
+    first, _ = fresh
+    build_all(tmp_path)
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in tmp_path.iterdir())
+    changed = [n for n in names if (first / n).read_bytes() != (tmp_path / n).read_bytes()]
+    assert not changed, f"not byte-stable: {changed}"
+
+
+def test_every_figure_is_in_the_docs() -> None:
+    page = (DOCS / "figures.md").read_text()
+    missing = [s.name for s in registry() if f"figures/{s.name}.svg" not in page]
+    assert not missing, f"docs/figures.md does not show {missing}"
+
+
+def test_docs_reference_only_existing_figures() -> None:
+    for page in sorted(DOCS.glob("*.md")):
+        for ref in FIG_REF.findall(page.read_text()):
+            assert (DEFAULT_OUT / ref).is_file(), f"{page.name} shows {ref}, which is missing"
+
+
+def test_committed_figures_match_the_code(fresh: tuple[Path, dict]) -> None:
+    """Data fingerprints always; bytes too when this matplotlib drew the committed ones."""
+    _, rebuilt = fresh
+    committed = json.loads((DEFAULT_OUT / MANIFEST).read_text())
+    stale = [
+        name for name, entry in rebuilt["figures"].items()
+        if committed["figures"].get(name, {}).get("data") != entry["data"]
+    ]
+    assert not stale, f"out of date with the code (run `make figures`): {stale}"
+    if committed["matplotlib"] == metadata.version("matplotlib"):
+        for name, entry in rebuilt["figures"].items():
+            for fmt in ("svg", "png"):
+                assert committed["figures"][name][fmt] == entry[fmt], f"{name}.{fmt} differs"
+                assert (DEFAULT_OUT / f"{name}.{fmt}").is_file()
