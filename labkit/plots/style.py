@@ -139,3 +139,10 @@ class FrameCache:
             buf = io.BytesIO()
             image.save(buf, format="png", compress_level=1)
         return buf.getvalue()
+
+
+def show(fig: Figure, dpi: int = 100) -> None:
+    """Display a labkit figure in a notebook as a PNG (no pyplot state involved)."""
+    from IPython.display import Image, display
+
+    display(Image(data=png_bytes(fig, dpi=dpi)))
