@@ -62,21 +62,29 @@ def _trace_artists(ax: Axes, design: str) -> dict[str, Any]:
     return {"line": line, "rejects": rejects, "rewinds": rewinds}
 
 
-def _xy(frame: pd.DataFrame) -> np.ndarray:
-    return np.column_stack([frame["t"].to_numpy(dtype=float),
-                            frame["head_version"].to_numpy(dtype=float)]).reshape(-1, 2)
+def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
+    """(t, head_version) points of `frame`, optionally only rows where `mask` holds.
+
+    Masks numpy arrays rather than filtering the DataFrame: filtering deep-copies
+    `attrs["summary"]`, which a widget redraw would pay for on every trace.
+    """
+    xy = np.column_stack([frame["t"].to_numpy(dtype=float),
+                          frame["head_version"].to_numpy(dtype=float)]).reshape(-1, 2)
+    return xy if mask is None else xy[mask]
 
 
 def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False) -> None:
     """Point one design's artists at `trace`: head line, rejected responses, rewinds."""
-    artists["line"].set_data(trace["t"].to_numpy(dtype=float),
-                             trace["head_version"].to_numpy(dtype=float))
+    xy = _xy(trace)
+    artists["line"].set_data(xy[:, 0], xy[:, 1])
     artists["line"].set_linewidth(1.0 if faint else 2.0)
     artists["line"].set_alpha(0.35 if faint else 1.0)
-    rejected = trace[(trace["event"] == "deliver") & (trace["committed"] == False)]  # noqa: E712
-    artists["rejects"].set_offsets(_xy(rejected))
+    events = trace["event"].to_numpy()
+    committed = trace["committed"].to_numpy()
+    rejected = (events == "deliver") & (committed == False)  # noqa: E712 (None = no decision)
+    artists["rejects"].set_offsets(xy[rejected])
     artists["rejects"].set_alpha(0.5 if faint else 0.9)
-    artists["rewinds"].set_offsets(_xy(trace[trace["rewind"].astype(bool)]))
+    artists["rewinds"].set_offsets(xy[trace["rewind"].to_numpy(dtype=bool)])
 
 
 def _draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = False) -> None:
