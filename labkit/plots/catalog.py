@@ -10,7 +10,6 @@ can find them.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,14 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from PIL import Image as PILImage
 
 from labkit.arrivals import ScheduleResult
 from labkit.designs import DESIGNS
-from labkit.plots.style import COLORS, new_figure, styled, workbook_style
+from labkit.plots.style import COLORS, FrameCache, new_figure, styled, workbook_style
 
 DESIGN_LABELS = {
     "callback": "write in callback",
@@ -160,8 +157,8 @@ class FourDesignsCanvas:
         if not designs:
             raise ValueError("FourDesignsCanvas needs at least one design")
         self.designs = list(designs)
-        self._backgrounds: dict[tuple, Any] = {}
-        self._highlight: str | None = None
+        self._frames = FrameCache()
+        self._limits: dict[object, tuple[float, float]] = {}
         with workbook_style():
             self._build(title, ncols, width, height)
 
@@ -189,15 +186,20 @@ class FourDesignsCanvas:
                    ncols=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
 
     def update(
-        self, traces: Traces, highlight: str | None = None, *, nice_limits: bool = False
+        self,
+        traces: Traces,
+        highlight: str | None = None,
+        *,
+        nice_limits: bool = False,
+        at_least: tuple[float, float] = (1.0, 1.0),
     ) -> Figure:
         """Show `traces` (design -> simulate trace), emphasising `highlight`; returns the figure.
 
         `nice_limits` rounds the shared axes' upper limits up (time to a multiple of 10,
-        versions to a multiple of 5), so that
+        versions to a multiple of 5) and `at_least` keeps them from shrinking, so that
         consecutive updates often share the same frame (see `png`).
         """
-        xmax, ymax = 1.0, 1.0
+        xmax, ymax = at_least
         for design, ax in self.axes.items():
             trace = traces.get(design)
             faint = highlight is not None and design != highlight
@@ -220,7 +222,6 @@ class FourDesignsCanvas:
         first = next(iter(self.axes.values()))
         first.set_xlim(-0.02 * xmax, xmax * 1.02)
         first.set_ylim(-0.8, ymax + 1.2)
-        self._highlight = highlight
         return self.fig
 
     def _dynamic(self) -> list[Any]:
@@ -230,42 +231,23 @@ class FourDesignsCanvas:
             found += [ax.title, *ax.spines.values(), *self.artists[design].values()]
         return found
 
-    def png(self, traces: Traces, highlight: str | None = None, dpi: int = 80) -> bytes:
-        """`update` and render to PNG bytes, redrawing only what changed (blitting).
+    def png(
+        self, traces: Traces, highlight: str | None = None, dpi: int = 80, scale: object = None
+    ) -> bytes:
+        """`update` and render to PNG bytes, redrawing only what changed (`FrameCache`).
 
-        The frame (axes, ticks, legend) is rendered once per (limits, dpi) and cached; each call restores it and draws the traces, titles and spines on top. A
-        widget pays for a few artists instead of four axes of tick labels.
+        The frame (axes, ticks, legend) is rendered once per (limits, dpi); each call restores
+        it and draws the traces, titles and spines on top, so a widget pays for a few artists
+        instead of four axes of tick labels. While `scale` (e.g. the latency setting) stays
+        the same the limits only grow, so new seeds mostly reuse the frame.
         """
+        floor = self._limits.get(scale, (1.0, 1.0))
         with workbook_style():
-            self.update(traces, highlight, nice_limits=True)
-            first = next(iter(self.axes.values()))
-            key = (first.get_xlim(), first.get_ylim(), dpi)
-            if self.fig.dpi != dpi:
-                self.fig.set_dpi(dpi)
-            canvas = self.fig.canvas if isinstance(self.fig.canvas, FigureCanvasAgg) else (
-                FigureCanvasAgg(self.fig))
-            dynamic = self._dynamic()
-            background = self._backgrounds.get(key)
-            if background is None:
-                shown = [a.get_visible() for a in dynamic]
-                for artist in dynamic:
-                    artist.set_visible(False)
-                canvas.draw()
-                for artist, visible in zip(dynamic, shown, strict=True):
-                    artist.set_visible(visible)
-                background = self._backgrounds[key] = canvas.copy_from_bbox(self.fig.bbox)
-                if len(self._backgrounds) > 32:
-                    self._backgrounds.pop(next(iter(self._backgrounds)))
-            else:
-                canvas.restore_region(background)
-            renderer = canvas.get_renderer()
-            for artist in dynamic:
-                artist.draw(renderer)
-            buf = io.BytesIO()
-            rgba = canvas.buffer_rgba()
-            PILImage.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0,
-                                1).save(buf, format="png")
-        return buf.getvalue()
+            self.update(traces, highlight, nice_limits=True, at_least=floor)
+        first = next(iter(self.axes.values()))
+        self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
+        key = (first.get_xlim(), first.get_ylim(), dpi)
+        return self._frames.png(self.fig, self._dynamic(), key, dpi)
 
 
 def four_designs_figure(

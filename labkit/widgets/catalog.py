@@ -228,7 +228,8 @@ class FourDesignsApp:
         label = ", ".join(faults) if faults else "no faults"
         self.canvas.fig.suptitle(f"Four designs, one planner, one fault trace ({label}; seed "
                                  f"{seed})", fontsize=11)
-        self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI)
+        self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
+                                        scale=(self.latency.value, self.ticks))
         _png_output(self.out, self.last_png)
         table = metrics_table(self.summaries)
         self.metrics.value = _html_table(table, self.design.value)
