@@ -153,10 +153,15 @@ class FourDesignsCanvas:
         ncols: int = 2,
         width: float = 8.0,
         height: float = 4.8,
+        live_titles: bool = True,
     ) -> None:
+        """`live_titles=False` keeps each panel's title to its design name, drawn once with the
+        frame: text is the dearest thing to rasterise, and a widget shows the counts in its
+        metrics table anyway."""
         if not designs:
             raise ValueError("FourDesignsCanvas needs at least one design")
         self.designs = list(designs)
+        self.live_titles = live_titles
         self._frames = FrameCache()
         self._limits: dict[object, tuple[float, float]] = {}
         with workbook_style():
@@ -172,6 +177,9 @@ class FourDesignsCanvas:
         self.axes = dict(zip(self.designs, flat, strict=False))
         for ax in flat[len(self.designs):]:
             ax.set_visible(False)
+        if not self.live_titles:
+            for design, ax in self.axes.items():
+                ax.set_title(DESIGN_LABELS.get(design, design), fontsize=9, pad=4)
         self.artists = {d: _trace_artists(ax, d) for d, ax in self.axes.items()}
         for ax in axes[-1]:
             ax.set_xlabel("simulated time")
@@ -210,9 +218,10 @@ class FourDesignsCanvas:
                 xmax = max(xmax, float(trace["t"].max()))
                 ymax = max(ymax, float(trace["head_version"].max()))
             mine = design == highlight
-            ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
-                         fontweight="bold" if mine else "normal",
-                         color="#555555" if faint else "black")
+            if self.live_titles:
+                ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
+                             fontweight="bold" if mine else "normal",
+                             color="#555555" if faint else "black")
             for spine in ax.spines.values():
                 spine.set_visible(mine or spine.spine_type in ("left", "bottom"))
                 spine.set_color(COLORS.get(design, "black") if mine else "black")
@@ -226,9 +235,10 @@ class FourDesignsCanvas:
 
     def _dynamic(self) -> list[Any]:
         """Artists that change between updates with the same limits and highlight."""
-        found: list[Any] = [self.fig._suptitle] if self.fig._suptitle is not None else []
+        found: list[Any] = []
         for design, ax in self.axes.items():
-            found += [ax.title, *ax.spines.values(), *self.artists[design].values()]
+            titles = [ax.title] if self.live_titles else []
+            found += [*titles, *ax.spines.values(), *self.artists[design].values()]
         return found
 
     def png(

@@ -105,7 +105,7 @@ class FourDesignsApp:
         self.memo_hits = 0
         self._memo: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
         self._holding = False
-        self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6)
+        self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
         self.design = _classed(widgets.Dropdown(
             options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
@@ -226,13 +226,12 @@ class FourDesignsApp:
         self.traces = {d: self._trace(d, faults, seed) for d in self.designs}
         self.summaries = {d: t.attrs["summary"] for d, t in self.traces.items()}
         label = ", ".join(faults) if faults else "no faults"
-        self.canvas.fig.suptitle(f"Four designs, one planner, one fault trace ({label}; seed "
-                                 f"{seed})", fontsize=11)
         self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
                                         scale=(self.latency.value, self.ticks))
         _png_output(self.out, self.last_png)
         table = metrics_table(self.summaries)
-        self.metrics.value = _html_table(table, self.design.value)
+        caption = f"<b>{html.escape(label)}</b>, seed {seed}: per-design counts"
+        self.metrics.value = caption + _html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
 
     def _show_counterexamples(self) -> None:
