@@ -24,7 +24,7 @@ from labkit.designs import DESIGNS
 from labkit.planner import FAULTS, simulate
 from labkit.plots.catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.frontier import WIDGET_DPI, _classed, _png_output
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
 FAULT_PRESETS: dict[str, tuple[str, ...]] = {
@@ -81,7 +81,7 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
     )
 
 
-class FourDesignsApp:
+class FourDesignsApp(BatchedApp):
     """Fault classes and planner knobs in; four `simulate` traces, metrics and counterexamples out.
 
     `ui` is the container to display; `traces` maps design -> trace, `summaries` design ->
@@ -104,37 +104,36 @@ class FourDesignsApp:
         self.timings: list[float] = []
         self.memo_hits = 0
         self._memo: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
-        self._holding = False
         self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
-        self.design = _classed(widgets.Dropdown(
+        self.design = classed(widgets.Dropdown(
             options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
             description="highlight"), "wb-design")
-        self.faults = _classed(widgets.Dropdown(
+        self.faults = classed(widgets.Dropdown(
             options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"), "wb-faults")
         self.fault_boxes = {
-            f: _classed(widgets.Checkbox(value=f in FAULT_PRESETS.get(preset, ()),
+            f: classed(widgets.Checkbox(value=f in FAULT_PRESETS.get(preset, ()),
                                          description=f.replace("_", " "), indent=False,
                                          layout=widgets.Layout(width="150px")), f"wb-fault-{f}")
             for f in FAULTS
         }
         slider = {"continuous_update": False, "style": {"description_width": "110px"}}
-        self.latency = _classed(widgets.FloatSlider(
+        self.latency = classed(widgets.FloatSlider(
             value=1.0, min=0.2, max=3.0, step=0.1, description="latency", **slider),
             "wb-latency")
-        self.duplicate_rate = _classed(widgets.FloatSlider(
+        self.duplicate_rate = classed(widgets.FloatSlider(
             value=0.25, min=0.0, max=1.0, step=0.05, description="duplicate rate", **slider),
             "wb-duplicate-rate")
-        self.clock_skew = _classed(widgets.FloatSlider(
+        self.clock_skew = classed(widgets.FloatSlider(
             value=0.5, min=0.0, max=3.0, step=0.1, description="clock skew", **slider),
             "wb-clock-skew")
-        self.window = _classed(widgets.IntSlider(
+        self.window = classed(widgets.IntSlider(
             value=3, min=2, max=6, description="window (fenced)", **slider), "wb-window")
-        self.seed = _classed(widgets.IntText(value=seed, description="seed",
+        self.seed = classed(widgets.IntText(value=seed, description="seed",
                                              layout=widgets.Layout(width="160px")), "wb-seed")
-        self.out = _classed(widgets.Output(), "wb-traces")
-        self.metrics = _classed(widgets.HTML(), "wb-metrics")
-        self.counterexamples = _classed(widgets.HTML(), "wb-counterexamples")
+        self.out = classed(widgets.Output(), "wb-traces")
+        self.metrics = classed(widgets.HTML(), "wb-metrics")
+        self.counterexamples = classed(widgets.HTML(), "wb-counterexamples")
 
         self.design.observe(self._changed, "value")
         self.faults.observe(self._preset_picked, "value")
@@ -165,16 +164,9 @@ class FourDesignsApp:
 
     def _set_quietly(self, values: list[tuple[widgets.ValueWidget, Any]]) -> None:
         """Set several controls with no update per control (the caller updates once)."""
-        self._holding = True
-        try:
+        with self.hold():
             for widget, value in values:
                 widget.value = value
-        finally:
-            self._holding = False
-
-    def _changed(self, _change: Any = None) -> None:
-        if not self._holding:
-            self.update()
 
     def _preset_picked(self, change: Any) -> None:
         if self._holding or change["new"] == CUSTOM:
@@ -228,7 +220,7 @@ class FourDesignsApp:
         label = ", ".join(faults) if faults else "no faults"
         self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
                                         scale=(self.latency.value, self.ticks))
-        _png_output(self.out, self.last_png)
+        png_output(self.out, self.last_png)
         table = metrics_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, seed {seed}: per-design counts"
         self.metrics.value = caption + _html_table(table, self.design.value)
@@ -269,10 +261,10 @@ class InvertedArrivalStepper:
         self.last_png = b""
         self.timings: list[float] = []
         self._pngs: dict[int, bytes] = {}
-        self.step = _classed(widgets.IntSlider(value=len(steps), min=1, max=len(steps),
+        self.step = classed(widgets.IntSlider(value=len(steps), min=1, max=len(steps),
                                                description="step"), "wb-step")
-        self.out = _classed(widgets.Output(), "wb-lanes")
-        self.caption = _classed(widgets.HTML(), "wb-step-outcomes")
+        self.out = classed(widgets.Output(), "wb-lanes")
+        self.caption = classed(widgets.HTML(), "wb-step-outcomes")
         self.step.observe(lambda _c: self.update(), "value")
         self.ui = widgets.VBox([self.step, self.caption, self.out])
         self.ui.add_class("wb-inverted-stepper")
@@ -286,7 +278,7 @@ class InvertedArrivalStepper:
             fig = arrival_lanes_figure(list(self.results.values()), upto=k)
             self._pngs[k] = png_bytes(fig, dpi=WIDGET_DPI)
         self.last_png = self._pngs[k]
-        _png_output(self.out, self.last_png)
+        png_output(self.out, self.last_png)
         first = next(iter(self.results.values()))
         self.outcomes = {d: r.outcomes[k - 1] for d, r in self.results.items()}
         lines = "".join(

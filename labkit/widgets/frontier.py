@@ -11,20 +11,19 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
 import pandas as pd
-from IPython.display import Image
 
 from labkit import scenarios as sc
 from labkit import summarizer as sm
 from labkit.frontier import POLICIES
 from labkit.plots.frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 DISPATCH = "dispatch"
 ID_ORDER = "id"
@@ -37,9 +36,6 @@ _MODE_LABELS = {
     CUSTOM: "custom",
 }
 _SPLIT_RE = re.compile(r"[\s,;]+")
-WIDGET_DPI = 80
-
-
 @dataclass(frozen=True)
 class Preset:
     """A delivery order taken from a bundled scenario file with one shard of n messages."""
@@ -96,24 +92,11 @@ def parse_order(text: str, n: int) -> list[int]:
     return ids
 
 
-def _png_output(out: widgets.Output, png: bytes) -> None:
-    """Replace the Output's content with one PNG image in a single state change."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    data, metadata = InteractiveShell.instance().display_formatter.format(Image(data=png))
-    out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
-
-
-def _classed(widget: widgets.DOMWidget, css: str) -> Any:
-    widget.add_class(css)
-    return widget
-
-
 def _ids(ids: Sequence[int]) -> str:
     return ", ".join(str(i) for i in ids)
 
 
-class FrontierTimelineApp:
+class FrontierTimelineApp(BatchedApp):
     """Priorities and a delivery order in; the MAX-vs-frontier timeline and orphan count out.
 
     `ui` is the container to display; `state` the `run_scenario` DataFrame in use;
@@ -139,11 +122,10 @@ class FrontierTimelineApp:
         self.last_png = b""
         self.timings: list[float] = []
         self._key: tuple | None = None
-        self._holding = False
         self.canvas = TimelineCanvas(width=7.2, height=3.4)
 
         self.priority_sliders = [
-            _classed(
+            classed(
                 widgets.IntSlider(
                     value=int(p),
                     min=1,
@@ -163,7 +145,7 @@ class FrontierTimelineApp:
         ]
         options += [(label, mode) for mode, label in _MODE_LABELS.items()]
         first = options[0][1]
-        self.order_dropdown = _classed(
+        self.order_dropdown = classed(
             widgets.Dropdown(
                 options=options,
                 value=first,
@@ -172,7 +154,7 @@ class FrontierTimelineApp:
             ),
             "wb-order",
         )
-        self.custom_text = _classed(
+        self.custom_text = classed(
             widgets.Text(
                 value=_ids(sc.dispatch_order(priorities)),
                 description="custom",
@@ -181,11 +163,11 @@ class FrontierTimelineApp:
             ),
             "wb-custom-order",
         )
-        self.seed_text = _classed(
+        self.seed_text = classed(
             widgets.IntText(value=seed, description="seed", layout=widgets.Layout(width="160px")),
             "wb-seed",
         )
-        self.step_slider = _classed(
+        self.step_slider = classed(
             widgets.IntSlider(
                 value=0,
                 min=0,
@@ -196,11 +178,11 @@ class FrontierTimelineApp:
             ),
             "wb-step",
         )
-        self.play = _classed(widgets.Play(value=0, min=0, max=0, interval=500), "wb-play")
+        self.play = classed(widgets.Play(value=0, min=0, max=0, interval=500), "wb-play")
         widgets.jslink((self.play, "value"), (self.step_slider, "value"))
-        self.message = _classed(widgets.HTML(), "wb-message")
-        self.orphans_html = _classed(widgets.HTML(), "wb-orphans")
-        self.out = _classed(widgets.Output(), "wb-timeline")
+        self.message = classed(widgets.HTML(), "wb-message")
+        self.orphans_html = classed(widgets.HTML(), "wb-orphans")
+        self.out = classed(widgets.Output(), "wb-timeline")
 
         for slider in self.priority_sliders:
             slider.observe(self._changed, "value")
@@ -252,22 +234,9 @@ class FrontierTimelineApp:
 
     # --- callbacks ---------------------------------------------------------------------------
 
-    @contextmanager
-    def _hold(self) -> Iterator[None]:
-        """Set several controls without an update per control."""
-        self._holding = True
-        try:
-            yield
-        finally:
-            self._holding = False
-
-    def _changed(self, _change: Any = None) -> None:
-        if not self._holding:
-            self.update()
-
     def _apply_preset(self, mode: str) -> None:
         preset = self.presets[mode.split(":", 1)[1]]
-        with self._hold():
+        with self.hold():
             for slider, p in zip(self.priority_sliders, preset.priorities, strict=True):
                 slider.value = max(slider.min, min(slider.max, p))
 
@@ -307,7 +276,7 @@ class FrontierTimelineApp:
             self.state = sc.run_scenario(scenario)
             self.order, self.failures, self._key = order, failures, key
             last = int(self.state["step"].max())
-            with self._hold():
+            with self.hold():
                 self.step_slider.max = self.play.max = last
                 if at_end:
                     self.step_slider.value = last
@@ -332,10 +301,10 @@ class FrontierTimelineApp:
         )
         self.canvas.render(self.state, step=step)
         self.last_png = self.canvas.png(dpi=WIDGET_DPI)
-        _png_output(self.out, self.last_png)
+        png_output(self.out, self.last_png)
 
 
-class EdgeCaseApp:
+class EdgeCaseApp(BatchedApp):
     """Pick a bundled scenario: its description, where each shard ended, and its checkpoints.
 
     `state` is the `run_scenario` DataFrame, `table` the `final_state` of every shard,
@@ -348,27 +317,21 @@ class EdgeCaseApp:
         self.table: pd.DataFrame | None = None
         self.last_png = b""
         self.timings: list[float] = []
-        self.case = _classed(
+        self.case = classed(
             widgets.Dropdown(options=self.names, value=name, description="scenario"), "wb-case"
         )
-        self.shard = _classed(widgets.Dropdown(options=[], description="shard"), "wb-shard")
-        self.description = _classed(widgets.HTML(), "wb-case-description")
-        self.table_html = _classed(widgets.HTML(), "wb-case-table")
-        self.out = _classed(widgets.Output(), "wb-ranges")
+        self.shard = classed(widgets.Dropdown(options=[], description="shard"), "wb-shard")
+        self.description = classed(widgets.HTML(), "wb-case-description")
+        self.table_html = classed(widgets.HTML(), "wb-case-table")
+        self.out = classed(widgets.Output(), "wb-ranges")
         self.case.observe(self._case_picked, "value")
-        self._holding = False
-        self.shard.observe(self._shard_picked, "value")
+        self.shard.observe(self._changed, "value")
         self.ui = widgets.VBox(
             [widgets.HBox([self.case, self.shard]), self.description, self.table_html, self.out]
         )
         self.ui.add_class("wb-edge-case-app")
         self._case_picked()
 
-    _hold = FrontierTimelineApp._hold
-
-    def _shard_picked(self, _change: Any) -> None:
-        if not self._holding:
-            self.update()
 
     def _case_picked(self, _change: Any = None) -> None:
         scenario = sc.load_scenario(self.case.value)
@@ -381,7 +344,7 @@ class EdgeCaseApp:
         self.table_html.value = self.table.to_html(index=False, escape=True)
         shards = list(scenario.tracked_shards)
         if list(self.shard.options) != shards:
-            with self._hold():
+            with self.hold():
                 self.shard.options = shards
                 self.shard.value = shards[0]
         self.update()
@@ -406,5 +369,5 @@ class EdgeCaseApp:
             title=f"Chained checkpoints of shard {shard!r}",
         )
         self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
-        _png_output(self.out, self.last_png)
+        png_output(self.out, self.last_png)
         self.timings.append(time.perf_counter() - start)
