@@ -317,7 +317,12 @@ figure = _finder(".jp-Cell-outputArea img", "An output image; matplotlib's is a 
 
 
 def widget_text(loc: Locator, timeout_ms: float = WAIT_MS) -> str:
-    """Visible text of a widget (Label, HTML, readout ...), whitespace-trimmed."""
+    """Visible text of a widget (Label, HTML, readout ...), whitespace-trimmed.
+
+    Scrolls it into view first: JupyterLab does not lay out cells outside the viewport, and
+    an element that is not laid out has no inner text.
+    """
+    loc.scroll_into_view_if_needed(timeout=timeout_ms)
     return loc.inner_text(timeout=timeout_ms).strip()
 
 
@@ -325,7 +330,8 @@ def wait_text_changed(loc: Locator, old: str, timeout_ms: float = WAIT_MS) -> st
     """Wait until the widget's text is no longer `old`; return the new text."""
     from playwright.sync_api import expect
 
-    expect(loc).not_to_have_text(old, timeout=timeout_ms)
+    # Compare like with like: `old` comes from inner_text, so must the wait.
+    expect(loc).not_to_have_text(old, timeout=timeout_ms, use_inner_text=True)
     return widget_text(loc, timeout_ms)
 
 
