@@ -53,8 +53,11 @@ class TimelineCanvas:
     """A reusable timeline figure: the frame (axes, ticks, legend) is built once per shape and
     each `render` swaps only the marks, which keeps a widget redraw cheap."""
 
-    def __init__(self, width: float = 7.6, height: float = 3.6) -> None:
+    def __init__(self, width: float = 7.6, height: float = 3.6, live_text: bool = True) -> None:
+        """`live_text=False` draws a fixed title with the frame and no per-step note: text is
+        the dearest thing to rasterise, and a widget shows the step and counts beside it."""
         self.width, self.height = width, height
+        self.live_text = live_text
         self.fig: Figure | None = None
         self._shape: tuple[int, int] | None = None
         self._marks: list = []
@@ -108,19 +111,28 @@ class TimelineCanvas:
             ax = self.fig.axes[0]
             for artist in self._marks:
                 artist.remove()
-        self._marks = _timeline_marks(ax, shown, upto, mark_step=step is not None)
-        ax.set_title(f"{title}\nstep {upto}: {shown.iloc[-1]['event']}", fontsize=10)
+        self._marks = _timeline_marks(
+            ax, shown, upto, mark_step=step is not None, note=self.live_text
+        )
+        if self.live_text:
+            ax.set_title(f"{title}\nstep {upto}: {shown.iloc[-1]['event']}", fontsize=10)
+        elif ax.get_title() != title:
+            ax.set_title(title, fontsize=10)  # part of the frame (see `png`'s frame key)
         return self.fig
 
     def png(self, dpi: int = 80) -> bytes:
         """PNG of the last `render`; the frame's pixels are reused while its shape holds."""
         if self.fig is None:
             raise RuntimeError("render() a timeline before asking for its PNG")
-        dynamic = [*self._marks, self.fig.axes[0].title]
-        return self._cache.png(self.fig, dynamic, (self._shape, dpi), dpi)
+        title = self.fig.axes[0].title
+        if self.live_text:
+            return self._cache.png(self.fig, [*self._marks, title], (self._shape, dpi), dpi)
+        return self._cache.png(self.fig, self._marks, (self._shape, title.get_text(), dpi), dpi)
 
 
-def _timeline_marks(ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool) -> list:
+def _timeline_marks(
+    ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool, note: bool = True
+) -> list:
     """Status squares, both watermark step lines, orphan rings and the orphan note."""
     marks: dict[str, tuple[list[int], list[int]]] = {s: ([], []) for s in STATUSES}
     rings: dict[str, tuple[list[int], list[int]]] = {p: ([], []) for p in POLICIES}
@@ -182,6 +194,8 @@ def _timeline_marks(ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool) -
             )
     if mark_step:
         out.append(ax.axvline(upto, color="#555555", lw=0.8, alpha=0.6))
+    if not note:
+        return out
     current = shown.iloc[-1]
     lost = current["orphan_ids_max"]
     out.append(

@@ -122,7 +122,7 @@ class FrontierTimelineApp(BatchedApp):
         self.last_png = b""
         self.timings: list[float] = []
         self._key: tuple | None = None
-        self.canvas = TimelineCanvas(width=7.2, height=3.4)
+        self.canvas = TimelineCanvas(width=7.2, height=3.4, live_text=False)
 
         self.priority_sliders = [
             classed(
@@ -296,7 +296,8 @@ class FrontierTimelineApp(BatchedApp):
         self.orphan_count, self.frontier_orphan_count = len(lost_max), len(lost_front)
         ids = f" (ids {_ids(lost_max)})" if lost_max else ""
         self.orphans_html.value = (
-            f"step {step}: <b>{len(lost_max)}</b> orphan(s) under MAX(delivered){ids}; "
+            f"step {step} ({html.escape(str(row['event']))}): "
+            f"<b>{len(lost_max)}</b> orphan(s) under MAX(delivered){ids}; "
             f"<b>{len(lost_front)}</b> under the gap-free frontier"
         )
         self.canvas.render(self.state, step=step)
