@@ -23,7 +23,7 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,7 +226,9 @@ class _Run:
             getattr(self, f"on_{kind}")(t, payload)
             self.release(t)
         frame = pd.DataFrame(self.rows, columns=COLUMNS)
-        frame.attrs["summary"] = summarize(frame, seed=self.seed, faults=sorted(self.faults))
+        frame.attrs["summary"] = summarize_rows(
+            self.rows, seed=self.seed, faults=sorted(self.faults)
+        )
         return frame
 
     def on_deliver(self, t: float, payload: Any) -> None:
@@ -336,29 +338,54 @@ def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:
 
     `throughput` is commits per unit of simulated time up to the last commit.
     """
-    delivers = trace[trace["event"] == "deliver"]
-    accepted = delivers[delivers["committed"] == True]  # noqa: E712 (object column)
-    rejected = delivers[delivers["committed"] == False]  # noqa: E712
+    return summarize_rows(trace.to_dict("records"), **extra)
+
+
+def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str, Any]:
+    """`summarize` over the trace's rows before they become a DataFrame (one pass, no pandas:
+    a widget pays for this on every change)."""
     reasons = {r: 0 for r in (*REASONS, "older_updated_at")}
-    for reason, count in rejected["reason"].value_counts().items():
-        reasons[str(reason)] = int(count)
-    last_commit = float(accepted["t"].max()) if len(accepted) else 0.0
-    design = str(trace["design"].iloc[0]) if len(trace) else ""
+    counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0}
+    accepted = replays = rewinds = overwrites = 0
+    last_commit = sim_time = 0.0
+    max_head = 0
+    for row in rows:
+        event = row["event"]
+        if event in counts:
+            counts[event] += 1
+        if event == "send" and not _missing(row["replay_of"]):
+            replays += 1
+        if event == "deliver" and not _missing(row["committed"]):
+            if bool(row["committed"]):
+                accepted += 1
+                last_commit = max(last_commit, float(row["t"]))
+            else:
+                reason = str(row["reason"])
+                reasons[reason] = reasons.get(reason, 0) + 1
+        rewinds += bool(row["rewind"])
+        overwrites += bool(row["overwrite"])
+        sim_time = max(sim_time, float(row["t"]))
+        max_head = max(max_head, int(row["head_version"]))
     return {
-        "design": design,
+        "design": str(rows[0]["design"]) if rows else "",
         **extra,
-        "requests": int((trace["event"] == "send").sum()),
-        "responses": len(delivers),
-        "accepted": len(accepted),
-        "commits": len(accepted),
+        "requests": counts["send"],
+        "responses": counts["deliver"],
+        "accepted": accepted,
+        "commits": accepted,
         "rejects": reasons,
-        "replays": int(trace.loc[trace["event"] == "send", "replay_of"].notna().sum()),
-        "timeouts": int((trace["event"] == "timeout").sum()),
-        "crashes": int((trace["event"] == "crash").sum()),
-        "rewinds": int(trace["rewind"].sum()),
-        "overwrites": int(trace["overwrite"].sum()),
-        "final_head": int(trace["head_version"].iloc[-1]) if len(trace) else 0,
-        "max_head": int(trace["head_version"].max()) if len(trace) else 0,
-        "sim_time": float(trace["t"].max()) if len(trace) else 0.0,
-        "throughput": len(accepted) / last_commit if last_commit > 0 else 0.0,
+        "replays": replays,
+        "timeouts": counts["timeout"],
+        "crashes": counts["crash"],
+        "rewinds": rewinds,
+        "overwrites": overwrites,
+        "final_head": int(rows[-1]["head_version"]) if rows else 0,
+        "max_head": max_head,
+        "sim_time": sim_time,
+        "throughput": accepted / last_commit if last_commit > 0 else 0.0,
     }
+
+
+def _missing(value: Any) -> bool:
+    """None or NaN (a DataFrame turns a missing int into NaN)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
