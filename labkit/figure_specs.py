@@ -108,9 +108,11 @@ def _arrival_explorer() -> tuple[Figure, Any]:
 
 
 def _restarts() -> tuple[Figure, Any]:
+    from labkit.ballot import simulate
     from labkit.plots.catalog import restarts_figure
 
-    traces = _simulate_all(("crash",), ("callback", "ballot", "fenced"))
+    faults = ("crash", "inverted", "retry_after_commit")
+    traces = {d: simulate(d, faults, seed=0) for d in ("callback", "ballot", "fenced")}
     return restarts_figure(traces), _traces_data(traces)
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from labkit.arrivals import ScheduleResult
 from labkit.designs import DESIGNS
@@ -121,6 +122,7 @@ def version_trace_figure(
         _draw_trace(ax, trace, design, faint=highlight is not None and design != highlight)
     ax.set_xlabel("simulated time (mean planner latency = 1)")
     ax.set_ylabel("catalog head version")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     handles, _ = ax.get_legend_handles_labels()
     ax.legend(handles=[*handles, *_marker_handles()], **_RIGHT_LEGEND)
@@ -430,6 +432,7 @@ def restarts_figure(
     ]
     ax.set_xlabel("simulated time (mean planner latency = 1)")
     ax.set_ylabel("catalog head version")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.legend(handles=handles, **_RIGHT_LEGEND)
     return fig
