@@ -244,16 +244,22 @@ class FourDesignsCanvas:
         return found
 
     def png(
-        self, traces: Traces, highlight: str | None = None, dpi: int = 80, scale: object = None
+        self,
+        traces: Traces,
+        highlight: str | None = None,
+        dpi: int = 80,
+        scale: object = None,
+        at_least: tuple[float, float] = (1.0, 1.0),
     ) -> bytes:
         """`update` and render to PNG bytes, redrawing only what changed (`FrameCache`).
 
         The frame (axes, ticks, legend) is rendered once per (limits, dpi); each call restores
         it and draws the traces, titles and spines on top, so a widget pays for a few artists
         instead of four axes of tick labels. While `scale` (e.g. the latency setting) stays
-        the same the limits only grow, so new seeds mostly reuse the frame.
+        the same the limits only grow, so new seeds mostly reuse the frame; `at_least` is where
+        they start (room for a typical run, so the frame is rarely redrawn).
         """
-        floor = self._limits.get(scale, (1.0, 1.0))
+        floor = self._limits.get(scale, at_least)
         with workbook_style():
             self.update(traces, highlight, nice_limits=True, at_least=floor)
         first = next(iter(self.axes.values()))
