@@ -9,6 +9,7 @@ canvas redrawn). Latency is wall time around setting the control, observers incl
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import time
 from collections.abc import Callable
@@ -62,6 +63,9 @@ def _catalog_app() -> tuple[object, Callable[[int], None]]:
 def measure(app_name: str, updates: int) -> dict[str, object]:
     """Move one control `updates` times; p50/p95 of the wall time and of the app's own timing."""
     build = _frontier_app if app_name.startswith("01") else _catalog_app
+    # Start from a collected heap, as a notebook kernel would: earlier benchmarks in this
+    # process leave garbage whose collection would otherwise land inside the updates.
+    gc.collect()
     start = time.perf_counter()
     app, change = build()
     built = time.perf_counter() - start

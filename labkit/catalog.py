@@ -64,7 +64,11 @@ def tools_json(tools: Sequence[Any]) -> str:
 
 def tools_hash(tools: Sequence[Any]) -> str:
     """SHA-256 content hash of a tool list (hex)."""
-    return hashlib.sha256(tools_json(tools).encode("utf-8")).hexdigest()
+    return _json_hash(tools_json(tools))
+
+
+def _json_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def connect(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
@@ -139,11 +143,12 @@ def append(
     record whose base is not its predecessor, so a bug here cannot fork the log.
     """
     version = base_version + 1
+    text = tools_json(tools)
     conn.execute(
         "INSERT INTO catalog_versions"
         " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
         " VALUES (?, ?, ?, ?, ?, ?)",
-        (version, tools_json(tools), tools_hash(tools), ballot_id, base_version, _now(now)),
+        (version, text, _json_hash(text), ballot_id, base_version, _now(now)),
     )
     return version
 
