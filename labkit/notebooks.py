@@ -95,12 +95,19 @@ def make_student_copies(src: Path, out: Path) -> list[Path]:
     return written
 
 
-def _patch_zmq_get_msg(slice_s: float = 1.0) -> None:
-    """Poll the shell channel in slices of <= 1 s so a lost wake-up cannot stall a run.
+POLL_SLICE_S = 1.0
+
+
+def _patch_zmq_get_msg() -> None:
+    """Poll kernel channels in slices of `POLL_SLICE_S` so a lost wake-up cannot stall a run.
 
     Under CPU load nbclient was seen parked in `get_msg` although the kernel had replied
-    (voila#1428); re-polling in short slices until the real deadline avoids the hang.
+    (voila#1428); re-polling in short slices until the real deadline avoids the hang. Like
+    the original, a deadline that passes with no message raises `queue.Empty`, which is what
+    jupyter_client's callers catch.
     """
+    from queue import Empty
+
     from jupyter_client.channels import AsyncZMQSocketChannel
 
     if getattr(AsyncZMQSocketChannel.get_msg, "_sliced", False):
@@ -108,17 +115,14 @@ def _patch_zmq_get_msg(slice_s: float = 1.0) -> None:
     original = AsyncZMQSocketChannel.get_msg
 
     async def get_msg(self: Any, timeout: float | None = None) -> dict[str, Any]:
+        slice_s = POLL_SLICE_S
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = slice_s if deadline is None else min(slice_s, deadline - time.monotonic())
-            if left <= 0:
-                raise TimeoutError("Timeout waiting for message")
+            left = slice_s if deadline is None else deadline - time.monotonic()
             try:
-                return await original(self, timeout=left)
-            except Exception as exc:  # queue.Empty / TimeoutError
+                return await original(self, timeout=max(0.0, min(slice_s, left)))
+            except Empty:
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise
-                if type(exc).__name__ not in {"Empty", "TimeoutError"}:
                     raise
 
     get_msg._sliced = True  # type: ignore[attr-defined]
