@@ -15,7 +15,8 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from labkit import frontier as fr
@@ -82,6 +83,44 @@ _READ_ONLY.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))
 def _read_only(action: int, *_: Any) -> int:
     """SQLite authorizer: allow reading and functions, deny every write, PRAGMA or ATTACH."""
     return sqlite3.SQLITE_OK if action in _READ_ONLY else sqlite3.SQLITE_DENY
+
+
+# Learner SQL runs with a budget of SQLite VM steps (~0.3 s; a right answer needs a few
+# thousand): a runaway recursive CTE is interrupted instead of hanging the kernel.
+STEP_BUDGET = 5_000_000
+_STEPS_PER_CALL = 1_000
+
+
+@contextmanager
+def _guarded(conn: sqlite3.Connection, what: str, read_only: bool = True) -> Iterator[None]:
+    """Run a learner statement under the step budget (and, by default, read-only).
+
+    An interrupted statement, a refused one or any other SQLite error becomes a `Wrong`.
+    """
+    calls = 0
+
+    def over_budget() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls * _STEPS_PER_CALL > STEP_BUDGET
+
+    conn.set_progress_handler(over_budget, _STEPS_PER_CALL)
+    if read_only:
+        conn.set_authorizer(_read_only)
+    try:
+        yield
+    except (sqlite3.Error, ValueError) as exc:
+        if calls * _STEPS_PER_CALL > STEP_BUDGET:
+            raise Wrong(
+                f"your query ran too long: SQLite stopped {what} after {STEP_BUDGET:,} steps "
+                "(a recursive CTE with no stopping condition?); the frontier needs only a "
+                "few index seeks"
+            ) from exc
+        raise _statement_error(exc, what) from exc
+    finally:
+        conn.set_progress_handler(None, 0)
+        if read_only:
+            conn.set_authorizer(None)
 
 
 def _ids(answer: Any, what: str) -> set[int]:
@@ -203,13 +242,8 @@ def _check_frontier_sql(sql: Any) -> str:
     plans = set()
     for shard, label, base in cases:
         params = {"shard": shard, "base": base}
-        conn.set_authorizer(_read_only)
-        try:
+        with _guarded(conn, "the query"):
             result = conn.execute(sql, params).fetchall()
-        except (sqlite3.Error, ValueError) as exc:
-            raise _statement_error(exc, "the query") from exc
-        finally:
-            conn.set_authorizer(None)
         if len(result) != 1 or len(result[0]) != 1:
             raise Wrong(
                 f"on shard {shard!r} with base {base} your query returned {len(result)} row(s) "
@@ -224,7 +258,9 @@ def _check_frontier_sql(sql: Any) -> str:
                 f"on shard {shard!r} ({label}) with base {base} your query returned {got}, "
                 f"the frontier is {want}: {why}"
             )
-        plans.add(" | ".join(fr.explain(conn, sql, params)))
+        # explain() reads the schema version first, then EXPLAINs under the authorizer
+        with _guarded(conn, "the query", read_only=False):
+            plans.add(" | ".join(fr.explain(conn, sql, params, authorizer=_read_only)))
     scans = [p for p in plans if "SCAN conversations" in p]
     note = (
         f"it matched delivered_frontier on {len(cases)} (shard, base) cases, edge cases included."
@@ -377,10 +413,8 @@ def _check_partial_index(sql: Any) -> str:
         raise Wrong("the answer must be one CREATE INDEX statement")
     conn = _index_db()
     before = set(_indexes(conn))
-    try:
+    with _guarded(conn, "your CREATE INDEX", read_only=False):
         conn.execute(text)
-    except (sqlite3.Error, ValueError) as exc:
-        raise _statement_error(exc, "your CREATE INDEX") from exc
     new = {k: v for k, v in _indexes(conn).items() if k not in before}
     if not new:
         raise Wrong("that statement created no index on conversations")

@@ -10,7 +10,7 @@ Shard keys are always bound parameters, never spliced into SQL.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 NON_TERMINAL = ("pending", "running")
@@ -304,12 +304,25 @@ def trigger_readings(
 # --- query plans -----------------------------------------------------------------------------
 
 
-def explain(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> list[str]:
+def explain(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: tuple | Mapping = (),
+    authorizer: Callable[..., int] | None = None,
+) -> list[str]:
     """The `EXPLAIN QUERY PLAN` detail lines for `sql` as it would run now.
 
     The schema version is folded into a trailing comment: Python's statement cache would
-    otherwise replay a plan prepared before an index was created or dropped.
+    otherwise replay a plan prepared before an index was created or dropped. `sql` is spliced
+    in, so text that is not ours must come with an `authorizer`: it is set only around the
+    EXPLAIN (after our own PRAGMA) and always lifted again.
     """
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
-    rows = conn.execute(f"EXPLAIN QUERY PLAN {sql} /* schema {version} */", params).fetchall()
+    if authorizer is not None:
+        conn.set_authorizer(authorizer)
+    try:
+        rows = conn.execute(f"EXPLAIN QUERY PLAN {sql} /* schema {version} */", params).fetchall()
+    finally:
+        if authorizer is not None:
+            conn.set_authorizer(None)
     return [str(row[3]) for row in rows]

@@ -4,6 +4,7 @@ shows a traceback; the solution notebooks check out and their student copies sta
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,41 @@ def test_frontier_sql_never_writes() -> None:
     sneaky = "SELECT :base FROM conversations WHERE :shard IN (SELECT 1); DROP TABLE conversations"
     wrong(exs.frontier_sql_ex, sneaky, "single statement")
     assert exs.frontier_sql_ex.check(FRONTIER_SQL).passed
+
+
+RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+
+
+@pytest.mark.timeout(30, method="thread")  # before the step budget these hung the kernel
+@pytest.mark.parametrize(
+    "tail", ["SELECT :shard||:base FROM c", "SELECT :shard||:base||COUNT(*) FROM c"]
+)
+def test_frontier_sql_runaway_query_is_stopped(tail: str) -> None:
+    started = time.perf_counter()
+    wrong(exs.frontier_sql_ex, RUNAWAY + tail, "your query ran too long")
+    assert time.perf_counter() - started < 5
+    assert exs.frontier_sql_ex.check(FRONTIER_SQL).passed  # the budget is per check, not global
+
+
+def test_learner_plan_is_explained_under_the_read_only_authorizer(monkeypatch) -> None:
+    seen: list[Any] = []
+    real = exs.fr.explain
+
+    def spy(conn, sql, params=(), authorizer=None):
+        seen.append(authorizer)
+        return real(conn, sql, params, authorizer=authorizer)
+
+    monkeypatch.setattr(exs.fr, "explain", spy)
+    assert exs.frontier_sql_ex.check(FRONTIER_SQL).passed
+    assert seen and all(a is exs._read_only for a in seen)
+
+
+def test_explain_with_an_authorizer_refuses_writes_and_lifts_it_after() -> None:
+    conn = exs.fr.connect()
+    with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+        exs.fr.explain(conn, "DELETE FROM conversations", authorizer=exs._read_only)
+    exs.fr.explain(conn, "DELETE FROM conversations")  # no authorizer left behind
+    conn.execute("DELETE FROM conversations")
 
 
 @pytest.mark.parametrize(
