@@ -46,6 +46,8 @@ OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "check": (("shard",), ("frontier", "max_watermark", "coverage", "orphans")),
 }
 _CHECK_FIELDS = OPS["check"][1]
+# SQLite stores INTEGER in 64 bits; Python would raise a bare OverflowError past these.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 
 class ScenarioError(ValueError):
@@ -129,6 +131,10 @@ class _Checker:
     def int_value(self, value: Any, entry: str, name: str, low: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(entry, name, f"expected an integer, got {value!r}")
+        if not INT_MIN <= value <= INT_MAX:
+            raise self.fail(
+                entry, name, f"{value} does not fit SQLite's 64-bit integer [-2**63, 2**63 - 1]"
+            )
         if low is not None and value < low:
             raise self.fail(entry, name, f"must be >= {low}, got {value}")
         return value
@@ -243,15 +249,28 @@ def load_scenario(path: str | Path) -> Scenario:
         path = DATA_DIR / f"{path.name}.json"
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioError(source, "file", None, f"cannot read: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ScenarioError(
+            source,
+            f"line {line} column {column}",
+            None,
+            f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8",
+        ) from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             source, f"line {exc.lineno} column {exc.colno}", None, f"invalid JSON: {exc.msg}"
         ) from exc
+    except RecursionError as exc:
+        raise ScenarioError(source, "file", None, "invalid JSON: nested too deeply") from exc
     return scenario_from_dict(data, source)
 
 

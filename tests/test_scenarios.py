@@ -143,6 +143,19 @@ BAD = [
         "messages[0]",
         "direction",
     ),
+    ({"messages": [{"shard": "main", "priority": 10**20}]}, "messages[0]", "priority"),
+    ({"messages": [{"shard": "main", "priority": -(2**63) - 1}]}, "messages[0]", "priority"),
+    (
+        {"events": [{"op": "enqueue", "shard": "main", "priority": 2**63}]},
+        "events[0]",
+        "priority",
+    ),
+    (
+        {"events": [{"op": "check", "shard": "main", "coverage": {"max": 10**30}}]},
+        "events[0]",
+        "coverage.max",
+    ),
+    ({"events": [{"op": "check", "shard": "main", "frontier": 2**64}]}, "events[0]", "frontier"),
     ({"messages": "none"}, "scenario", "messages"),
     ({"shards": ["ok", 7]}, "scenario", "shards[1]"),
     ({"name": "Has Spaces"}, "scenario", "name"),
@@ -193,6 +206,39 @@ def test_missing_top_level_field_and_bad_json(tmp_path: Path) -> None:
         sc.load_scenario(tmp_path / "absent.json")
     with pytest.raises(sc.ScenarioError, match="scenario: expected an object"):
         sc.scenario_from_dict([1, 2])
+
+
+def test_sqlite_integer_range_is_accepted_and_one_past_it_is_not(tmp_path: Path) -> None:
+    edge = [{"shard": "main", "priority": 2**63 - 1}, {"shard": "main", "priority": -(2**63)}]
+    final = sc.run_scenario(sc.load_scenario(write(tmp_path, messages=edge))).iloc[-1]
+    assert final["statuses"] == {1: "delivered", 2: "pending"}
+    with pytest.raises(sc.ScenarioError, match=r"priority'.*64-bit"):
+        sc.load_scenario(write(tmp_path, messages=[{"shard": "main", "priority": 2**63}]))
+
+
+def test_file_that_is_not_utf8_names_file_and_position(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"name": "x",\n "title": "caf\xe9"}')
+    with pytest.raises(sc.ScenarioError) as info:
+        sc.load_scenario(path)
+    assert (info.value.source, info.value.entry) == (str(path), "line 2 column 15")
+    assert "not UTF-8" in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "entry", "problem"),
+    [
+        ("[" * 100_000, "file", "nested too deeply"),
+        ("", "line 1 column 1", "invalid JSON"),
+        ('{"name": NaN}', "scenario", "missing"),
+    ],
+)
+def test_odd_json_is_a_scenario_error(tmp_path: Path, text: str, entry: str, problem: str) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(sc.ScenarioError, match=problem) as info:
+        sc.load_scenario(path)
+    assert (info.value.source, info.value.entry) == (str(path), entry)
 
 
 # --- building scenarios in code --------------------------------------------------------------
