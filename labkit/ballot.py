@@ -165,7 +165,10 @@ class WatermarkLoop:
 
         Commit needs: ballot in flight, observed watermark == current, base == current head.
         Otherwise the response is rejected (`unknown_ballot`, `stale_watermark`, `stale_base`)
-        and the catalog is untouched; a stale ballot leaves flight and must be replayed anew.
+        and the catalog and watermark are untouched. The one piece of bookkeeping a rejection
+        may change: a ballot whose fence the head has passed can never commit, so it leaves
+        flight (replay its tick as a new ballot). A bad body or a forged echo for a ballot that
+        still owns the watermark leaves that ballot in flight, so its real answer can commit.
         """
         now = self.clock()
         with immediate(self.conn):
@@ -176,9 +179,10 @@ class WatermarkLoop:
                 (response.ballot_id,),
             ).fetchone()
             reason: Reason | None
+            fenced_out = row is not None and row[0] != current
             if row is None:
                 reason = "unknown_ballot"
-            elif row[0] != current or response.observed_watermark != row[0]:
+            elif fenced_out or response.observed_watermark != row[0]:
                 reason = "stale_watermark"
             elif response.base_version != current:
                 reason = "stale_base"
@@ -188,16 +192,12 @@ class WatermarkLoop:
                 current = catalog.append(
                     self.conn, response.tools, response.ballot_id, response.base_version, now=now
                 )
-            if reason != "unknown_ballot":
+            if reason is None or fenced_out:
                 self.conn.execute(
                     "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?"
                     " WHERE ballot_id = ?",
-                    (
-                        "committed" if reason is None else "rejected",
-                        reason,
-                        now,
-                        response.ballot_id,
-                    ),
+                    ("committed" if reason is None else "rejected", reason, now,
+                     response.ballot_id),
                 )
             self.conn.execute(
                 "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"

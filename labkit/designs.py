@@ -204,9 +204,15 @@ class BallotDesign:
         return self._fill()
 
     def on_response(self, request: Request, response: Response, now: float) -> Decision:
-        """Apply through the watermark rule; a stale ballot is replayed as a new ballot."""
+        """Apply through the watermark rule; a stale ballot is replayed as a new ballot.
+
+        A stale body leaves its ballot in flight (the loop changes nothing on a rejection);
+        this design chooses not to wait for a better body and replays the tick at once.
+        """
         self.now = now
         out = self.loop.apply(response)
+        if out.reason == "stale_base":
+            self.loop.abandon(response.ballot_id)
         stale = out.reason in ("stale_watermark", "stale_base")
         sends = self._fill(replay_of=response.ballot_id if stale else None)
         return Decision(out.committed, out.reason, sends)

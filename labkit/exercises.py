@@ -614,10 +614,11 @@ def _check_rejections(answer: Any) -> str:
                 f"{resp.observed_watermark}, base {resp.base_version}): you said {said!r}, "
                 f"WatermarkLoop.apply said {actual!r}: {why}"
             )
-        past.setdefault(
-            resp.ballot_id,
-            f"it committed at {label}" if out.committed else f"rejected at {label}",
-        )
+        if all(b.ballot_id != resp.ballot_id for b in loop.inflight()):
+            past.setdefault(
+                resp.ballot_id,
+                f"it committed at {label}" if out.committed else f"fenced out at {label}",
+            )
     return f"all five match; the head ended at version {loop.head_version()}, never lower."
 
 
@@ -637,13 +638,15 @@ rejection_reasons_ex = Exercise(
     checker=_check_rejections,
     hint_text=(
         "apply() checks in this order: is the ballot still in flight? does the watermark it "
-        "observed equal the head? is the body based on the head? A rejected ballot leaves "
-        "flight, just like a committed one."
+        "observed equal the head? is the body based on the head? A committed ballot leaves "
+        "flight; a rejected one leaves only once the head has passed its watermark (a bad body "
+        "alone does not evict the ballot that owns the watermark)."
     ),
     solution_text=(
         "A unknown_ballot (1 already committed); B stale_base (base 0, head 1); C commit "
-        "(version 2); D stale_watermark (observed 0, head 2); E unknown_ballot (3 was rejected "
-        "at B, so its work needs a new ballot)."
+        "(version 2); D stale_watermark (observed 0, head 2); E stale_watermark (B's bad body "
+        "left ballot 3 in flight, but C moved the head to 2, past the 1 it observed: its work "
+        "needs a new ballot)."
     ),
 )
 

@@ -58,6 +58,8 @@ def test_stale_body_is_stale_base(loop: WatermarkLoop) -> None:
     out = loop.apply(stale)
     assert (out.committed, out.reason, out.version) == (False, "stale_base", 1)
     assert [r.tools for r in catalog.history(loop.conn)] == [[], ["t1"]]
+    assert loop.inflight() == [b]  # a bad body does not evict the ballot that owns the watermark
+    assert loop.apply(body(loop, b, "t2")).committed
     replay = loop.replay(out)
     assert replay.ballot_id != b.ballot_id and loop.apply(body(loop, replay, "t2")).committed
 
@@ -75,6 +77,8 @@ def test_echoed_watermark_must_match_the_reserved_one(loop: WatermarkLoop) -> No
     b = loop.reserve()
     forged = Response(b.ballot_id, b.watermark + 1, b.base_version, ["x"])
     assert loop.apply(forged).reason == "stale_watermark"
+    assert loop.inflight() == [b]  # a forged echo cannot kill the owner
+    assert loop.apply(body(loop, b, "t1")).committed
 
 
 def test_window_full_names_window_and_inflight_ids() -> None:

@@ -69,8 +69,8 @@ class LoopMachine(RuleBasedStateMachine):
         out = self.loop.apply(resp)
         assert out.reason == expected, (out, expected)
         assert out.committed == (expected is None)
-        if expected != "unknown_ballot":
-            del self.inflight[resp.ballot_id]
+        if expected is None or (expected == "stale_watermark" and b.watermark != self.head):
+            del self.inflight[resp.ballot_id]  # committed, or fenced out for good
         if out.committed:
             assert out.version == before + 1 == self.loop.head_version()
             self.head += 1

@@ -46,7 +46,7 @@ VERDICTS = {
     "B": "stale_base",
     "C": "commit",
     "D": "stale_watermark",
-    "E": "unknown_ballot",
+    "E": "stale_watermark",
 }
 
 
@@ -287,7 +287,7 @@ def test_max_orphans_messages(answer: Any, needle: str) -> None:
     ("change", "needle"),
     [
         ({"B": "stale_watermark"}, "response B (ballot 3, observed watermark 1, base 0)"),
-        ({"E": "commit"}, "ballot 3 already left flight (rejected at B)"),
+        ({"E": "commit"}, "ballot 3 observed watermark 1, but the head has moved to 2"),
         ({"A": None}, "ballot 1 already left flight (it committed version 1)"),
         ({"D": "stale_base"}, "observed watermark 0, but the head has moved to 2"),
         ({"C": "stale_base"}, "is in flight"),
