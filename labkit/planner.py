@@ -59,6 +59,7 @@ COLUMNS = [
     "head_version",
     "rewind",
     "overwrite",
+    "head_changed",
 ]
 
 
@@ -122,6 +123,7 @@ class _Run:
         version, digest = self.d.read_head()
         rewind = version < self.max_seen
         overwrite = version == self.seen_version and digest != self.seen_hash
+        changed = (version, digest) != (self.seen_version, self.seen_hash)
         self.seen_version, self.seen_hash = version, digest
         self.max_seen = max(self.max_seen, version)
         rec: dict[str, Any] = dict.fromkeys(COLUMNS)
@@ -135,7 +137,7 @@ class _Run:
                 replay_of=req.replay_of,
             )
         rec.update(extra)
-        rec.update(head_version=version, rewind=rewind, overwrite=overwrite)
+        rec.update(head_version=version, rewind=rewind, overwrite=overwrite, head_changed=changed)
         self.rows.append(rec)
 
     # -- the planner ----------------------------------------------------------------------
@@ -336,7 +338,10 @@ def simulate(
 def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:
     """Counts of one run: commits, accepted responses, rejects by reason, replays, rewinds...
 
-    `throughput` is commits per unit of simulated time up to the last commit.
+    `commits` counts the head changes an independent reader saw, not what the design said it
+    did, so "each commit is exactly one accepted response" is a real check (a design that
+    accepts a body identical to the head commits nothing). `throughput` is commits per unit
+    of simulated time up to the last accepted response.
     """
     return summarize_rows(trace.to_dict("records"), **extra)
 
@@ -346,7 +351,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str,
     a widget pays for this on every change)."""
     reasons = {r: 0 for r in (*REASONS, "older_updated_at")}
     counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0}
-    accepted = replays = rewinds = overwrites = 0
+    accepted = commits = replays = rewinds = overwrites = 0
     last_commit = sim_time = 0.0
     max_head = 0
     for row in rows:
@@ -362,6 +367,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str,
             else:
                 reason = str(row["reason"])
                 reasons[reason] = reasons.get(reason, 0) + 1
+        commits += bool(row["head_changed"])
         rewinds += bool(row["rewind"])
         overwrites += bool(row["overwrite"])
         sim_time = max(sim_time, float(row["t"]))
@@ -372,7 +378,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str,
         "requests": counts["send"],
         "responses": counts["deliver"],
         "accepted": accepted,
-        "commits": accepted,
+        "commits": commits,
         "rejects": reasons,
         "replays": replays,
         "timeouts": counts["timeout"],

@@ -63,7 +63,15 @@ def test_safe_designs_never_rewind(
     s = trace.attrs["summary"]
     assert s["rewinds"] == 0 and s["overwrites"] == 0
     assert trace["head_version"].is_monotonic_increasing
-    assert s["commits"] == s["final_head"] == 12  # each commit is one accepted response, +1
+    # commits are head changes the reader saw; each is exactly one accepted response, +1 each
+    assert s["commits"] == s["accepted"] == s["final_head"] == 12
+    assert int(trace["head_changed"].sum()) == 12
+
+
+def test_commits_are_what_the_reader_saw_not_what_the_design_claimed() -> None:
+    """Callback accepts bodies identical to the head (duplicates): accepted, yet no commit."""
+    s = simulate("callback", FAULTS, seed=0).attrs["summary"]
+    assert s["accepted"] > s["commits"] > 0
 
 
 @pytest.mark.parametrize("fault", FAULTS)
