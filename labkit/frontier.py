@@ -109,16 +109,34 @@ def create_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA_SQL)
 
 
-def connect(path: str = ":memory:") -> sqlite3.Connection:
-    """Open (by default) a fresh in-memory log with the schema in place."""
-    conn = sqlite3.connect(path)
+def connect(path: str = ":memory:", timeout: float = 10.0) -> sqlite3.Connection:
+    """Open (by default) a fresh in-memory log with the schema in place.
+
+    On a file shared by several workers, a writer waits up to `timeout` seconds for the lock.
+    """
+    conn = sqlite3.connect(path, timeout=timeout)
     create_schema(conn)
     return conn
 
 
 @contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run a block in one transaction (a SAVEPOINT, so it nests inside a caller's transaction)."""
+    """Run a block in one transaction that holds the write lock from its first statement.
+
+    Outside a transaction it is BEGIN IMMEDIATE: a read-then-write under a deferred
+    transaction cannot wait for the lock (SQLite answers "database is locked" at once), while
+    BEGIN IMMEDIATE waits out the busy timeout. Inside a caller's transaction it nests as a
+    SAVEPOINT, and the caller's transaction decides the locking.
+    """
+    if not conn.in_transaction:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return
     conn.execute("SAVEPOINT labkit_atomic")
     try:
         yield conn
@@ -186,24 +204,32 @@ def mark_failed(conn: sqlite3.Connection, row_id: int) -> None:
     _transition(conn, row_id, NON_TERMINAL, "failed")
 
 
+# Pick and claim in one statement, so no other worker can claim the same row in between.
+DISPATCH_SQL = (
+    "UPDATE conversations SET status = 'running' WHERE id = ("
+    "SELECT id FROM conversations WHERE status = 'pending' ORDER BY priority, id LIMIT 1"
+    ") RETURNING id"
+)
+DISPATCH_SHARD_SQL = (
+    "UPDATE conversations SET status = 'running' WHERE id = ("
+    "SELECT id FROM conversations WHERE channel_key = ? AND status = 'pending' "
+    "ORDER BY priority, id LIMIT 1"
+    ") RETURNING id"
+)
+
+
 def dispatch_next(conn: sqlite3.Connection, channel_key: str | None = None) -> int | None:
-    """Pick the next pending row `ORDER BY priority, id`, mark it running, return its id."""
+    """Claim the next pending row `ORDER BY priority, id`: mark it running, return its id.
+
+    Safe with several workers on one file: each row is handed out exactly once, and a worker
+    that finds the log locked waits for it (see `atomic`).
+    """
     with atomic(conn):
         if channel_key is None:
-            row = conn.execute(
-                "SELECT id FROM conversations WHERE status = 'pending' "
-                "ORDER BY priority, id LIMIT 1"
-            ).fetchone()
+            row = conn.execute(DISPATCH_SQL).fetchone()
         else:
-            row = conn.execute(
-                "SELECT id FROM conversations WHERE channel_key = ? AND status = 'pending' "
-                "ORDER BY priority, id LIMIT 1",
-                (channel_key,),
-            ).fetchone()
-        if row is None:
-            return None
-        mark_running(conn, int(row[0]))
-    return int(row[0])
+            row = conn.execute(DISPATCH_SHARD_SQL, (channel_key,)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def redrive(conn: sqlite3.Connection, row_id: int) -> int:
