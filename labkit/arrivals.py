@@ -2,8 +2,8 @@
 
 A schedule is a list of steps the planner and the loop take, with no clock:
 
-- ``"deliver N"`` (or ``"N"``): the planner delivers request N's response; the first delivery
-  produces it, a later one is a duplicate with the same body and ``updated_at``;
+- ``"deliver N"`` (or ``"N"``, or ``"dup N"``): the planner delivers request N's response; the
+  first delivery produces it, a later one is a duplicate with the same body and ``updated_at``;
 - ``"stale N"``: the first delivery of N, with a body computed from the version before its base;
 - ``"timeout"`` / ``"timeout N"``: the loop gives up on its oldest (or request N's) wait;
 - ``"crash"``: the loop dies and restarts from its store.
@@ -112,6 +112,16 @@ class _Runner:
                     f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
                 )
             req = self.sent[rid]
+            if verb == "stale" and rid in self.produced:
+                raise ScheduleError(
+                    f"step {raw!r}: request {rid}'s response was already produced; 'stale N' "
+                    "must be its first delivery (later ones are duplicates: 'deliver N')"
+                )
+            if verb == "stale" and req.base_version < 1:
+                raise ScheduleError(
+                    f"step {raw!r}: request {rid} is based on version 0; there is no older "
+                    "version for a stale body to come from"
+                )
             resp = self.produced.get(rid) or self._produce(req, stale=verb == "stale")
             self.delivered[rid] = self.delivered.get(rid, 0) + 1
             decision = self.d.on_response(req, resp, self.now)
@@ -134,7 +144,7 @@ class _Runner:
 
     def _produce(self, req: Request, *, stale: bool) -> Response:
         base, tools = req.base_version, req.tools
-        if stale and base >= 1:
+        if stale:
             base, tools = base - 1, self.d.tools_at(base - 1)
         bid = req.ballot_id if req.ballot_id is not None else req.request_id
         stamp = self.now + self.skews.get(req.request_id, 0.0)
@@ -172,7 +182,8 @@ def _parse(raw: str) -> tuple[str, int | None]:
         if num.isdigit():
             return ("deliver" if verb == "dup" else verb), int(num)
     raise ScheduleError(
-        f"step {raw!r} is not one of 'deliver N', 'stale N', 'timeout [N]', 'crash'"
+        f"step {raw!r} is not one of 'deliver N' (or 'N', 'dup N'), 'stale N', 'timeout [N]', "
+        "'crash'"
     )
 
 

@@ -52,3 +52,15 @@ def test_stale_and_crash_steps() -> None:
     res = run_schedule("ballot", ["1", "stale 2", "crash", "3"])
     assert res.outcomes == ["1:commit", "2:stale_base", "crash+restart", "3:commit"]
     assert res.replays == 1 and res.final_head == 2
+
+
+def test_stale_must_be_a_first_delivery_on_a_real_base() -> None:
+    with pytest.raises(ScheduleError, match="'stale 1'.*based on version 0"):
+        run_schedule("ballot", ["stale 1"])
+    with pytest.raises(ScheduleError, match="'stale 2'.*already produced"):
+        run_schedule("callback", ["1", "2", "stale 2"])
+
+
+def test_dup_is_a_documented_alias_of_deliver() -> None:
+    plain = run_schedule("callback", ["1", "2", "deliver 1"])
+    assert run_schedule("callback", ["1", "2", "dup 1"]).outcomes == plain.outcomes
