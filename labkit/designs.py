@@ -225,8 +225,13 @@ class BallotDesign:
         return self._fill(replay_of=request.ballot_id)
 
     def crash_restart(self, now: float) -> list[Request]:
-        """A new `WatermarkLoop` over the same database: in-flight ballots survive."""
+        """A new `WatermarkLoop` over the same database: in-flight ballots survive.
+
+        Everything in memory is lost, including which request carried which ballot; what is
+        still awaited is rebuilt from SQLite alone (see `awaited`).
+        """
         self.now = now
+        self.requests = {}
         self.loop = WatermarkLoop(self.conn, self.window, clock=self.clock)
         return self._fill()
 
@@ -235,8 +240,10 @@ class BallotDesign:
         out = []
         for b in self.loop.inflight():
             req = self.requests.get(b.ballot_id)
-            if req is None:  # reserved by an earlier process: rebuild what we can
-                req = Request(-b.ballot_id, b.ballot_id, b.watermark, b.base_version, ())
+            if req is None:  # reserved before a restart: rebuild it from the durable store
+                tools = self.tools_at(b.base_version)
+                req = Request(-b.ballot_id, b.ballot_id, b.watermark, b.base_version, tools)
+                self.requests[b.ballot_id] = req
             out.append(req)
         return out
 
