@@ -109,3 +109,60 @@ def test_model_agrees_with_sqlite(case) -> None:
     for policy in ("frontier", "max"):
         assert model[policy]["coverage_end"] == last[f"coverage_{policy}"]
         assert tuple(model[policy]["orphans"]) == last[f"orphan_ids_{policy}"]
+
+
+# --- exhaustive: every order for small n through the real SQLite code (SPEC section 7) --------
+
+
+def sqlite_vs_model(n: int, order: tuple[int, ...], failures: tuple[int, ...]) -> None:
+    """After every finished row, SQLite's coverage and orphans equal the model's, per policy."""
+    timeline = sc.run_scenario(sc.scenario_from_order([5] * n, order, failures))
+    after = timeline[timeline["op"] == "summarize"].reset_index(drop=True)
+    assert len(after) == n
+    for k in range(n):
+        model = ex.model_run(n, order[: k + 1], failures)
+        for policy in ("frontier", "max"):
+            got = (after.loc[k, f"coverage_{policy}"], after.loc[k, f"orphan_ids_{policy}"])
+            want = (model[policy]["coverage_end"], tuple(model[policy]["orphans"]))
+            assert got == want, (order, failures, k + 1, policy)
+    assert after.loc[n - 1, "orphan_ids_frontier"] == ()
+
+
+def test_every_order_up_to_five_agrees_with_sqlite() -> None:
+    runs = 0
+    for n in range(1, 6):
+        for order in itertools.permutations(range(1, n + 1)):
+            sqlite_vs_model(n, order, ())
+            runs += 1
+    assert runs == 1 + 2 + 6 + 24 + 120
+
+
+def test_every_order_and_failure_set_at_four_agrees_with_sqlite() -> None:
+    subsets = [c for k in range(5) for c in itertools.combinations(range(1, 5), k)]
+    assert len(subsets) == 16
+    for order in itertools.permutations(range(1, 5)):
+        for failures in subsets:
+            sqlite_vs_model(4, order, failures)
+
+
+@pytest.mark.parametrize(
+    ("n", "failure_sets", "runs"), [(1, False, 1), (3, False, 6), (3, True, 48)]
+)
+def test_verify_against_sqlite_helper(n: int, failure_sets: bool, runs: int) -> None:
+    result = ex.verify_against_sqlite(n, failure_sets=failure_sets)
+    assert result.agrees and result.mismatches == ()
+    assert (result.n, result.orders, result.runs) == (n, math.factorial(n), runs)
+
+
+def test_verify_against_sqlite_reports_a_broken_model(monkeypatch) -> None:
+    # a model whose frontier ignores open rows (the MAX mistake) must be caught
+    monkeypatch.setattr(ex, "_frontier_end", lambda cover_end, done, n: done.bit_length() - 1)
+    result = ex.verify_against_sqlite(3)
+    assert not result.agrees
+    assert "frontier: SQLite (coverage, orphans)" in result.mismatches[0]
+
+
+@pytest.mark.parametrize("n", [0, ex.SQLITE_MAX_N + 1])
+def test_verify_against_sqlite_refuses_out_of_range(n: int) -> None:
+    with pytest.raises(ValueError, match="against SQLite"):
+        ex.verify_against_sqlite(n)
