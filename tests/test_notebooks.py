@@ -49,3 +49,41 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path) -> None:
     ]
     assert not errors
     assert elapsed < BUDGET_S, f"{path.name} took {elapsed:.1f}s (budget {BUDGET_S:.0f}s)"
+
+
+# --- prose that names a query must match the statement that runs ------------------------------
+
+
+def cells_of(relpath: str) -> list[dict]:
+    return json.loads((ROOT / relpath).read_text(encoding="utf-8"))["cells"]
+
+
+def text(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def test_notebook_02_shows_the_statement_delivered_frontier_runs() -> None:
+    cells = cells_of("notebooks/02_gap_free_frontier.ipynb")
+    (k,) = [i for i, c in enumerate(cells) if "Here is the text" in text(c)]
+    assert "FRONTIER_LOOKUP_SQL" in text(cells[k]) and "COALESCE" in text(cells[k])
+    shown = text(cells[k + 1])
+    assert "fr.FRONTIER_LOOKUP_SQL" in shown
+    assert "fr.FRONTIER_SQL" not in shown and "fr.FALLBACK_SQL" not in shown
+
+
+@pytest.mark.parametrize(
+    ("relpath", "stale"),
+    [
+        ("exercises/solutions/ex1_frontier.ipynb", "delivered_frontier` makes two index seeks"),
+        ("notebooks/03_triggers_shards_indexes.ipynb", "trigger walks the whole id range"),
+    ],
+)
+def test_no_stale_claim_about_what_runs(relpath: str, stale: str) -> None:
+    assert not [i for i, c in enumerate(cells_of(relpath)) if stale in text(c)]
+
+
+def test_notebook_03_explains_the_frontier_lookup_plan() -> None:
+    cells = cells_of("notebooks/03_triggers_shards_indexes.ipynb")
+    prose = " ".join(text(c) for c in cells if c["cell_type"] == "markdown")
+    assert "FRONTIER_LOOKUP_SQL" in prose and "SCALAR SUBQUERY" in prose
+    assert "(coverage_end, frontier]" in prose and "every shard" in prose

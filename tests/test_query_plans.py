@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from labkit import frontier as fr
+from labkit import triggers
 
 FRONTIER_PLAN = "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
 FALLBACK_PLAN = (
@@ -119,3 +120,43 @@ def test_explain_is_not_fooled_by_the_statement_cache() -> None:
     assert "idx_conv_active" not in " ".join(fr.explain(conn, sql, ("main", 0)))
     fr.create_schema(conn)  # puts the index back
     assert fr.explain(conn, sql, ("main", 0)) == [FRONTIER_PLAN]
+
+
+def test_delivered_frontier_runs_the_lookup_statement_the_plan_table_shows() -> None:
+    conn = fr.connect()
+    fr.enqueue(conn, "main", 5)
+    ran: list[str] = []
+    conn.set_trace_callback(ran.append)
+    fr.delivered_frontier(conn, "main", 0)
+    conn.set_trace_callback(None)
+    # the trace shows the statement with its parameters bound
+    assert ran == [fr.FRONTIER_LOOKUP_SQL.replace("?1", "'main'").replace("?2", "0")]
+    (shown,) = [sql for name, sql, *_ in triggers.PLAN_QUERIES if name == "frontier lookup"]
+    assert shown == fr.FRONTIER_LOOKUP_SQL
+
+
+def test_query_plans_table_has_both_seeks_with_and_without_the_partial_index() -> None:
+    plans = triggers.query_plans(settled=400).set_index("query")
+    lookup = plans.loc["frontier lookup"]
+    assert lookup["index"] == "idx_conv_active"
+    assert lookup["with_index"].split(" | ") == [
+        "SCAN CONSTANT ROW",
+        "SCALAR SUBQUERY 1",
+        FRONTIER_PLAN,
+        "SCALAR SUBQUERY 2",
+        FALLBACK_PLAN,
+    ]
+    # without the partial index, seek 1 walks the shard's full index (settled rows included)
+    assert lookup["without_index"].split(" | ") == [
+        "SCAN CONSTANT ROW",
+        "SCALAR SUBQUERY 1",
+        "SEARCH conversations USING INDEX idx_conv_shard_id (channel_key=? AND id>?)",
+        "SCALAR SUBQUERY 2",
+        FALLBACK_PLAN,
+    ]
+    trigger = plans.loc["trigger count"]
+    assert trigger["with_index"] == TRIGGER_PLAN
+    # the rowid range (coverage_end, frontier] of every shard, not the whole table
+    assert trigger["without_index"] == (
+        "SEARCH conversations USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"
+    )
