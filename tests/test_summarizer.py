@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
 
 from labkit import frontier as fr
@@ -120,17 +120,45 @@ op_strategy = st.one_of(
     st.tuples(st.just("dispatch"), st.integers(0, 2), st.just(0)),
     st.tuples(st.sampled_from(["deliver", "fail"]), st.integers(0, 50), st.just(0)),
     st.tuples(st.just("summarize"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.just("redrive"), st.integers(0, 50), st.just(0)),
 )
 
 
+def test_interleavings_include_redrive() -> None:
+    assert find(op_strategy, lambda op: op[0] == "redrive")[0] == "redrive"
+
+
+# a failed row summarized, redriven, and the new row summarized later under the same chain
+REDRIVE_STORY = [
+    ("enqueue", 0, 1),
+    ("enqueue", 0, 2),
+    ("fail", 0, 0),
+    ("summarize", 0, 0),
+    ("redrive", 0, 0),
+    ("deliver", 0, 0),
+    ("summarize", 0, 0),
+    ("deliver", 0, 0),
+    ("summarize", 0, 0),
+]
+
+
 def apply_op(conn: sqlite3.Connection, op: str, a: int, b: int) -> None:
-    """Apply one random op; deliver/fail pick among currently open rows by index."""
+    """Apply one random op; deliver/fail pick among open rows, redrive among failed ones."""
     if op == "enqueue":
         fr.enqueue(conn, SHARDS[a], b)
     elif op == "dispatch":
         fr.dispatch_next(conn, SHARDS[a])
     elif op == "summarize":
         summarize_both(conn, SHARDS[a])
+    elif op == "redrive":
+        failed = [
+            r[0] for r in conn.execute("SELECT id FROM conversations WHERE status = 'failed'")
+        ]
+        if failed:
+            old = failed[a % len(failed)]
+            new = fr.redrive(conn, old)
+            assert new > old and fr.status_of(conn, new) == "pending"
+            assert fr.status_of(conn, old) == "failed"
     else:
         open_ids = [
             r[0]
@@ -170,6 +198,7 @@ def assert_frontier_invariants(conn: sqlite3.Connection) -> None:
 
 @settings(max_examples=40)
 @given(ops=st.lists(op_strategy, max_size=40))
+@example(ops=REDRIVE_STORY)
 def test_frontier_policy_covers_every_terminal_row_exactly_once(ops) -> None:
     conn = fr.connect()
     for op in ops:
