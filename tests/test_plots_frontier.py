@@ -11,7 +11,7 @@ from labkit import explorer, triggers
 from labkit import summarizer as sm
 from labkit.frontier import POLICIES
 from labkit.plots import frontier as pf
-from labkit.plots.style import png_bytes
+from labkit.plots.style import label_share_bars, new_figure, png_bytes
 from labkit.scenarios import load_scenario, replay_scenario, run_scenario, scenario_from_order
 
 
@@ -107,6 +107,16 @@ def test_orphan_rates_figure() -> None:
     _check_figure(fig)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "5/6" in texts and "0/120" in texts
+
+
+def test_share_bar_labels_sit_on_their_bars() -> None:
+    fig = new_figure(3, 2)
+    ax = fig.add_subplot()
+    label_share_bars(ax, [0, 1], [0.5, 0.0], [3, 0], [6, 6], fontsize=7)
+    placed = [(t.get_position(), t.get_text(), t.get_fontsize()) for t in ax.texts]
+    assert placed == [((0, pytest.approx(0.52)), "3/6", 7), ((1, 0.02), "0/6", 7)]
+    with pytest.raises(ValueError):
+        label_share_bars(ax, [0, 1], [0.5], [1], [2])
 
 
 def test_trigger_cost_figure() -> None:

@@ -23,7 +23,15 @@ from matplotlib.ticker import MaxNLocator
 
 from labkit.arrivals import ScheduleResult
 from labkit.designs import DESIGNS
-from labkit.plots.style import COLORS, FrameCache, new_figure, styled, workbook_style
+from labkit.plots.style import (
+    COLORS,
+    RIGHT_LEGEND,
+    FrameCache,
+    label_share_bars,
+    new_figure,
+    styled,
+    workbook_style,
+)
 
 DESIGN_LABELS = {
     "callback": "write in callback",
@@ -32,7 +40,6 @@ DESIGN_LABELS = {
     "fenced": "pipelined, fenced ballots",
 }
 REWIND_COLOR = "#b00020"
-_RIGHT_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
 
 Traces = Mapping[str, pd.DataFrame]
 
@@ -125,7 +132,7 @@ def version_trace_figure(
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=[*handles, *_marker_handles()], **_RIGHT_LEGEND)
+    ax.legend(handles=[*handles, *_marker_handles()], **RIGHT_LEGEND)
     return fig
 
 
@@ -376,7 +383,7 @@ def arrival_lanes_figure(
         Line2D([], [], ls="", marker="$v1$", ms=12, color=REWIND_COLOR,
                label="head fell (rewind)"),
     ]
-    axes[0].legend(handles=handles, **_RIGHT_LEGEND)
+    axes[0].legend(handles=handles, **RIGHT_LEGEND)
     return fig
 
 
@@ -391,18 +398,19 @@ def explorer_figure(
     fig = new_figure(width, height)
     fig.subplots_adjust(left=0.1, right=0.7, top=0.86, bottom=0.16)
     ax = fig.add_subplot()
-    for x, row in enumerate(table.itertuples(index=False)):
-        share = row.rewinding / row.orders if row.orders else 0.0
+    rows = list(table.itertuples(index=False))
+    shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
+    for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
         ax.bar(x, share, width=0.6, color=COLORS.get(row.design, "#444444"),
                label=f"{row.design}: {DESIGN_LABELS.get(row.design, row.design)}")
-        ax.text(x, share + 0.02, f"{row.rewinding}/{row.orders}", ha="center", va="bottom",
-                fontsize=8.5)
+    label_share_bars(ax, range(len(rows)), shares, [r.rewinding for r in rows],
+                     [r.orders for r in rows], fontsize=8.5)
     ax.set_xticks(range(len(table)), list(table["design"]))
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("design")
     ax.set_ylabel("share of orders that rewind")
     ax.set_title(title)
-    ax.legend(**_RIGHT_LEGEND)
+    ax.legend(**RIGHT_LEGEND)
     return fig
 
 
@@ -440,5 +448,5 @@ def restarts_figure(
     ax.set_ylabel("catalog head version")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
-    ax.legend(handles=handles, **_RIGHT_LEGEND)
+    ax.legend(handles=handles, **RIGHT_LEGEND)
     return fig

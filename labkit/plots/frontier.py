@@ -17,7 +17,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from labkit.frontier import POLICIES, STATUSES
-from labkit.plots.style import COLORS, FrameCache, new_figure, styled
+from labkit.plots.style import (
+    COLORS,
+    RIGHT_LEGEND,
+    FrameCache,
+    label_share_bars,
+    new_figure,
+    styled,
+)
 from labkit.summarizer import Summary
 
 POLICY_LABELS = {"max": "MAX(delivered) watermark", "frontier": "gap-free frontier"}
@@ -27,7 +34,6 @@ TRIGGER_LABELS = {
     "newly_covered": "newly covered (frontier)",
 }
 TRIGGER_COLORS = {"after_checkpoint": COLORS["max"], "newly_covered": COLORS["frontier"]}
-_RIGHT_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
 
 
 def _axes(width: float, height: float, right: float = 0.97, bottom: float = 0.14) -> Axes:
@@ -87,7 +93,7 @@ class TimelineCanvas:
                 label="orphan under MAX",
             ),
         ]
-        ax.legend(handles=handles, **_RIGHT_LEGEND)
+        ax.legend(handles=handles, **RIGHT_LEGEND)
         self._shape = (last, top)
         return ax
 
@@ -330,7 +336,7 @@ def checkpoint_ranges_figure(
         Patch(facecolor="white", edgecolor=COLORS["orphan"], hatch="///", label="hole in chain"),
         Patch(facecolor="none", edgecolor="#888888", ls=":", label="not covered yet"),
     ]
-    ax.legend(handles=handles, **_RIGHT_LEGEND)
+    ax.legend(handles=handles, **RIGHT_LEGEND)
     fig.subplots_adjust(left=0.19, right=0.66)
     return fig
 
@@ -350,19 +356,16 @@ def orphan_rates_figure(
         part = rates[rates["policy"] == policy].sort_values("n")
         xs = part["n"].to_numpy() + (k - 0.5) * bar
         ax.bar(xs, part["share"], width=bar, color=COLORS[policy], label=POLICY_LABELS[policy])
-        for x, share, bad, total in zip(
-            xs, part["share"], part["orphaning_orders"], part["orders"], strict=True
-        ):
-            ax.text(
-                x,
-                share + 0.02,
-                f"{bad}/{total}",
-                ha="center",
-                va="bottom",
-                fontsize=6.5,
-                rotation=90,
-                color=COLORS[policy],
-            )
+        label_share_bars(
+            ax,
+            xs,
+            part["share"],
+            part["orphaning_orders"],
+            part["orders"],
+            fontsize=6.5,
+            rotation=90,
+            color=COLORS[policy],
+        )
     ns = sorted(rates["n"].unique())
     ax.set_xticks(ns)
     ax.set_ylim(0, 1.45)
@@ -488,5 +491,5 @@ def busy_loop_figure(
     ax.set_ylabel('rows counted as "ready"')
     ax.set_ylim(-0.5, trace["ready"].max() + 1.5)
     ax.set_title(title)
-    ax.legend(**_RIGHT_LEGEND)
+    ax.legend(**RIGHT_LEGEND)
     return fig

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import matplotlib
 from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image as PILImage
@@ -47,6 +48,9 @@ RC = {
     "svg.hashsalt": "watermark-workbook",
     "svg.fonttype": "path",
 }
+
+# A legend just right of the axes, for figures that leave room there (subplots_adjust right).
+RIGHT_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
 
 # Metadata that would otherwise embed dates or versions and break byte-stable rebuilds.
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
@@ -101,6 +105,19 @@ def styled(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+def label_share_bars(
+    ax: Axes,
+    xs: Iterable[float],
+    shares: Iterable[float],
+    hits: Iterable[int],
+    totals: Iterable[int],
+    **text: Any,
+) -> None:
+    """Write `hits/totals` just above each bar of a share-of-all-orders chart."""
+    for x, share, hit, total in zip(xs, shares, hits, totals, strict=True):
+        ax.text(x, share + 0.02, f"{hit}/{total}", ha="center", va="bottom", **text)
 
 
 class FrameCache:
