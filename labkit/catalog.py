@@ -11,11 +11,12 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from labkit.transactions import immediate
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -78,24 +79,6 @@ def connect(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.C
     if str(path) != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")
     return conn
-
-
-@contextmanager
-def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run the body in one `BEGIN IMMEDIATE` transaction: commit on success, roll back on error.
-
-    IMMEDIATE takes the write lock up front, so a check made inside the body still holds when
-    the body writes, even with other processes applying against the same file.
-    """
-    if conn.in_transaction:
-        raise RuntimeError("connection already has an open transaction; commit it first")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.commit()
 
 
 def create_schema(

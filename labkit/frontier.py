@@ -10,8 +10,9 @@ Shard keys are always bound parameters, never spliced into SQL.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+
+from labkit.transactions import atomic
 
 NON_TERMINAL = ("pending", "running")
 TERMINAL = ("delivered", "failed")
@@ -117,34 +118,6 @@ def connect(path: str = ":memory:", timeout: float = 10.0) -> sqlite3.Connection
     conn = sqlite3.connect(path, timeout=timeout)
     create_schema(conn)
     return conn
-
-
-@contextmanager
-def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run a block in one transaction that holds the write lock from its first statement.
-
-    Outside a transaction it is BEGIN IMMEDIATE: a read-then-write under a deferred
-    transaction cannot wait for the lock (SQLite answers "database is locked" at once), while
-    BEGIN IMMEDIATE waits out the busy timeout. Inside a caller's transaction it nests as a
-    SAVEPOINT, and the caller's transaction decides the locking.
-    """
-    if not conn.in_transaction:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-        return
-    conn.execute("SAVEPOINT labkit_atomic")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK TO labkit_atomic")
-        conn.execute("RELEASE labkit_atomic")
-        raise
-    conn.execute("RELEASE labkit_atomic")
 
 
 # --- the log ---------------------------------------------------------------------------------
