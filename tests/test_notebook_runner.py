@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
 import pytest
@@ -44,7 +45,10 @@ def sliced(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def get(channel: FakeChannel, timeout: float | None) -> dict:
-    return asyncio.run(AsyncZMQSocketChannel.get_msg(channel, timeout=timeout))
+    # A thread of its own: other tests in the session (Playwright) keep a loop running here.
+    coro = AsyncZMQSocketChannel.get_msg(channel, timeout=timeout)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def test_deadline_without_a_message_raises_empty_not_timeouterror() -> None:
