@@ -14,9 +14,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.transactions import immediate
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -153,6 +156,16 @@ def history(conn: sqlite3.Connection) -> list[CatalogVersion]:
         " FROM catalog_versions ORDER BY version"
     ).fetchall()
     return [_record(r) for r in rows]
+
+
+def history_frame(conn: sqlite3.Connection) -> pd.DataFrame:
+    """`history` as a table for reading: integer ballot and base columns, hashes shortened."""
+    import pandas as pd
+
+    frame = pd.DataFrame(history(conn))
+    frame = frame.astype({"ballot_id": "Int64", "base_version": "Int64"})
+    frame["tools_hash"] = frame["tools_hash"].str[:12]
+    return frame[["version", "tools", "tools_hash", "ballot_id", "base_version"]]
 
 
 def verify(conn: sqlite3.Connection) -> int:

@@ -92,3 +92,16 @@ def test_immediate_refuses_a_nested_transaction(conn: sqlite3.Connection) -> Non
     conn.execute("BEGIN")
     with pytest.raises(RuntimeError, match="open transaction"), catalog.immediate(conn):
         pass
+
+
+def test_history_frame_reads_as_a_table() -> None:
+    from labkit.ballot import Response, WatermarkLoop
+
+    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None))
+    b = loop.reserve()
+    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
+    frame = catalog.history_frame(loop.conn)
+    assert list(frame["version"]) == [0, 1]
+    assert str(frame["ballot_id"].dtype) == "Int64" and frame["ballot_id"].iloc[1] == 1
+    assert frame["ballot_id"].isna().iloc[0]  # genesis has no ballot
+    assert frame["tools_hash"].iloc[1] == catalog.tools_hash(["search"])[:12]
