@@ -395,3 +395,23 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str,
 def _missing(value: Any) -> bool:
     """None or NaN (a DataFrame turns a missing int into NaN)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+REJECT_COLUMNS = (*REASONS, "older_updated_at")
+
+
+def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per design from `simulate` summaries, rejects split by reason, for reading."""
+    rows = []
+    for design, s in summaries.items():
+        rows.append({
+            "design": design,
+            "commits": s["commits"],
+            "accepted": s["accepted"],
+            **{f"rejected: {r.replace('_', ' ')}": s["rejects"].get(r, 0) for r in REJECT_COLUMNS},
+            "replays": s["replays"],
+            "rewinds": s["rewinds"],
+            "final head": s["final_head"],
+            "throughput": round(s["throughput"], 3),
+        })
+    return pd.DataFrame(rows)

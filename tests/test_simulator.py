@@ -108,3 +108,13 @@ def test_bad_arguments_are_named() -> None:
         simulate("nope", [], 0)
     with pytest.raises(ValueError, match="fault"):
         simulate("ballot", ["gremlins"], 0)
+
+
+def test_summary_table_splits_rejects_by_reason() -> None:
+    from labkit.planner import summary_table
+
+    traces = {d: simulate(d, ["stale_body"], seed=2) for d in ("callback", "ballot")}
+    table = summary_table({d: t.attrs["summary"] for d, t in traces.items()}).set_index("design")
+    assert table.loc["ballot", "rejected: stale base"] == 1
+    assert table.loc["callback", "rejected: stale base"] == 0
+    assert table.loc["ballot", "commits"] == traces["ballot"].attrs["summary"]["commits"]

@@ -21,7 +21,7 @@ import pandas as pd
 
 from labkit.arrivals import ScheduleResult, explore, run_schedule
 from labkit.designs import DESIGNS
-from labkit.planner import FAULTS, simulate
+from labkit.planner import FAULTS, simulate, summary_table
 from labkit.plots.catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
@@ -37,30 +37,12 @@ FAULT_PRESETS: dict[str, tuple[str, ...]] = {
 SEED_INVERTED: tuple[str, ...] = ("timeout", "deliver 13", "deliver 14", "deliver 12")
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
-REJECT_COLUMNS = ("unknown_ballot", "stale_watermark", "stale_base", "older_updated_at")
 
 
 @functools.lru_cache(maxsize=8)
 def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[str] | None]:
     """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
     return {d: explore(d, n, window=window).shortest for d in DESIGNS}
-
-
-def metrics_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per design from `simulate` summaries: commits, rejects by reason, rewinds..."""
-    rows = []
-    for design, s in summaries.items():
-        rows.append({
-            "design": design,
-            "commits": s["commits"],
-            "accepted": s["accepted"],
-            **{f"rejected: {r.replace('_', ' ')}": s["rejects"].get(r, 0) for r in REJECT_COLUMNS},
-            "replays": s["replays"],
-            "rewinds": s["rewinds"],
-            "final head": s["final_head"],
-            "throughput": round(s["throughput"], 3),
-        })
-    return pd.DataFrame(rows)
 
 
 def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
@@ -230,7 +212,7 @@ class FourDesignsApp(BatchedApp):
                                         scale=(self.latency.value, self.ticks),
                                         at_least=self._room())
         png_output(self.out, self.last_png)
-        table = metrics_table(self.summaries)
+        table = summary_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, seed {seed}: per-design counts"
         self.metrics.value = caption + _html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
