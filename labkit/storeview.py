@@ -1,0 +1,42 @@
+"""Read-only views of a workbook SQLite file through sqlite-utils: what is actually on disk.
+
+Notebooks use these to show the durable state a restarted process resumes from, rather
+than trusting an object's word for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import sqlite_utils
+
+
+def _database(source: sqlite3.Connection | str | Path) -> sqlite_utils.Database:
+    if isinstance(source, sqlite3.Connection):
+        return sqlite_utils.Database(source)
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such SQLite file")
+    return sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+
+
+def overview(source: sqlite3.Connection | str | Path) -> pd.DataFrame:
+    """Every table in the file: its row count and columns (internal sqlite_ tables skipped)."""
+    db = _database(source)
+    rows = [
+        {"table": t.name, "rows": t.count, "columns": ", ".join(c.name for c in t.columns)}
+        for t in db.tables
+        if not t.name.startswith("sqlite_")
+    ]
+    return pd.DataFrame(rows, columns=["table", "rows", "columns"])
+
+
+def table(source: sqlite3.Connection | str | Path, name: str) -> pd.DataFrame:
+    """All rows of one table. `name` must be a table in the file (never spliced unchecked)."""
+    db = _database(source)
+    if name not in db.table_names():
+        raise KeyError(f"no table {name!r}; the file has: {', '.join(sorted(db.table_names()))}")
+    columns = [c.name for c in db[name].columns]
+    return pd.DataFrame(list(db[name].rows), columns=columns)

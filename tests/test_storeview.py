@@ -1,0 +1,47 @@
+"""storeview reads what is on disk, read-only, and never splices an unknown table name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labkit import catalog, storeview
+from labkit.ballot import Response, WatermarkLoop
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    loop = WatermarkLoop(catalog.connect(path))
+    b = loop.reserve()
+    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
+    loop.reserve()  # left in flight, as a crash would leave it
+    loop.conn.close()
+    return path
+
+
+def test_overview_counts_rows_per_table(db: Path) -> None:
+    counts = storeview.overview(db).set_index("table")["rows"]
+    assert counts["catalog_versions"] == 2 and counts["wm_ballots"] == 2
+    assert counts["wm_responses"] == 1
+    assert not any(name.startswith("sqlite_") for name in counts.index)
+
+
+def test_table_shows_the_inflight_ballot(db: Path) -> None:
+    ballots = storeview.table(db, "wm_ballots").set_index("ballot_id")["status"]
+    assert ballots.to_dict() == {1: "committed", 2: "inflight"}
+
+
+def test_reading_is_read_only(db: Path) -> None:
+    before = db.read_bytes()
+    storeview.overview(db)
+    storeview.table(db, "catalog_versions")
+    assert db.read_bytes() == before
+
+
+def test_unknown_table_and_missing_file_are_named(db: Path, tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="no table .*wm_ballots"):
+        storeview.table(db, "wm_ballots; DROP TABLE wm_ballots")
+    with pytest.raises(FileNotFoundError, match="nope.db"):
+        storeview.overview(tmp_path / "nope.db")
