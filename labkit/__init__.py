@@ -2,11 +2,14 @@
 
 Part one, the gap-free delivery frontier: `frontier` (schema, log operations, the frontier and
 the wrong MAX rule, trigger queries), `summarizer` (chained checkpoints, orphan audit),
-`scenarios` (JSON scenarios and the step runner), `explorer` (every delivery order).
+`scenarios` (JSON scenarios and the step runner), `explorer` (every delivery order),
+`triggers` (trigger cost, busy loop, query plans).
 Part two, the catalog watermark: `catalog` (append-only versions, the monotonic reader),
 `ballot` (WatermarkLoop), `designs` and `planner` (four designs on a simulated planner),
-`arrivals` (every arrival order). `plots`, `widgets`, `figures` and `exercises` are what the
-notebooks, the docs build and workshops share.
+`arrivals` (every arrival order), `crashlab` (real SIGKILLed loops).
+Shared: `transactions` (write-locking transactions), `storeview` (what is on disk), and
+`plots`, `widgets`, `figures`, `exercises`, `notebooks` for the notebooks, the docs build and
+workshops.
 """
 
 __all__ = ["__version__"]
