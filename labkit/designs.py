@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from labkit import catalog
@@ -170,9 +171,19 @@ class BallotDesign:
         ticks: int = 20,
         first_request: int = 1,
         clock: Any = None,
+        path: str | Path | None = None,
     ) -> None:
+        """Store in `conn`, or in the SQLite file `path` (a crash then closes and reopens it),
+        or by default in memory (fast enough for a widget to rerun on every change)."""
         self.name = "ballot" if window == 1 else "fenced"
-        self.conn = conn or sqlite3.connect(":memory:", isolation_level=None)
+        self.path = path
+        if conn is None:
+            conn = (
+                catalog.connect(path)
+                if path is not None
+                else sqlite3.connect(":memory:", isolation_level=None)
+            )
+        self.conn = conn
         self.window = window
         self.ticks = ticks
         self.now = 0.0
@@ -232,6 +243,9 @@ class BallotDesign:
         """
         self.now = now
         self.requests = {}
+        if self.path is not None:  # a real restart: the old process's connection is gone
+            self.conn.close()
+            self.conn = catalog.connect(self.path)
         self.loop = WatermarkLoop(self.conn, self.window, clock=self.clock)
         return self._fill()
 
@@ -257,16 +271,24 @@ class BallotDesign:
         return () if rec is None else tuple(rec.tools)
 
 
-def make_design(name: str, *, window: int = 3, ticks: int = 20, first_request: int = 1) -> Design:
-    """Build a design by name; `window` only matters for `fenced`."""
+def make_design(
+    name: str,
+    *,
+    window: int = 3,
+    ticks: int = 20,
+    first_request: int = 1,
+    path: str | Path | None = None,
+) -> Design:
+    """Build a design by name; `window` only matters for `fenced`, `path` (a SQLite file for
+    the durable store) only for the ballot designs."""
     if name == "callback":
         return UnguardedDesign(ticks=ticks, first_request=first_request)
     if name == "lww":
         return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
     if name == "ballot":
-        return BallotDesign(window=1, ticks=ticks, first_request=first_request)
+        return BallotDesign(window=1, ticks=ticks, first_request=first_request, path=path)
     if name == "fenced":
         if window < 2:
             raise ValueError(f"the fenced design needs window >= 2, got {window}")
-        return BallotDesign(window=window, ticks=ticks, first_request=first_request)
+        return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)
     raise ValueError(f"unknown design {name!r}; expected one of {', '.join(DESIGNS)}")

@@ -25,6 +25,7 @@ import math
 import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -306,11 +307,14 @@ def simulate(
     stall_time: float | None = None,
     restart_delay: float | None = None,
     max_events: int = 5000,
+    db_path: str | Path | None = None,
 ) -> pd.DataFrame:
     """Run `design` until its catalog reaches version `ticks` and every message has landed.
 
     Returns one row per event (`COLUMNS`); `trace.attrs["summary"]` holds `summarize(trace)`.
-    Deterministic for a given seed and parameters.
+    Deterministic for a given seed and parameters. The ballot designs keep their store in
+    memory unless `db_path` names a new SQLite file; then a `crash` closes the connection
+    and the restarted loop reopens the file.
     """
     if design not in DESIGNS:
         raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
@@ -332,7 +336,10 @@ def simulate(
         restart_delay,
         max_events,
     )
-    return _Run(make_design(design, window=window, ticks=ticks), frozenset(faults), seed, cfg).run()
+    if db_path is not None and Path(db_path).exists():
+        raise ValueError(f"{db_path}: simulate wants a new file for its store, not an old one")
+    made = make_design(design, window=window, ticks=ticks, path=db_path)
+    return _Run(made, frozenset(faults), seed, cfg).run()
 
 
 def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:

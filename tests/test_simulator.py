@@ -118,3 +118,18 @@ def test_summary_table_splits_rejects_by_reason() -> None:
     assert table.loc["ballot", "rejected: stale base"] == 1
     assert table.loc["callback", "rejected: stale base"] == 0
     assert table.loc["ballot", "commits"] == traces["ballot"].attrs["summary"]["commits"]
+
+
+@pytest.mark.parametrize("design", ["ballot", "fenced"])
+def test_crash_restarts_from_the_sqlite_file(design: str, tmp_path) -> None:
+    """On a file, a crash closes the store and the restart reopens it; the run is the same."""
+    on_file = simulate(design, ["crash", "inverted"], seed=3, db_path=tmp_path / "store.db")
+    in_memory = simulate(design, ["crash", "inverted"], seed=3)
+    assert on_file.attrs["summary"]["crashes"] == 1
+    cols = ["t", "event", "ballot_id", "committed", "reason", "head_version"]
+    assert on_file[cols].equals(in_memory[cols])
+    from labkit import catalog
+
+    assert catalog.verify(catalog.connect(tmp_path / "store.db")) == 20  # the log is on disk
+    with pytest.raises(ValueError, match="new file"):
+        simulate(design, ["crash"], seed=3, db_path=tmp_path / "store.db")
