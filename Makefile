@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# Open on the first notebook rather than an empty launcher.
+START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 .PHONY: lab serve figures test lint exercises bench bench-smoke strip clean
 
@@ -22,14 +24,14 @@ $(STAMP): pyproject.toml
 # server or CI) the main job is the figure build; `make serve` starts the server headless anyway.
 lab: $(STAMP)
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-		$(PY) -m jupyterlab $(ROOT_FLAG) --notebook-dir=notebooks --port=$(PORT); \
+		$(PY) -m jupyterlab $(ROOT_FLAG) --notebook-dir=notebooks --port=$(PORT) $(START_AT); \
 	else \
 		echo "no screen found: building the docs figures (use 'make serve' for a headless JupyterLab)"; \
 		$(PY) -m labkit figures; \
 	fi
 
 serve: $(STAMP)
-	$(PY) -m jupyterlab $(ROOT_FLAG) --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks
+	$(PY) -m jupyterlab $(ROOT_FLAG) --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks $(START_AT)
 
 figures: $(STAMP)
 	$(PY) -m labkit figures
