@@ -29,6 +29,7 @@ from labkit.plots.style import (
     FrameCache,
     label_share_bars,
     new_figure,
+    single_axes,
     styled,
     workbook_style,
 )
@@ -122,9 +123,8 @@ def version_trace_figure(
     responses. With `highlight`, the other designs are drawn faint.
     """
     shown = _as_traces(traces)
-    fig = new_figure(width, height)
-    fig.subplots_adjust(left=0.08, right=0.66, top=0.88, bottom=0.14)
-    ax = fig.add_subplot()
+    ax = single_axes(width, height, left=0.08, right=0.66)
+    fig = ax.figure
     for design, trace in shown.items():
         _draw_trace(ax, trace, design, faint=highlight is not None and design != highlight)
     ax.set_xlabel("simulated time (mean planner latency = 1)")
@@ -395,9 +395,8 @@ def explorer_figure(
     height: float = 3.2,
 ) -> Figure:
     """`arrivals.explore_all` as bars: per design, rewinding orders out of all orders."""
-    fig = new_figure(width, height)
-    fig.subplots_adjust(left=0.1, right=0.7, top=0.86, bottom=0.16)
-    ax = fig.add_subplot()
+    ax = single_axes(width, height, right=0.7, top=0.86, bottom=0.16)
+    fig = ax.figure
     rows = list(table.itertuples(index=False))
     shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
     for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
@@ -426,9 +425,8 @@ def restarts_figure(
     below.
     """
     shown = _as_traces(traces)
-    fig = new_figure(width, height)
-    fig.subplots_adjust(left=0.08, right=0.66, top=0.88, bottom=0.14)
-    ax = fig.add_subplot()
+    ax = single_axes(width, height, left=0.08, right=0.66)
+    fig = ax.figure
     for design, trace in shown.items():
         _draw_trace(ax, trace, design)
         ax.step(trace["t"].to_numpy(dtype=float), trace["head_version"].cummax().to_numpy(),

@@ -22,7 +22,7 @@ from labkit.plots.style import (
     RIGHT_LEGEND,
     FrameCache,
     label_share_bars,
-    new_figure,
+    single_axes,
     styled,
 )
 from labkit.summarizer import Summary
@@ -37,9 +37,7 @@ TRIGGER_COLORS = {"after_checkpoint": COLORS["max"], "newly_covered": COLORS["fr
 
 
 def _axes(width: float, height: float, right: float = 0.97, bottom: float = 0.14) -> Axes:
-    fig = new_figure(width, height)
-    fig.subplots_adjust(left=0.1, right=right, top=0.88, bottom=bottom)
-    return fig.add_subplot()
+    return single_axes(width, height, right=right, bottom=bottom)
 
 
 def _ids_text(ids: Sequence[int]) -> str:

@@ -75,6 +75,21 @@ def new_figure(width: float = 8.0, height: float = 4.0, layout: str | None = Non
     return fig
 
 
+def single_axes(
+    width: float,
+    height: float,
+    *,
+    left: float = 0.1,
+    right: float = 0.97,
+    top: float = 0.88,
+    bottom: float = 0.14,
+) -> Axes:
+    """One axes on a `new_figure`, placed by fractions of the figure (no layout engine)."""
+    fig = new_figure(width, height)
+    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
+    return fig.add_subplot()
+
+
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
     """Render `fig` to PNG bytes (what widgets display and tests compare)."""
     buf = io.BytesIO()
