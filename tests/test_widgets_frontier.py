@@ -110,12 +110,15 @@ def test_presets_and_parse_order() -> None:
         wf.FrontierTimelineApp(n=1)
 
 
-def test_update_latency(app) -> None:
+def test_each_control_change_is_one_timed_update(app) -> None:
+    """One recorded update per change (latency itself is measured by benchmarks/)."""
     app.timings.clear()
+    images = set()
     for _ in range(10):
         app.step_slider.value = (app.step_slider.value + 5) % 13
-    assert len(app.timings) == 10
-    assert sorted(app.timings)[5] < 1.0  # generous: CI machines are shared
+        images.add(app.last_png)
+    assert len(app.timings) == 10 and all(t > 0 for t in app.timings)
+    assert len(images) > 1
 
 
 def test_edge_case_app() -> None:
