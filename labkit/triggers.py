@@ -1,7 +1,7 @@
 """Measurements behind the trigger figures: per-shard count vs global poll, and the busy loop.
 
 Both build their own small SQLite log through `labkit.frontier` and report a DataFrame; the
-plots in `labkit.plots.frontier` only draw what these return.
+plots in `labkit.plots.part1_frontier` only draw what these return.
 """
 
 from __future__ import annotations
