@@ -1,8 +1,9 @@
 """Exhaustive explorers: every delivery order (part one) and every arrival order (part two).
 
-`labkit.explorer.explore` walks all n! orders of n messages (equal priorities, so every order
-is feasible), summarizing under both policies after each finished row. `labkit.arrivals.explore`
-walks every schedule of n deliveries (each response at most twice, one timeout) per design.
+`labkit.explorer.explore_delivery_orders` walks all n! orders of n messages (equal priorities,
+so every order is feasible), summarizing under both policies after each finished row.
+`labkit.arrivals.explore` walks every schedule of n deliveries (each response at most twice,
+one timeout) per design.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ TARGET_N8_S = 5.0
 def order_rows(sizes: tuple[int, ...], repeats: int) -> list[dict[str, object]]:
     rows = []
     for n in sizes:
-        frame = explorer.explore([5] * n)
-        t = time_call(lambda n=n: explorer.explore([5] * n), repeats=repeats)
+        frame = explorer.explore_delivery_orders([5] * n)
+        t = time_call(lambda n=n: explorer.explore_delivery_orders([5] * n), repeats=repeats)
         orders = int(frame["orders"].iloc[0])
         rows.append(
             {
@@ -74,7 +75,7 @@ def plot(rows: list[dict[str, object]]):
     )
     left.axhline(TARGET_N8_S, color=COLORS["max"], ls="--", lw=1, label="target for n=8")
     left.set_ylabel("seconds (median)")
-    left.set_title("explorer.explore: every delivery order", fontsize=9)
+    left.set_title("explore_delivery_orders: every order", fontsize=9)
     left.legend(fontsize=8)
     arr = [r for r in rows if r["explorer"] == "arrival orders"]
     sizes = sorted({int(r["n"]) for r in arr})

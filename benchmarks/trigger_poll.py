@@ -21,6 +21,7 @@ from benchmarks.common import (
     time_interleaved,
 )
 from labkit import frontier as fr
+from labkit import triggers
 
 NAME = "trigger_poll"
 SIZES = (10, 10**2, 10**3, 10**4)
@@ -74,13 +75,13 @@ def per_shard_tick(conn: sqlite3.Connection, coverage: dict[str, int]) -> int:
     ready = 0
     for key, end in coverage.items():
         frontier = fr.delivered_frontier(conn, key, end)
-        ready += fr.newly_covered_count(conn, key, end, frontier)
+        ready += triggers.newly_covered_count(conn, key, end, frontier)
     return ready
 
 
 def global_tick(conn: sqlite3.Connection, coverage: dict[str, int]) -> int:
     """Every active worker runs the table-wide GROUP BY and keeps its own count."""
-    return sum(fr.global_poll_counts(conn, coverage).values())
+    return sum(triggers.global_poll_counts(conn, coverage).values())
 
 
 def measure(

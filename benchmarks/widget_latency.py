@@ -28,12 +28,12 @@ def available() -> bool:
     """True once both widget modules are importable (they are written alongside this one)."""
     return all(
         importlib.util.find_spec(m) is not None
-        for m in ("labkit.widgets.frontier", "labkit.widgets.catalog")
+        for m in ("labkit.widgets.part1_frontier", "labkit.widgets.part2_catalog")
     )
 
 
 def _frontier_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.frontier import FrontierTimelineApp
+    from labkit.widgets.part1_frontier import FrontierTimelineApp
 
     app = FrontierTimelineApp()
     slider = app.priority_sliders[0]
@@ -49,7 +49,7 @@ def _frontier_app() -> tuple[object, Callable[[int], None]]:
 
 
 def _catalog_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.catalog import FourDesignsApp
+    from labkit.widgets.part2_catalog import FourDesignsApp
 
     app = FourDesignsApp()
     first = int(app.seed.value)
@@ -117,7 +117,7 @@ def plot(rows: list[dict[str, object]]):
 def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
     """Measure both apps, print p50/p95, write CSV and figure."""
     if not available():
-        raise RuntimeError("labkit.widgets.frontier / labkit.widgets.catalog are not there yet")
+        raise RuntimeError("labkit.widgets.part1_frontier / labkit.widgets.part2_catalog are not there yet")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,15 +1,18 @@
 """labkit: the real code behind the Watermark Workbook.
 
-Part one, the gap-free delivery frontier: `frontier` (schema, log operations, the frontier and
-the wrong MAX rule, trigger queries), `summarizer` (chained checkpoints, orphan audit),
-`scenarios` (JSON scenarios and the step runner), `explorer` (every delivery order),
-`triggers` (trigger cost, busy loop, query plans).
+Part one, the gap-free delivery frontier: `frontier` (schema, the log and its status
+transitions, the frontier and the wrong MAX rule), `summarizer` (chained checkpoints and
+summaries, orphan audit), `triggers` (every trigger query, the busy-loop worker, trigger cost
+and query plans), `scenarios` (JSON scenarios and the step runner), `explorer` (every delivery
+order).
 Part two, the catalog watermark: `catalog` (append-only versions, the monotonic reader),
 `ballot` (WatermarkLoop), `designs` and `planner` (four designs on a simulated planner),
 `arrivals` (every arrival order), `crashlab` (real SIGKILLed loops).
-Shared: `transactions` (write-locking transactions), `storeview` (what is on disk), and
-`plots`, `widgets`, `figures`, `exercises`, `notebooks` for the notebooks, the docs build and
-workshops.
+Figures and widgets, one module per part: `plots.part1_frontier`, `plots.part2_catalog`,
+`widgets.part1_frontier`, `widgets.part2_catalog` (shared: `plots.style`, `widgets.common`).
+Shared: `transactions` (write-locking transactions), `storeview` (what is on disk),
+`figures` and `figure_specs` (the docs build), `exercises` and `exercise_kit` (workshops),
+`notebooks` (strip outputs, student copies).
 """
 
 __all__ = ["__version__"]

@@ -133,7 +133,7 @@ def enumerate_orders(
     return pd.DataFrame(rows, columns=["order", "orphans_frontier", "orphans_max"])
 
 
-def explore(
+def explore_delivery_orders(
     priorities: Sequence[int], failures: Iterable[int] = (), workers: int | None = None
 ) -> pd.DataFrame:
     """Every feasible order, summarizing after each finished row; one row per policy.
@@ -175,7 +175,7 @@ def orphan_rates(
     failures: Iterable[int] = (),
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """`explore` for each n (default 3..8) stacked, for the MAX-vs-frontier chart.
+    """`explore_delivery_orders` for each n (default 3..8) stacked, for the MAX-vs-frontier chart.
 
     `priorities_for(n)` gives the priorities (default: all equal, so every order is feasible
     without a `workers` limit).
@@ -183,7 +183,7 @@ def orphan_rates(
     frames = []
     for n in ns:
         priorities = [5] * n if priorities_for is None else priorities_for(n)
-        frames.append(explore(priorities, [f for f in failures if f <= n], workers))
+        frames.append(explore_delivery_orders(priorities, [f for f in failures if f <= n], workers))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -17,7 +17,7 @@ DESIGNS = ("callback", "lww", "ballot", "fenced")
 
 def _timeline() -> tuple[Figure, Any]:
     from labkit import scenarios as sc
-    from labkit.plots.frontier import timeline_figure
+    from labkit.plots.part1_frontier import timeline_figure
 
     timeline = sc.run_scenario(sc.load_scenario("seed"))
     table = timeline.drop(columns=["statuses"]).astype(str)
@@ -28,7 +28,7 @@ def _checkpoints() -> tuple[Figure, Any]:
     from labkit import frontier as fr
     from labkit import scenarios as sc
     from labkit import summarizer as sm
-    from labkit.plots.frontier import checkpoint_ranges_figure
+    from labkit.plots.part1_frontier import checkpoint_ranges_figure
 
     conn = sc.replay_scenario(sc.load_scenario("seed"))
     ranges = {p: sm.summaries(conn, "main", p) for p in fr.POLICIES}
@@ -42,7 +42,7 @@ def _checkpoints() -> tuple[Figure, Any]:
 
 def _orphan_rates() -> tuple[Figure, Any]:
     from labkit import explorer
-    from labkit.plots.frontier import orphan_rates_figure
+    from labkit.plots.part1_frontier import orphan_rates_figure
 
     rates = explorer.orphan_rates(range(3, 9))
     return orphan_rates_figure(rates), rates
@@ -50,7 +50,7 @@ def _orphan_rates() -> tuple[Figure, Any]:
 
 def _trigger_work() -> tuple[Figure, Any]:
     from labkit import triggers
-    from labkit.plots.frontier import trigger_cost_figure
+    from labkit.plots.part1_frontier import trigger_cost_figure
 
     cost = triggers.trigger_cost(measure="vm_steps")
     return trigger_cost_figure(cost, title="Work per trigger check as dormant shards pile up"), cost
@@ -58,7 +58,7 @@ def _trigger_work() -> tuple[Figure, Any]:
 
 def _busy_loop() -> tuple[Figure, Any]:
     from labkit import triggers
-    from labkit.plots.frontier import busy_loop_figure
+    from labkit.plots.part1_frontier import busy_loop_figure
 
     trace = triggers.busy_loop_trace()
     return busy_loop_figure(trace), trace
@@ -76,7 +76,7 @@ def _traces_data(traces: dict[str, Any]) -> dict[str, Any]:
 
 
 def _inverted_trace() -> tuple[Figure, Any]:
-    from labkit.plots.catalog import version_trace_figure
+    from labkit.plots.part2_catalog import version_trace_figure
 
     traces = _simulate_all(("inverted",), ("callback", "ballot"))
     fig = version_trace_figure(traces, title="A late tick: callback rewinds, the ballot rejects")
@@ -84,7 +84,7 @@ def _inverted_trace() -> tuple[Figure, Any]:
 
 
 def _four_designs() -> tuple[Figure, Any]:
-    from labkit.plots.catalog import four_designs_figure
+    from labkit.plots.part2_catalog import four_designs_figure
 
     traces = _simulate_all(SHOWCASE_FAULTS)
     return four_designs_figure(traces), _traces_data(traces)
@@ -92,7 +92,7 @@ def _four_designs() -> tuple[Figure, Any]:
 
 def _arrival_lanes() -> tuple[Figure, Any]:
     from labkit.arrivals import run_schedule
-    from labkit.plots.catalog import arrival_lanes_figure
+    from labkit.plots.part2_catalog import arrival_lanes_figure
 
     results = [run_schedule(d, INVERTED_STEPS) for d in DESIGNS]
     data = {r.design: [r.outcomes, r.heads] for r in results}
@@ -101,7 +101,7 @@ def _arrival_lanes() -> tuple[Figure, Any]:
 
 def _arrival_explorer() -> tuple[Figure, Any]:
     from labkit.arrivals import explore_all
-    from labkit.plots.catalog import explorer_figure
+    from labkit.plots.part2_catalog import explorer_figure
 
     table = explore_all(3)
     return explorer_figure(table), table
@@ -109,7 +109,7 @@ def _arrival_explorer() -> tuple[Figure, Any]:
 
 def _restarts() -> tuple[Figure, Any]:
     from labkit.ballot import simulate
-    from labkit.plots.catalog import restarts_figure
+    from labkit.plots.part2_catalog import restarts_figure
 
     faults = ("crash", "inverted", "retry_after_commit")
     traces = {d: simulate(d, faults, seed=0) for d in ("callback", "ballot", "fenced")}

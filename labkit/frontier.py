@@ -1,4 +1,4 @@
-"""The message log, its gap-free delivery frontier, and the per-shard trigger queries.
+"""The message log, its status transitions and the gap-free delivery frontier.
 
 A shard's rows are dispatched `ORDER BY priority, id`, so they finish out of id order. The
 safe checkpoint is a low watermark over still-open rows (`delivered_frontier`); the tempting
@@ -79,14 +79,6 @@ FRONTIER_LOOKUP_SQL = (
 # The wrong rule. No index is claimed for it: it exists to be shown failing.
 MAX_DELIVERED_SQL = (
     "SELECT MAX(id) FROM conversations WHERE channel_key = ? AND status = 'delivered'"
-)
-# Per-shard trigger: rows newly covered, (coverage_end, frontier]; a COVERING INDEX seek.
-TRIGGER_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ? AND id <= ?"
-# Busy-loop trigger: every row created after the checkpoint, blocked or not.
-AFTER_CHECKPOINT_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ?"
-# The named anti-pattern: a table-wide aggregate each worker runs and then filters client-side.
-GLOBAL_POLL_SQL = (
-    "SELECT channel_key, COUNT(*) FROM conversations WHERE id > ? GROUP BY channel_key"
 )
 
 
@@ -252,52 +244,6 @@ def max_delivered_watermark(conn: sqlite3.Connection, channel_key: str) -> int |
     """
     value = conn.execute(MAX_DELIVERED_SQL, (channel_key,)).fetchone()[0]
     return None if value is None else int(value)
-
-
-# --- triggers --------------------------------------------------------------------------------
-
-
-def newly_covered_count(
-    conn: sqlite3.Connection, channel_key: str, coverage_end: int, frontier: int
-) -> int:
-    """Rows of this shard in (coverage_end, frontier]: the only work that is really ready."""
-    return int(conn.execute(TRIGGER_SQL, (channel_key, coverage_end, frontier)).fetchone()[0])
-
-
-def rows_after_checkpoint(conn: sqlite3.Connection, channel_key: str, coverage_end: int) -> int:
-    """The busy-loop trigger: counts every row after the checkpoint, blocked ones included.
-
-    While a pending row keeps the frontier still, this stays > 0, so a worker that fires on it
-    runs again and again without being able to advance its checkpoint.
-    """
-    return int(conn.execute(AFTER_CHECKPOINT_SQL, (channel_key, coverage_end)).fetchone()[0])
-
-
-def global_poll_counts(
-    conn: sqlite3.Connection, coverage_ends: Mapping[str, int]
-) -> dict[str, int]:
-    """THE ANTI-PATTERN: each shard's worker runs a table-wide GROUP BY and keeps its own row.
-
-    One full aggregate per worker per tick, paying for every dormant shard; it also counts
-    rows after the checkpoint rather than newly covered ones. Kept for the cost comparison.
-    """
-    counts: dict[str, int] = {}
-    for key, end in coverage_ends.items():
-        everyone = dict(conn.execute(GLOBAL_POLL_SQL, (end,)).fetchall())
-        counts[key] = int(everyone.get(key, 0))
-    return counts
-
-
-def trigger_readings(
-    conn: sqlite3.Connection, channel_key: str, coverage_end: int
-) -> dict[str, int]:
-    """Side by side for one shard: the frontier, newly covered rows, and the busy-loop count."""
-    frontier = delivered_frontier(conn, channel_key, coverage_end)
-    return {
-        "frontier": frontier,
-        "newly_covered": newly_covered_count(conn, channel_key, coverage_end, frontier),
-        "after_checkpoint": rows_after_checkpoint(conn, channel_key, coverage_end),
-    }
 
 
 # --- query plans -----------------------------------------------------------------------------

@@ -359,7 +359,7 @@ def _apply(conn: sqlite3.Connection, scenario: Scenario, ev: dict[str, Any]) -> 
         policies = [ev["policy"]] if "policy" in ev else fr.POLICIES
         for key in keys:
             for policy in policies:
-                sm.summarize(conn, key, policy)
+                sm.summarize_range(conn, key, policy)
     return None
 
 

@@ -11,14 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from labkit.frontier import (
-    POLICIES,
-    atomic,
-    delivered_frontier,
-    max_delivered_watermark,
-    newly_covered_count,
-    rows_after_checkpoint,
-)
+from labkit.frontier import POLICIES, atomic, delivered_frontier, max_delivered_watermark
 
 
 @dataclass(frozen=True)
@@ -56,10 +49,10 @@ def proposed_end(conn: sqlite3.Connection, channel_key: str, policy: str) -> int
     return max(current, max_delivered_watermark(conn, channel_key) or 0)
 
 
-def summarize(
+def summarize_range(
     conn: sqlite3.Connection, channel_key: str, policy: str = "frontier"
 ) -> Summary | None:
-    """Summarize the shard's terminal rows in (coverage_end, end] and advance coverage_end.
+    """Write one summary of the shard's terminal rows in (coverage_end, end]; advance to end.
 
     Both writes commit in one transaction. Returns None (and writes nothing) when no terminal
     row of the shard lies in the range. Under "max" the range may hold still-open rows: they
@@ -154,38 +147,3 @@ def chain_problems(conn: sqlite3.Connection, channel_key: str, policy: str) -> l
     if expected_start - 1 != coverage_end(conn, channel_key, policy):
         problems.append(f"last summary ends at {expected_start - 1}, not at coverage_end")
     return problems
-
-
-TRIGGERS = ("after_checkpoint", "newly_covered")
-
-
-def busy_loop_ticks(
-    conn: sqlite3.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
-) -> list[dict]:
-    """Poll a shard's worker `ticks` times; when `trigger` fires, summarize (frontier policy).
-
-    With "after_checkpoint" a pending row that blocks the frontier keeps the trigger firing
-    while every run advances nothing (wasted runs: a busy loop); "newly_covered" stays quiet.
-    """
-    if trigger not in TRIGGERS:
-        raise ValueError(f"unknown trigger {trigger!r}; expected one of {TRIGGERS}")
-    rows = []
-    for tick in range(ticks):
-        start = coverage_end(conn, channel_key, "frontier")
-        if trigger == "after_checkpoint":
-            fired = rows_after_checkpoint(conn, channel_key, start) > 0
-        else:
-            frontier = delivered_frontier(conn, channel_key, start)
-            fired = newly_covered_count(conn, channel_key, start, frontier) > 0
-        summary = summarize(conn, channel_key, "frontier") if fired else None
-        rows.append(
-            {
-                "tick": tick,
-                "trigger": trigger,
-                "fired": fired,
-                "summarized": summary is not None,
-                "wasted": fired and summary is None,
-                "coverage_end": coverage_end(conn, channel_key, "frontier"),
-            }
-        )
-    return rows

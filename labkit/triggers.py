@@ -1,7 +1,10 @@
-"""Measurements behind the trigger figures: per-shard count vs global poll, and the busy loop.
+"""Every trigger in one place: the per-shard trigger queries, the busy-loop worker, and the
+measurements behind the trigger figures (per-shard count vs global poll, the busy loop, plans).
 
-Both build their own small SQLite log through `labkit.frontier` and report a DataFrame; the
-plots in `labkit.plots.frontier` only draw what these return.
+A trigger answers a shard worker's "is there work that can advance my checkpoint?". The queries
+read the log of `labkit.frontier`; the worker writes summaries through `labkit.summarizer`
+(neither imports this module). The plots in `labkit.plots.part1_frontier` only draw what the
+measurements here return.
 """
 
 from __future__ import annotations
@@ -9,12 +12,108 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import pandas as pd
 
 from labkit import frontier as fr
 from labkit import summarizer as sm
+
+# --- the trigger queries ---------------------------------------------------------------------
+
+# Per-shard trigger: rows newly covered, (coverage_end, frontier]; a COVERING INDEX seek.
+TRIGGER_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ? AND id <= ?"
+# Busy-loop trigger: every row created after the checkpoint, blocked or not.
+AFTER_CHECKPOINT_SQL = "SELECT COUNT(*) FROM conversations WHERE channel_key = ? AND id > ?"
+# The named anti-pattern: a table-wide aggregate each worker runs and then filters client-side.
+GLOBAL_POLL_SQL = (
+    "SELECT channel_key, COUNT(*) FROM conversations WHERE id > ? GROUP BY channel_key"
+)
+
+
+def newly_covered_count(
+    conn: sqlite3.Connection, channel_key: str, coverage_end: int, frontier: int
+) -> int:
+    """Rows of this shard in (coverage_end, frontier]: the only work that is really ready."""
+    return int(conn.execute(TRIGGER_SQL, (channel_key, coverage_end, frontier)).fetchone()[0])
+
+
+def rows_after_checkpoint(conn: sqlite3.Connection, channel_key: str, coverage_end: int) -> int:
+    """The busy-loop trigger: counts every row after the checkpoint, blocked ones included.
+
+    While a pending row keeps the frontier still, this stays > 0, so a worker that fires on it
+    runs again and again without being able to advance its checkpoint.
+    """
+    return int(conn.execute(AFTER_CHECKPOINT_SQL, (channel_key, coverage_end)).fetchone()[0])
+
+
+def global_poll_counts(
+    conn: sqlite3.Connection, coverage_ends: Mapping[str, int]
+) -> dict[str, int]:
+    """THE ANTI-PATTERN: each shard's worker runs a table-wide GROUP BY and keeps its own row.
+
+    One full aggregate per worker per tick, paying for every dormant shard; it also counts
+    rows after the checkpoint rather than newly covered ones. Kept for the cost comparison.
+    """
+    counts: dict[str, int] = {}
+    for key, end in coverage_ends.items():
+        everyone = dict(conn.execute(GLOBAL_POLL_SQL, (end,)).fetchall())
+        counts[key] = int(everyone.get(key, 0))
+    return counts
+
+
+def trigger_readings(
+    conn: sqlite3.Connection, channel_key: str, coverage_end: int
+) -> dict[str, int]:
+    """Side by side for one shard: the frontier, newly covered rows, and the busy-loop count."""
+    frontier = fr.delivered_frontier(conn, channel_key, coverage_end)
+    return {
+        "frontier": frontier,
+        "newly_covered": newly_covered_count(conn, channel_key, coverage_end, frontier),
+        "after_checkpoint": rows_after_checkpoint(conn, channel_key, coverage_end),
+    }
+
+
+# --- the worker loop -------------------------------------------------------------------------
+
+
+TRIGGERS = ("after_checkpoint", "newly_covered")
+
+
+def busy_loop_ticks(
+    conn: sqlite3.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
+) -> list[dict]:
+    """Poll a shard's worker `ticks` times; when `trigger` fires, summarize (frontier policy).
+
+    With "after_checkpoint" a pending row that blocks the frontier keeps the trigger firing
+    while every run advances nothing (wasted runs: a busy loop); "newly_covered" stays quiet.
+    """
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {trigger!r}; expected one of {TRIGGERS}")
+    rows = []
+    for tick in range(ticks):
+        start = sm.coverage_end(conn, channel_key, "frontier")
+        if trigger == "after_checkpoint":
+            fired = rows_after_checkpoint(conn, channel_key, start) > 0
+        else:
+            frontier = fr.delivered_frontier(conn, channel_key, start)
+            fired = newly_covered_count(conn, channel_key, start, frontier) > 0
+        summary = sm.summarize_range(conn, channel_key, "frontier") if fired else None
+        rows.append(
+            {
+                "tick": tick,
+                "trigger": trigger,
+                "fired": fired,
+                "summarized": summary is not None,
+                "wasted": fired and summary is None,
+                "coverage_end": sm.coverage_end(conn, channel_key, "frontier"),
+            }
+        )
+    return rows
+
+
+# --- measurements ----------------------------------------------------------------------------
+
 
 ACTIVE_SHARD = "active"
 
@@ -89,11 +188,12 @@ def trigger_cost(
         _add_settled_shards(conn, have, count, rows_per_shard)
         have = count
         conn.commit()
+
         def check() -> int:
-            return fr.newly_covered_count(conn, ACTIVE_SHARD, coverage_end, frontier)
+            return newly_covered_count(conn, ACTIVE_SHARD, coverage_end, frontier)
 
         def poll_all() -> object:
-            return fr.global_poll_counts(conn, {ACTIVE_SHARD: coverage_end})
+            return global_poll_counts(conn, {ACTIVE_SHARD: coverage_end})
 
         if measure == "time":
             per_shard = _median_seconds(check, repeats)
@@ -122,7 +222,7 @@ def busy_loop_trace(rows: int = 6, ticks: int = 8, unblock_at: int = 4) -> pd.Da
     wasted, coverage_end. "after_checkpoint" fires on every tick while nothing can advance.
     """
     frames = []
-    for trigger in sm.TRIGGERS:
+    for trigger in TRIGGERS:
         conn = fr.connect()
         ids = [fr.enqueue(conn, "main", 5) for _ in range(rows)]
         for row_id in ids[1:]:
@@ -130,8 +230,8 @@ def busy_loop_trace(rows: int = 6, ticks: int = 8, unblock_at: int = 4) -> pd.Da
         for tick in range(ticks):
             if tick == unblock_at:
                 fr.mark_delivered(conn, ids[0])
-            readings = fr.trigger_readings(conn, "main", sm.coverage_end(conn, "main"))
-            (row,) = sm.busy_loop_ticks(conn, "main", ticks=1, trigger=trigger)
+            readings = trigger_readings(conn, "main", sm.coverage_end(conn, "main"))
+            (row,) = busy_loop_ticks(conn, "main", ticks=1, trigger=trigger)
             frames.append({**row, "tick": tick, "ready": readings[trigger]})
         conn.close()
     columns = ["tick", "trigger", "ready", "fired", "summarized", "wasted", "coverage_end"]
@@ -142,7 +242,7 @@ def busy_loop_trace(rows: int = 6, ticks: int = 8, unblock_at: int = 4) -> pd.Da
 # The frontier row is the one statement `delivered_frontier` executes: both seeks in a COALESCE.
 PLAN_QUERIES = (
     ("frontier lookup", fr.FRONTIER_LOOKUP_SQL, "idx_conv_active", "DROP INDEX idx_conv_active"),
-    ("trigger count", fr.TRIGGER_SQL, "idx_conv_shard_id", "DROP INDEX idx_conv_shard_id"),
+    ("trigger count", TRIGGER_SQL, "idx_conv_shard_id", "DROP INDEX idx_conv_shard_id"),
 )
 
 

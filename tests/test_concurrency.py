@@ -82,9 +82,9 @@ def test_concurrent_summarizers_wait_and_chain_without_gaps(tmp_path: Path) -> N
         while (row_id := fr.dispatch_next(conn)) is not None:
             (fr.mark_failed if row_id % 11 == 0 else fr.mark_delivered)(conn, row_id)
             for policy in fr.POLICIES:
-                sm.summarize(conn, "main", policy)
+                sm.summarize_range(conn, "main", policy)
         for policy in fr.POLICIES:
-            sm.summarize(conn, "main", policy)
+            sm.summarize_range(conn, "main", policy)
         conn.close()
 
     errors = run_workers(worker)

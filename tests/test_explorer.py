@@ -29,7 +29,7 @@ def feasible(order: tuple[int, ...], priorities: list[int], workers: int) -> boo
 
 
 def test_n3_counts_by_hand() -> None:
-    table = ex.explore([5, 5, 5]).set_index("policy")
+    table = ex.explore_delivery_orders([5, 5, 5]).set_index("policy")
     assert table.loc["frontier", "orders"] == 6
     assert table.loc["frontier", "orphaning_orders"] == 0
     # only 1,2,3 is safe under MAX; the other five orders lose 7 rows between them
@@ -64,13 +64,13 @@ def test_enough_workers_means_every_order() -> None:
 
 
 def test_single_priority_dispatcher_already_orphans_under_max() -> None:
-    table = ex.explore([5, 5, 1, 5, 5, 5], workers=1).set_index("policy")
+    table = ex.explore_delivery_orders([5, 5, 1, 5, 5, 5], workers=1).set_index("policy")
     assert table.loc["max", "orders"] == 1 and table.loc["max", "total_orphans"] == 2
     assert table.loc["frontier", "total_orphans"] == 0
 
 
 def test_n8_every_order() -> None:
-    table = ex.explore([5] * 8, failures=[8]).set_index("policy")
+    table = ex.explore_delivery_orders([5] * 8, failures=[8]).set_index("policy")
     assert table.loc["max", "orders"] == math.factorial(8)
     assert table.loc["frontier", "orphaning_orders"] == 0
     assert table.loc["max", "orphaning_orders"] > 0.99 * math.factorial(8)
@@ -87,7 +87,7 @@ def test_orphan_rates_for_the_chart() -> None:
 @pytest.mark.parametrize(("priorities", "workers"), [([5] * 9, None), ([], None), ([5], 0)])
 def test_out_of_range_is_refused(priorities: list[int], workers: int | None) -> None:
     with pytest.raises(ValueError):
-        ex.explore(priorities, workers=workers)
+        ex.explore_delivery_orders(priorities, workers=workers)
 
 
 @st.composite

@@ -203,29 +203,6 @@ def test_redrive_after_frontier_passed_keeps_frontier_monotone() -> None:
     assert fr.delivered_frontier(conn, "main") == 6  # the new row 7 is above, not below
 
 
-# --- triggers --------------------------------------------------------------------------------
-
-
-def test_trigger_counts_only_newly_covered_rows() -> None:
-    conn = seed_log()
-    for i in (2, 3, 4, 5, 6):
-        fr.mark_delivered(conn, i)
-    readings = fr.trigger_readings(conn, "main", 0)
-    # id 1 blocks: nothing is newly covered, yet five rows sit after the checkpoint
-    assert readings == {"frontier": 0, "newly_covered": 0, "after_checkpoint": 6}
-    fr.mark_delivered(conn, 1)
-    assert fr.trigger_readings(conn, "main", 0)["newly_covered"] == 6
-
-
-def test_global_poll_matches_per_shard_counts_after_checkpoint() -> None:
-    conn = fr.connect()
-    for key in ["a", "b", "a", "c", "a", "b"]:
-        fr.enqueue(conn, key, 5)
-    ends = {"a": 1, "b": 0, "c": 4, "silent": 0}
-    expected = {key: fr.rows_after_checkpoint(conn, key, end) for key, end in ends.items()}
-    assert fr.global_poll_counts(conn, ends) == expected == {"a": 2, "b": 2, "c": 0, "silent": 0}
-
-
 # --- property: the frontier equals a brute-force oracle --------------------------------------
 
 

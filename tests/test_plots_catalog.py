@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from labkit.arrivals import run_schedule
 from labkit.designs import DESIGNS
 from labkit.planner import simulate
-from labkit.plots.catalog import (
+from labkit.plots.part2_catalog import (
     FourDesignsCanvas,
     arrival_lanes_figure,
     explorer_figure,
@@ -19,7 +19,7 @@ from labkit.plots.catalog import (
     version_trace_figure,
 )
 from labkit.plots.style import png_bytes
-from labkit.widgets.catalog import SEED_FIRST_REQUEST, SEED_INVERTED
+from labkit.widgets.part2_catalog import SEED_FIRST_REQUEST, SEED_INVERTED
 
 
 @pytest.fixture(scope="module")

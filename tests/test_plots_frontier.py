@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from labkit import explorer, triggers
 from labkit import summarizer as sm
 from labkit.frontier import POLICIES
-from labkit.plots import frontier as pf
+from labkit.plots import part1_frontier as pf
 from labkit.plots.style import label_share_bars, new_figure, png_bytes
 from labkit.scenarios import load_scenario, replay_scenario, run_scenario, scenario_from_order
 

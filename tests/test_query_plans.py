@@ -43,7 +43,7 @@ def test_each_query_seeks_its_own_index(conn_factory) -> None:
     conn = conn_factory()
     assert fr.explain(conn, fr.FRONTIER_SQL, ("main", 0)) == [FRONTIER_PLAN]
     assert fr.explain(conn, fr.FALLBACK_SQL, ("main", 0)) == [FALLBACK_PLAN]
-    assert fr.explain(conn, fr.TRIGGER_SQL, ("main", 0, 10)) == [TRIGGER_PLAN]
+    assert fr.explain(conn, triggers.TRIGGER_SQL, ("main", 0, 10)) == [TRIGGER_PLAN]
 
 
 @pytest.mark.parametrize("conn_factory", [fr.connect, big_log], ids=["empty", "50k-settled"])
@@ -62,7 +62,7 @@ def test_one_statement_lookup_is_the_two_seeks(conn_factory) -> None:
 def test_frontier_on_large_history_reads_active_rows_only(large: sqlite3.Connection) -> None:
     assert fr.delivered_frontier(large, "main", 0) == 50_000 + 1000
     assert fr.delivered_frontier(large, "dormant", 0) == 51_000
-    assert fr.newly_covered_count(large, "main", 49_990, 50_000) == 10
+    assert triggers.newly_covered_count(large, "main", 49_990, 50_000) == 10
 
 
 def test_shard_keys_with_quotes_get_the_same_plan(large: sqlite3.Connection) -> None:
@@ -76,8 +76,8 @@ def test_no_plan_of_ours_scans() -> None:
     for sql, params in [
         (fr.FRONTIER_SQL, ("main", 0)),
         (fr.FALLBACK_SQL, ("main", 0)),
-        (fr.TRIGGER_SQL, ("main", 0, 5)),
-        (fr.AFTER_CHECKPOINT_SQL, ("main", 0)),
+        (triggers.TRIGGER_SQL, ("main", 0, 5)),
+        (triggers.AFTER_CHECKPOINT_SQL, ("main", 0)),
     ]:
         assert not any(line.startswith("SCAN") for line in fr.explain(conn, sql, params)), sql
 
@@ -85,11 +85,11 @@ def test_no_plan_of_ours_scans() -> None:
 def test_global_poll_visits_every_shard() -> None:
     conn = fr.connect()
     fr.enqueue(conn, "main", 5)
-    assert fr.explain(conn, fr.GLOBAL_POLL_SQL, (0,)) == [
+    assert fr.explain(conn, triggers.GLOBAL_POLL_SQL, (0,)) == [
         "SCAN conversations USING COVERING INDEX idx_conv_shard_id"
     ]
     # with statistics SQLite prefers a skip-scan: one seek per distinct shard, dormant or not
-    plan = fr.explain(big_log(2_000), fr.GLOBAL_POLL_SQL, (0,))
+    plan = fr.explain(big_log(2_000), triggers.GLOBAL_POLL_SQL, (0,))
     assert all("SCAN" in line or "ANY(channel_key)" in line for line in plan), plan
 
 
@@ -107,7 +107,7 @@ def test_frontier_plan_degrades_without_the_partial_index() -> None:
 def test_trigger_plan_degrades_without_the_shard_index() -> None:
     conn = big_log(2_000)
     conn.execute("DROP INDEX idx_conv_shard_id")
-    plan = fr.explain(conn, fr.TRIGGER_SQL, ("main", 0, 10))
+    plan = fr.explain(conn, triggers.TRIGGER_SQL, ("main", 0, 10))
     assert not any("idx_conv_shard_id" in line for line in plan), plan
     assert not any("COVERING INDEX" in line for line in plan), plan
 

@@ -28,7 +28,7 @@ def deliver(conn: sqlite3.Connection, *ids: int) -> None:
 
 def summarize_both(conn: sqlite3.Connection, key: str = "main") -> None:
     for policy in fr.POLICIES:
-        sm.summarize(conn, key, policy)
+        sm.summarize_range(conn, key, policy)
 
 
 def test_seed_max_policy_orphans_rows_frontier_does_not() -> None:
@@ -52,9 +52,9 @@ def test_seed_max_policy_orphans_rows_frontier_does_not() -> None:
 
 def test_summarize_with_nothing_new_writes_nothing() -> None:
     conn = seed_log()
-    assert sm.summarize(conn, "main") is None
+    assert sm.summarize_range(conn, "main") is None
     deliver(conn, 2)
-    assert sm.summarize(conn, "main") is None  # id 1 blocks
+    assert sm.summarize_range(conn, "main") is None  # id 1 blocks
     assert sm.coverage_end(conn, "main") == 0
     assert conn.execute("SELECT COUNT(*) FROM summaries").fetchone()[0] == 0
 
@@ -62,9 +62,9 @@ def test_summarize_with_nothing_new_writes_nothing() -> None:
 def test_next_summary_starts_at_previous_end_plus_one() -> None:
     conn = seed_log()
     deliver(conn, 1, 2)
-    first = sm.summarize(conn, "main")
+    first = sm.summarize_range(conn, "main")
     deliver(conn, 3, 4, 5, 6)
-    second = sm.summarize(conn, "main")
+    second = sm.summarize_range(conn, "main")
     assert first is not None and second is not None
     assert (first.start_id, first.end_id) == (1, 2)
     assert second.start_id == first.end_id + 1 and second.end_id == 6
@@ -72,7 +72,7 @@ def test_next_summary_starts_at_previous_end_plus_one() -> None:
 
 def test_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown policy"):
-        sm.summarize(seed_log(), "main", "latest")
+        sm.summarize_range(seed_log(), "main", "latest")
 
 
 def test_summary_and_coverage_commit_together() -> None:
@@ -82,11 +82,11 @@ def test_summary_and_coverage_commit_together() -> None:
         "CREATE TRIGGER boom BEFORE INSERT ON summary_items BEGIN SELECT RAISE(ABORT, 'disk'); END"
     )
     with pytest.raises(sqlite3.IntegrityError, match="disk"):
-        sm.summarize(conn, "main")
+        sm.summarize_range(conn, "main")
     assert sm.coverage_end(conn, "main") == 0
     assert conn.execute("SELECT COUNT(*) FROM summaries").fetchone()[0] == 0
     conn.execute("DROP TRIGGER boom")
-    assert sm.summarize(conn, "main") is not None
+    assert sm.summarize_range(conn, "main") is not None
     assert sm.coverage_end(conn, "main") == 2
 
 
@@ -96,21 +96,6 @@ def test_policies_keep_separate_checkpoints() -> None:
     summarize_both(conn)
     assert sm.coverage_end(conn, "main", "max") == 3
     assert sm.coverage_end(conn, "main", "frontier") == 0
-
-
-def test_busy_loop_trigger_fires_without_progress() -> None:
-    conn = seed_log()
-    deliver(conn, 2, 3, 4, 5, 6)  # id 1 still pending blocks everything
-    naive = sm.busy_loop_ticks(conn, "main", ticks=4, trigger="after_checkpoint")
-    assert all(t["fired"] and t["wasted"] for t in naive)
-    scoped = sm.busy_loop_ticks(conn, "main", ticks=4, trigger="newly_covered")
-    assert not any(t["fired"] for t in scoped)
-    deliver(conn, 1)
-    scoped = sm.busy_loop_ticks(conn, "main", ticks=2, trigger="newly_covered")
-    assert [t["summarized"] for t in scoped] == [True, False]
-    assert scoped[-1]["coverage_end"] == 6
-    with pytest.raises(ValueError, match="unknown trigger"):
-        sm.busy_loop_ticks(conn, "main", trigger="cron")
 
 
 # --- property: random interleavings --------------------------------------------------------

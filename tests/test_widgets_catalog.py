@@ -6,7 +6,7 @@ import pytest
 
 from labkit.designs import DESIGNS
 from labkit.planner import FAULTS
-from labkit.widgets.catalog import FAULT_PRESETS, FourDesignsApp, InvertedArrivalStepper
+from labkit.widgets.part2_catalog import FAULT_PRESETS, FourDesignsApp, InvertedArrivalStepper
 
 
 @pytest.fixture(scope="module")

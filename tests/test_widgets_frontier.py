@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.widgets import frontier as wf
+from labkit.widgets import part1_frontier as wf
 
 
 @pytest.fixture

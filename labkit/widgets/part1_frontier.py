@@ -2,7 +2,7 @@
 edge-case browser (notebook 02).
 
 Each control change runs the scenario through `labkit.scenarios` on a fresh SQLite log,
-redraws with `labkit.plots.frontier` and shows the PNG in an Output widget. Bad input goes to
+redraws with `labkit.plots.part1_frontier` and shows the PNG in an Output widget. Bad input goes to
 a message line, never a traceback.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd
 from labkit import scenarios as sc
 from labkit import summarizer as sm
 from labkit.frontier import POLICIES
-from labkit.plots.frontier import TimelineCanvas, checkpoint_ranges_figure
+from labkit.plots.part1_frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 

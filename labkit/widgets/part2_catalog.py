@@ -22,7 +22,7 @@ import pandas as pd
 from labkit.arrivals import ScheduleResult, explore, run_schedule
 from labkit.designs import DESIGNS
 from labkit.planner import FAULTS, simulate, summary_table
-from labkit.plots.catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
+from labkit.plots.part2_catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
