@@ -313,18 +313,7 @@ def scenario_from_order(
         raise ValueError(f"order must list distinct ids from 1..{n}, got {order}")
     if not failed <= set(order):
         raise ValueError(f"failures {sorted(failed - set(order))} are not in the order")
-    events: list[dict[str, Any]] = []
-    for i in order:
-        events.append({"op": "fail" if i in failed else "deliver", "id": i})
-        events.append({"op": "summarize", "shard": shard})
-    data = {
-        "name": "custom",
-        "title": "Custom delivery order",
-        "description": f"priorities {list(priorities)}, order {order}, failed {sorted(failed)}",
-        "messages": [{"shard": shard, "priority": p} for p in priorities],
-        "events": events,
-    }
-    return scenario_from_dict(data, "<scenario_from_order>")
+    return scenario_from_steps(priorities, order_steps(order, failed), shard)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -622,8 +611,8 @@ def scenario_from_steps(
         events.append({"op": step.op, "id": step.id})
         events.append({"op": "summarize", "shard": shard})
     data = {
-        "name": "typed",
-        "title": "Typed delivery order",
+        "name": "custom",
+        "title": "Custom delivery order",
         "description": f"priorities {list(priorities)}, order {format_delivery_order(steps)}",
         "messages": [{"shard": shard, "priority": p} for p in priorities],
         "events": events,

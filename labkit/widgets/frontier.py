@@ -111,7 +111,7 @@ def _ids(ids: Sequence[int]) -> str:
 
 def _note(reason: str) -> str:
     """The greyed word beside a disabled control saying why (empty while it is live)."""
-    return f"<i style='color:#666'>disabled: {html.escape(reason)}</i>" if reason else ""
+    return f"<i style='color:#666'>disabled: {html.escape(reason, quote=False)}</i>" if reason else ""
 
 
 def _problem(text: str) -> str:
