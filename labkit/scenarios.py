@@ -313,18 +313,7 @@ def scenario_from_order(
         raise ValueError(f"order must list distinct ids from 1..{n}, got {order}")
     if not failed <= set(order):
         raise ValueError(f"failures {sorted(failed - set(order))} are not in the order")
-    events: list[dict[str, Any]] = []
-    for i in order:
-        events.append({"op": "fail" if i in failed else "deliver", "id": i})
-        events.append({"op": "summarize", "shard": shard})
-    data = {
-        "name": "custom",
-        "title": "Custom delivery order",
-        "description": f"priorities {list(priorities)}, order {order}, failed {sorted(failed)}",
-        "messages": [{"shard": shard, "priority": p} for p in priorities],
-        "events": events,
-    }
-    return scenario_from_dict(data, "<scenario_from_order>")
+    return scenario_from_steps(priorities, order_steps(order, failed), shard)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -496,3 +485,136 @@ def final_state(timeline: pd.DataFrame) -> pd.DataFrame:
     """The last row of each shard in `run_scenario` output: where each policy ended up."""
     last = timeline.groupby("shard", sort=False).tail(1)
     return last.loc[:, list(FINAL_COLUMNS)].reset_index(drop=True)
+
+
+# --- the order a reader types: deliveries, dead letters and redrives -------------------------
+
+ORDER_OPS = {"": "deliver", "f": "fail", "r": "redrive"}
+_ORDER_SPLIT_RE = re.compile(r"[\s,;]+")
+_ORDER_TOKEN_RE = re.compile(r"^([fr]?)(\d{1,6})$", re.IGNORECASE)
+ORDER_EXAMPLE = "3 5 f1 2 r1 4 6"
+
+
+class OrderTokenError(ValueError):
+    """One token of a typed order cannot happen; names its position (from 1) and its text."""
+
+    def __init__(self, position: int, token: str, problem: str) -> None:
+        self.position, self.token, self.problem = position, token, problem
+        super().__init__(f"token {position} {token!r}: {problem}")
+
+
+@dataclass(frozen=True)
+class OrderStep:
+    """One step of a typed order: deliver, fail (dead-letter) or redrive row `id`.
+
+    A redrive leaves row `id` failed and adds `new_id`, a new pending row (terminal is forever).
+    """
+
+    op: str
+    id: int
+    new_id: int | None = None
+
+    @property
+    def token(self) -> str:
+        """The step as the reader types it: "3", "f1" or "r1"."""
+        prefix = next(p for p, op in ORDER_OPS.items() if op == self.op)
+        return f"{prefix}{self.id}"
+
+
+def _step_problem(op: str, row: int, status: str | None, n: int, redriven: dict[int, int]) -> str:
+    """Why `op` on `row` cannot happen now, or "" if it can."""
+    if op == "redrive":
+        if status == "failed" and row in redriven:
+            return f"row {row}'s dead letter was already redriven as row {redriven[row]}"
+        if status != "failed":
+            now = "it does not exist" if status is None else f"it is {status}"
+            return f"row {row} has not failed ({now}); only a dead letter can be redriven"
+        return ""
+    if status is None:
+        return f"row {row} does not exist: the shard has rows 1..{n} plus one per redrive"
+    if status == "failed":
+        return f"row {row} already failed; terminal is forever (r{row} retries it as a new row)"
+    if status == "delivered":
+        return f"row {row} is already delivered; each row finishes once"
+    return ""
+
+
+def parse_delivery_order(text: str, n: int, max_rows: int | None = None) -> tuple[OrderStep, ...]:
+    """Parse a typed order such as "3 5 f1 2 r1 4 6" for a shard of rows 1..n.
+
+    `3` delivers row 3, `f1` dead-letters row 1, `r1` redrives row 1's dead letter as a new
+    pending row with the next id (n+1, n+2, ...), which later tokens can finish by that id.
+    Rows never finished stay pending. `OrderTokenError` names the first token that cannot
+    happen; at most `max_rows` rows in all (default 2n).
+    """
+    tokens = [t for t in _ORDER_SPLIT_RE.split(text.strip()) if t]
+    if not tokens:
+        raise ValueError(f"type the order rows finish in, e.g. {ORDER_EXAMPLE}")
+    limit = 2 * n if max_rows is None else max_rows
+    statuses = dict.fromkeys(range(1, n + 1), "pending")
+    redriven: dict[int, int] = {}
+    steps = []
+    for position, token in enumerate(tokens, 1):
+        found = _ORDER_TOKEN_RE.match(token)
+        if found is None:
+            raise OrderTokenError(
+                position, token, "use a row id (deliver it), f<id> (it fails) or r<id> (redrive)"
+            )
+        op, row = ORDER_OPS[found.group(1).lower()], int(found.group(2))
+        problem = _step_problem(op, row, statuses.get(row), n, redriven)
+        if not problem and op == "redrive" and len(statuses) >= limit:
+            problem = f"a redrive would add row {len(statuses) + 1}; at most {limit} rows fit"
+        if problem:
+            raise OrderTokenError(position, token, problem)
+        if op == "redrive":
+            new_id = redriven[row] = len(statuses) + 1
+            statuses[new_id] = "pending"
+            steps.append(OrderStep(op, row, new_id))
+        else:
+            statuses[row] = "delivered" if op == "deliver" else "failed"
+            steps.append(OrderStep(op, row))
+    return tuple(steps)
+
+
+def format_delivery_order(steps: Iterable[OrderStep]) -> str:
+    """The typed form of `steps`, e.g. "3 5 f1 2 r1 4 6" (round-trips `parse_delivery_order`)."""
+    return " ".join(step.token for step in steps)
+
+
+def order_steps(order: Iterable[int], failures: Iterable[int] = ()) -> tuple[OrderStep, ...]:
+    """Steps that finish `order` in turn, dead-lettering the ids in `failures`."""
+    failed = set(failures)
+    return tuple(OrderStep("fail" if i in failed else "deliver", i) for i in order)
+
+
+def dispatched_order(priorities: Sequence[int], shard: str = "main") -> list[int]:
+    """The order labkit's dispatcher (`frontier.dispatch_next`, `ORDER BY priority, id`) hands
+    out rows 1..n with these priorities, taken from a fresh SQLite log, one worker."""
+    conn = fr.connect()
+    try:
+        for p in priorities:
+            fr.enqueue(conn, shard, p)
+        order = []
+        while (row := fr.dispatch_next(conn, shard)) is not None:
+            order.append(row)
+        return order
+    finally:
+        conn.close()
+
+
+def scenario_from_steps(
+    priorities: Sequence[int], steps: Sequence[OrderStep], shard: str = "main"
+) -> Scenario:
+    """One shard with rows 1..n at `priorities`, playing `steps`, summarizing after each."""
+    events: list[dict[str, Any]] = []
+    for step in steps:
+        events.append({"op": step.op, "id": step.id})
+        events.append({"op": "summarize", "shard": shard})
+    data = {
+        "name": "custom",
+        "title": "Custom delivery order",
+        "description": f"priorities {list(priorities)}, order {format_delivery_order(steps)}",
+        "messages": [{"shard": shard, "priority": p} for p in priorities],
+        "events": events,
+    }
+    return scenario_from_dict(data, "<scenario_from_steps>")

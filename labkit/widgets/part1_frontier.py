@@ -1,15 +1,16 @@
-"""Widget apps for part one: the priority/delivery-order timeline (notebook 01) and the
-edge-case browser (notebook 02).
+"""Widget apps for part one: the priority/delivery-order timeline and the predict-then-reveal
+puzzle (notebook 01), and the edge-case browser (notebook 02).
 
 Each control change runs the scenario through `labkit.scenarios` on a fresh SQLite log,
-redraws with `labkit.plots.part1_frontier` and shows the PNG in an Output widget. Bad input goes to
-a message line, never a traceback.
+redraws with `labkit.plots.part1_frontier` and shows the PNG in an Output widget. Bad input goes
+to a message line, never a traceback. Controls that do nothing in the current mode are disabled,
+with the reason beside them.
 """
 
 from __future__ import annotations
 
 import html
-import re
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,13 +30,44 @@ DISPATCH = "dispatch"
 ID_ORDER = "id"
 RANDOM = "random"
 CUSTOM = "custom"
+PRESET = "preset:"
 _MODE_LABELS = {
-    DISPATCH: "dispatch order (priority, id)",
-    ID_ORDER: "id order",
-    RANDOM: "random (seed)",
-    CUSTOM: "custom",
+    DISPATCH: "dispatch by priority (ORDER BY priority, id)",
+    ID_ORDER: "id order (1, 2, 3, ...)",
+    RANDOM: "random order (from the seed)",
+    CUSTOM: "custom: type the order",
 }
-_SPLIT_RE = re.compile(r"[\s,;]+")
+NO_PRIORITY = "The priority sliders play no part here."
+MODE_HELP = {
+    DISPATCH: (
+        "<b>Dispatch by priority.</b> One worker asks labkit's dispatcher for the next row "
+        "(<code>ORDER BY priority, id</code>: lowest priority number first, ties by the lower "
+        "id), delivers it, and the summarizer checkpoints after every delivery. "
+        "<b>Move a priority slider</b> (1 = most urgent) to change which row goes first."
+    ),
+    ID_ORDER: f"<b>Id order.</b> Rows finish 1, 2, 3, ..., a summary after each. {NO_PRIORITY}",
+    RANDOM: (
+        "<b>Random order.</b> Rows finish in a shuffled order drawn from the <b>seed</b>, a "
+        f"summary after each; type another seed for another order. {NO_PRIORITY}"
+    ),
+    CUSTOM: (
+        "<b>Custom.</b> Type the order rows finish in, separated by spaces or commas: "
+        "<code>3</code> delivers row 3, <code>f1</code> dead-letters row 1 (it fails for good), "
+        "<code>r1</code> redrives row 1's dead letter as a <i>new</i> pending row with the next "
+        "id ({next_id} for the first redrive), which you then finish by typing that id. Rows you "
+        f"leave out stay pending. A summary follows every token. {NO_PRIORITY}"
+    ),
+}
+PRESET_HELP = (
+    "<b>Preset {name}.</b> {title}: the order and the priorities come from the bundled "
+    "scenario file. Pick <i>dispatch by priority</i> or <i>custom</i> to change them."
+)
+WHY_PRIORITY = "priorities only matter in dispatch mode"
+WHY_PRIORITY_PRESET = "this preset fixes its own priorities"
+WHY_SEED = "the seed only drives the random order"
+WHY_CUSTOM = "pick 'custom' in the menu to type an order"
+
+
 @dataclass(frozen=True)
 class Preset:
     """A delivery order taken from a bundled scenario file with one shard of n messages."""
@@ -73,36 +105,28 @@ def presets_for(n: int) -> dict[str, Preset]:
     return found
 
 
-def parse_order(text: str, n: int) -> list[int]:
-    """Parse "3,5,1,2,4,6" into ids; `ValueError` with a reader-facing reason if it is not
-    a list of distinct ids from 1..n. Ids left out stay pending."""
-    parts = [p for p in _SPLIT_RE.split(text.strip()) if p]
-    if not parts:
-        raise ValueError(f"type ids from 1..{n} separated by commas, e.g. 3,5,1,2")
-    ids = []
-    for part in parts:
-        if not part.isdigit():
-            raise ValueError(f"{part!r} is not a message id (use whole numbers 1..{n})")
-        value = int(part)
-        if not 1 <= value <= n:
-            raise ValueError(f"id {value} does not exist: the shard has ids 1..{n}")
-        if value in ids:
-            raise ValueError(f"id {value} appears twice; each message finishes once")
-        ids.append(value)
-    return ids
-
-
 def _ids(ids: Sequence[int]) -> str:
     return ", ".join(str(i) for i in ids)
+
+
+def _note(reason: str) -> str:
+    """The greyed word beside a disabled control saying why (empty while it is live)."""
+    return f"<i style='color:#666'>disabled: {html.escape(reason, quote=False)}</i>" if reason else ""
+
+
+def _problem(text: str) -> str:
+    return f"<span style='color:#b00020'>&#9888; {html.escape(text, quote=False)}</span>"
 
 
 class FrontierTimelineApp(BatchedApp):
     """Priorities and a delivery order in; the MAX-vs-frontier timeline and orphan count out.
 
-    `ui` is the container to display; `state` the `run_scenario` DataFrame in use;
-    `orphan_count` the MAX policy's orphans at the selected step (the frontier's is
+    Opens in dispatch-by-priority mode, where the priority sliders set the order through
+    labkit's dispatcher. `ui` is the container to display; `steps` the `OrderStep`s played;
+    `order` / `failures` the ids finished / dead-lettered; `state` the `run_scenario`
+    DataFrame; `orphan_count` the MAX policy's orphans at the selected step (the frontier's is
     `frontier_orphan_count`, always 0); `last_png` the image shown; `timings` each update's
-    duration in seconds.
+    duration in seconds (read by `benchmarks/`, never shown).
     """
 
     def __init__(self, n: int = 6, priorities: Sequence[int] | None = None, seed: int = 0):
@@ -115,6 +139,7 @@ class FrontierTimelineApp(BatchedApp):
             raise ValueError(f"expected {n} priorities, got {len(priorities)}")
         self.presets = presets_for(n)
         self.state: pd.DataFrame | None = None
+        self.steps: tuple[sc.OrderStep, ...] = ()
         self.order: list[int] = []
         self.failures: list[int] = []
         self.orphan_count = 0
@@ -122,8 +147,25 @@ class FrontierTimelineApp(BatchedApp):
         self.last_png = b""
         self.timings: list[float] = []
         self._key: tuple | None = None
+        self._typed = False  # the reader typed a custom order: keep it across mode changes
         self.canvas = TimelineCanvas(width=7.2, height=3.4, live_text=False)
 
+        options = [(label, mode) for mode, label in _MODE_LABELS.items()]
+        options += [
+            (f"preset {p.name}: {p.title} ({_ids(p.order)})", f"{PRESET}{p.name}")
+            for p in self.presets.values()
+        ]
+        self.order_dropdown = classed(
+            widgets.Dropdown(
+                options=options,
+                value=DISPATCH,
+                description="delivery order",
+                style={"description_width": "initial"},
+                layout=widgets.Layout(width="520px"),
+            ),
+            "wb-order",
+        )
+        self.help_html = classed(widgets.HTML(), "wb-help")
         self.priority_sliders = [
             classed(
                 widgets.IntSlider(
@@ -139,34 +181,23 @@ class FrontierTimelineApp(BatchedApp):
             )
             for i, p in enumerate(priorities, 1)
         ]
-        options = [
-            (f"{p.name}: {p.title} ({_ids(p.order)})", f"preset:{p.name}")
-            for p in self.presets.values()
-        ]
-        options += [(label, mode) for mode, label in _MODE_LABELS.items()]
-        first = options[0][1]
-        self.order_dropdown = classed(
-            widgets.Dropdown(
-                options=options,
-                value=first,
-                description="delivery",
-                layout=widgets.Layout(width="440px"),
-            ),
-            "wb-order",
-        )
-        self.custom_text = classed(
-            widgets.Text(
-                value=_ids(sc.dispatch_order(priorities)),
-                description="custom",
-                placeholder="3,5,1,2,4,6",
-                continuous_update=False,
-            ),
-            "wb-custom-order",
-        )
+        self.why_priority = classed(widgets.HTML(), "wb-why-priority")
         self.seed_text = classed(
             widgets.IntText(value=seed, description="seed", layout=widgets.Layout(width="160px")),
             "wb-seed",
         )
+        self.why_seed = classed(widgets.HTML(), "wb-why-seed")
+        self.custom_text = classed(
+            widgets.Text(
+                value="",
+                description="custom",
+                placeholder=sc.ORDER_EXAMPLE,
+                continuous_update=False,
+                layout=widgets.Layout(width="360px"),
+            ),
+            "wb-custom-order",
+        )
+        self.why_custom = classed(widgets.HTML(), "wb-why-custom")
         self.step_slider = classed(
             widgets.IntSlider(
                 value=0,
@@ -193,10 +224,14 @@ class FrontierTimelineApp(BatchedApp):
 
         self.ui = widgets.VBox(
             [
-                widgets.HTML("<b>priority per message</b> (1 = most urgent)"),
+                self.order_dropdown,
+                self.help_html,
+                widgets.HBox(
+                    [widgets.HTML("<b>priority per message</b> (1 = most urgent)"), self.why_priority]
+                ),
                 widgets.HBox(self.priority_sliders),
-                widgets.HBox([self.order_dropdown, self.seed_text]),
-                self.custom_text,
+                widgets.HBox([self.seed_text, self.why_seed]),
+                widgets.HBox([self.custom_text, self.why_custom]),
                 self.message,
                 widgets.HBox([self.play, self.step_slider]),
                 self.orphans_html,
@@ -204,8 +239,7 @@ class FrontierTimelineApp(BatchedApp):
             ]
         )
         self.ui.add_class("wb-frontier-app")
-        if first.startswith("preset:"):
-            self._apply_preset(first)
+        self._show_mode()
         self.update()
 
     # --- reading the controls ----------------------------------------------------------------
@@ -214,45 +248,73 @@ class FrontierTimelineApp(BatchedApp):
     def priorities(self) -> list[int]:
         return [s.value for s in self.priority_sliders]
 
-    def _resolve_order(self) -> tuple[list[int], list[int], str]:
-        """(order, failures, description) for the selected mode; ValueError on bad input."""
-        mode = self.order_dropdown.value
-        if mode.startswith("preset:"):
-            preset = self.presets[mode.split(":", 1)[1]]
-            return list(preset.order), list(preset.failures), f"preset {preset.name!r}"
+    @property
+    def mode(self) -> str:
+        """DISPATCH, ID_ORDER, RANDOM, CUSTOM, or "preset:<name>"."""
+        return str(self.order_dropdown.value)
+
+    def _resolve_steps(self) -> tuple[tuple[sc.OrderStep, ...], str]:
+        """(steps, description) for the selected mode; ValueError on a bad typed order."""
+        mode = self.mode
+        if mode.startswith(PRESET):
+            preset = self.presets[mode.removeprefix(PRESET)]
+            return sc.order_steps(preset.order, preset.failures), f"preset {preset.name!r}"
         if mode == DISPATCH:
-            return sc.dispatch_order(self.priorities), [], _MODE_LABELS[DISPATCH]
+            return sc.order_steps(sc.dispatched_order(self.priorities)), "dispatch by priority"
         if mode == ID_ORDER:
-            return list(range(1, self.n + 1)), [], _MODE_LABELS[ID_ORDER]
+            return sc.order_steps(range(1, self.n + 1)), "id order"
         if mode == RANDOM:
             seed = self.seed_text.value
-            return sc.random_order(self.n, seed), [], f"random order, seed {seed}"
+            return sc.order_steps(sc.random_order(self.n, seed)), f"random order, seed {seed}"
         try:
-            return parse_order(self.custom_text.value, self.n), [], "custom order"
+            return sc.parse_delivery_order(self.custom_text.value, self.n), "custom order"
         except ValueError as exc:
-            raise ValueError(f"custom order {self.custom_text.value!r}: {exc}") from None
+            raise ValueError(f"custom order: {exc}") from None
 
     # --- callbacks ---------------------------------------------------------------------------
 
-    def _apply_preset(self, mode: str) -> None:
-        preset = self.presets[mode.split(":", 1)[1]]
-        with self.hold():
-            for slider, p in zip(self.priority_sliders, preset.priorities, strict=True):
-                slider.value = max(slider.min, min(slider.max, p))
+    def _show_mode(self) -> None:
+        """Enable the controls the mode uses, disable the rest with a reason, explain the mode."""
+        mode = self.mode
+        preset = mode.startswith(PRESET)
+        for slider in self.priority_sliders:
+            slider.disabled = mode != DISPATCH
+        why_priority = WHY_PRIORITY_PRESET if preset else WHY_PRIORITY
+        self.why_priority.value = _note("" if mode == DISPATCH else why_priority)
+        self.seed_text.disabled = mode != RANDOM
+        self.why_seed.value = _note("" if mode == RANDOM else WHY_SEED)
+        self.custom_text.disabled = mode != CUSTOM
+        self.why_custom.value = _note("" if mode == CUSTOM else WHY_CUSTOM)
+        if preset:
+            chosen = self.presets[mode.removeprefix(PRESET)]
+            self.help_html.value = PRESET_HELP.format(
+                name=html.escape(repr(chosen.name)), title=html.escape(chosen.title)
+            )
+        else:
+            self.help_html.value = MODE_HELP[mode].format(next_id=self.n + 1)
 
     def _order_picked(self, change: Any) -> None:
-        if str(change["new"]).startswith("preset:"):
-            self._apply_preset(change["new"])
+        mode = str(change["new"])
+        with self.hold():
+            if mode.startswith(PRESET):
+                preset = self.presets[mode.removeprefix(PRESET)]
+                for slider, p in zip(self.priority_sliders, preset.priorities, strict=True):
+                    slider.value = max(slider.min, min(slider.max, p))
+            elif mode == CUSTOM and not self._typed:
+                # start from the order on screen, so the reader edits rather than retypes
+                self.custom_text.value = sc.format_delivery_order(self.steps)
+        self._show_mode()
         self._changed()
 
     def _custom_typed(self, _change: Any) -> None:
-        if self.order_dropdown.value != CUSTOM:
-            self.order_dropdown.value = CUSTOM  # triggers the update
-        else:
-            self._changed()
+        if self._holding:
+            return
+        self._typed = True
+        if self.mode == CUSTOM:
+            self.update()
 
     def _seed_changed(self, _change: Any) -> None:
-        if self.order_dropdown.value == RANDOM:
+        if self.mode == RANDOM:
             self._changed()
 
     # --- the update --------------------------------------------------------------------------
@@ -261,33 +323,40 @@ class FrontierTimelineApp(BatchedApp):
         """Recompute (if the inputs changed), redraw, and show; record the duration."""
         start = time.perf_counter()
         try:
-            order, failures, described = self._resolve_order()
+            steps, described = self._resolve_steps()
         except ValueError as exc:
-            self.message.value = (
-                f"<span style='color:#b00020'>&#9888; {html.escape(str(exc))}</span> "
-                "(still showing the last valid order)"
-            )
+            self.message.value = _problem(str(exc)) + " (still showing the last valid order)"
             self.timings.append(time.perf_counter() - start)
             return
-        key = (tuple(self.priorities), tuple(order), tuple(failures))
+        key = (tuple(self.priorities), steps)
         if key != self._key:
             at_end = self.state is None or self.step_slider.value == self.step_slider.max
-            scenario = sc.scenario_from_order(self.priorities, order, failures)
-            self.state = sc.run_scenario(scenario)
-            self.order, self.failures, self._key = order, failures, key
+            self.state = sc.run_scenario(sc.scenario_from_steps(self.priorities, steps))
+            self.steps, self._key = steps, key
+            self.order = [s.id for s in steps if s.op != "redrive"]
+            self.failures = [s.id for s in steps if s.op == "fail"]
             last = int(self.state["step"].max())
             with self.hold():
                 self.step_slider.max = self.play.max = last
                 if at_end:
                     self.step_slider.value = last
-        pending = [i for i in range(1, self.n + 1) if i not in order]
-        self.message.value = (
-            f"{html.escape(described)}: delivery order <b>{_ids(order)}</b>"
-            + (f", dead-lettered {_ids(failures)}" if failures else "")
-            + (f"; still pending {_ids(pending)}" if pending else "")
-        )
+        self.message.value = self._describe(described)
         self._draw()
         self.timings.append(time.perf_counter() - start)
+
+    def _describe(self, described: str) -> str:
+        final = self.state.iloc[-1]["statuses"]
+        pending = [i for i, status in final.items() if status == "pending"]
+        redrives = "".join(
+            f"; redriven {s.id} as row {s.new_id}" for s in self.steps if s.op == "redrive"
+        )
+        return (
+            f"{html.escape(described)}: delivery order <b>{', '.join(s.token for s in self.steps)}"
+            "</b>"
+            + (f", dead-lettered {_ids(self.failures)}" if self.failures else "")
+            + redrives
+            + (f"; still pending {_ids(pending)}" if pending else "")
+        )
 
     def _draw(self) -> None:
         step = self.step_slider.value
@@ -304,6 +373,170 @@ class FrontierTimelineApp(BatchedApp):
         self.last_png = self.canvas.png(dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
 
+
+# --- predict, then reveal --------------------------------------------------------------------
+
+PUZZLE_PRIORITIES = (2, 5, 5, 1, 5, 3)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The ids a reader predicted MAX(delivered) would orphan, against what labkit computed."""
+
+    predicted: tuple[int, ...]
+    actual: tuple[int, ...]
+
+    @property
+    def right(self) -> bool:
+        return set(self.predicted) == set(self.actual)
+
+    @property
+    def missed(self) -> tuple[int, ...]:
+        """Orphans the reader did not predict."""
+        return tuple(sorted(set(self.actual) - set(self.predicted)))
+
+    @property
+    def extra(self) -> tuple[int, ...]:
+        """Ids the reader predicted that were not orphaned."""
+        return tuple(sorted(set(self.predicted) - set(self.actual)))
+
+
+def _some(ids: Sequence[int]) -> str:
+    if not ids:
+        return "no id"
+    return f"id {ids[0]}" if len(ids) == 1 else f"ids {_ids(ids)}"
+
+
+class PredictOrphansApp:
+    """Predict, then reveal: which ids will the MAX rule orphan for these priorities?
+
+    The reader ticks ids and locks the answer in; only then does labkit run the scenario
+    (its dispatcher, one worker, a summary after each delivery) and show the timeline and
+    whether the prediction was right (`verdict`). "New puzzle" draws other priorities from
+    `seed`, reproducibly.
+    """
+
+    def __init__(self, priorities: Sequence[int] = PUZZLE_PRIORITIES, seed: int = 0) -> None:
+        if not 2 <= len(priorities) <= 12:
+            raise ValueError(f"expected 2 to 12 priorities, got {len(priorities)}")
+        self.seed = seed
+        self.puzzle = 0
+        self.priorities = tuple(int(p) for p in priorities)
+        self.verdict: Verdict | None = None
+        self.state: pd.DataFrame | None = None
+        self.last_png = b""
+        self.canvas = TimelineCanvas(width=7.2, height=3.4, live_text=False)
+        self.question = classed(widgets.HTML(), "wb-puzzle")
+        self.guesses = [
+            classed(widgets.Checkbox(value=False, indent=False), f"wb-guess-{i}")
+            for i in range(1, len(self.priorities) + 1)
+        ]
+        for box in self.guesses:
+            box.layout = widgets.Layout(width="110px")
+        self.reveal_button = classed(
+            widgets.Button(
+                description="Lock in my answer and reveal",
+                button_style="primary",
+                layout=widgets.Layout(width="260px"),
+            ),
+            "wb-reveal",
+        )
+        self.new_button = classed(widgets.Button(description="New puzzle"), "wb-new-puzzle")
+        self.why_new = classed(widgets.HTML(), "wb-why-new-puzzle")
+        self.verdict_html = classed(widgets.HTML(), "wb-verdict")
+        self.out = classed(widgets.Output(), "wb-reveal-timeline")
+        self.reveal_button.on_click(lambda _button: self.reveal())
+        self.new_button.on_click(lambda _button: self.new_puzzle())
+        self.ui = widgets.VBox(
+            [
+                self.question,
+                widgets.HBox(self.guesses),
+                widgets.HBox([self.reveal_button, self.new_button, self.why_new]),
+                self.verdict_html,
+                self.out,
+            ]
+        )
+        self.ui.add_class("wb-predict-app")
+        self._ask()
+
+    def _ask(self) -> None:
+        """Show the puzzle with every control reset; nothing of the answer is computed yet."""
+        cells = "".join(
+            f"<td style='padding:0 8px'>#{i}: <b>{p}</b></td>"
+            for i, p in enumerate(self.priorities, 1)
+        )
+        self.question.value = (
+            f"<b>Puzzle {self.puzzle + 1}.</b> {len(self.priorities)} messages with these "
+            f"priorities (1 = most urgent):<table><tr>{cells}</tr></table>"
+            "One worker takes them <code>ORDER BY priority, id</code>, delivers each, and the "
+            "summarizer checkpoints at <code>MAX(delivered)</code> after every delivery. "
+            "<b>Which ids end up orphaned</b> (delivered, yet in no summary)? Tick them (ticking "
+            "none means you predict no orphans) and lock in your answer."
+        )
+        for i, (box, p) in enumerate(zip(self.guesses, self.priorities, strict=True), 1):
+            box.value, box.disabled, box.description = False, False, f"#{i} (p{p})"
+        self.reveal_button.disabled = False
+        self.new_button.disabled = True
+        self.why_new.value = _note("answer this puzzle first")
+        self.verdict_html.value = "<i>The timeline appears here once you lock in an answer.</i>"
+        self.out.outputs = ()
+        self.verdict, self.state, self.last_png = None, None, b""
+
+    def reveal(self) -> Verdict:
+        """Lock in the ticked ids, run the scenario in labkit, show the verdict and timeline."""
+        if self.verdict is not None:
+            return self.verdict
+        predicted = tuple(i for i, box in enumerate(self.guesses, 1) if box.value)
+        order = sc.dispatched_order(self.priorities)
+        self.state = sc.run_scenario(
+            sc.scenario_from_steps(self.priorities, sc.order_steps(order))
+        )
+        self.verdict = Verdict(predicted, tuple(self.state.iloc[-1]["orphan_ids_max"]))
+        for box in self.guesses:
+            box.disabled = True
+        self.reveal_button.disabled = True
+        self.new_button.disabled = False
+        self.why_new.value = ""
+        self.verdict_html.value = self._explain(order)
+        self.canvas.render(self.state)
+        self.last_png = self.canvas.png(dpi=WIDGET_DPI)
+        png_output(self.out, self.last_png)
+        return self.verdict
+
+    def _explain(self, order: Sequence[int]) -> str:
+        verdict = self.verdict
+        if verdict.right:
+            head = (
+                "<b style='color:#1b7f3b'>&#10004; Right.</b> "
+                f"MAX(delivered) orphans {_some(verdict.actual)}."
+            )
+        else:
+            head = (
+                f"<b style='color:#b00020'>&#10008; Not quite.</b> You predicted "
+                f"{_some(verdict.predicted)}; MAX(delivered) orphans {_some(verdict.actual)}."
+                + (f" Missed: {_ids(verdict.missed)}." if verdict.missed else "")
+                + (f" Not orphaned: {_ids(verdict.extra)}." if verdict.extra else "")
+            )
+        lines = [head, f"The dispatcher's order was {_ids(order)}."]
+        rows = self.state
+        for row_id in verdict.actual:
+            first = rows[rows["orphan_ids_max"].map(lambda lost, i=row_id: i in lost)].iloc[0]
+            lines.append(
+                f"#{row_id} finished at step {first['step']}, behind a MAX checkpoint "
+                f"already at {first['coverage_max']}."
+            )
+        kept = rows.iloc[-1]["orphan_ids_frontier"]
+        lines.append(
+            f"The gap-free frontier orphans {_some(kept)}: it waits for the oldest open row."
+        )
+        return "<br>".join(lines)
+
+    def new_puzzle(self) -> None:
+        """Draw new priorities (same count) from the seed and ask again."""
+        self.puzzle += 1
+        rng = random.Random(self.seed * 1_000_003 + self.puzzle)
+        self.priorities = tuple(rng.randint(1, 5) for _ in self.priorities)
+        self._ask()
 
 class EdgeCaseApp(BatchedApp):
     """Pick a bundled scenario: its description, where each shard ended, and its checkpoints.
