@@ -134,10 +134,14 @@ def _check_frontier_sql(sql: Any) -> str:
     for shard, label, base in cases:
         params = {"shard": shard, "base": base}
         result = sandbox.run(conn, sql, params)
-        if len(result) != 1 or len(result[0]) != 1:
-            count = f"{len(result)}" if len(result) <= sandbox.MAX_ROWS else "too many"
+        if len(result) > sandbox.MAX_ROWS:
             raise Wrong(
-                f"on shard {shard!r} with base {base} your query returned {count} row(s) "
+                f"on shard {shard!r} with base {base} your query returned more than "
+                f"{sandbox.MAX_ROWS} rows; it must return one value"
+            )
+        if len(result) != 1 or len(result[0]) != 1:
+            raise Wrong(
+                f"on shard {shard!r} with base {base} your query returned {len(result)} row(s) "
                 f"of {len(result[0]) if result else 0} column(s); it must return one value"
             )
         got = result[0][0]
