@@ -11,8 +11,8 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import labkit.exercises.sandbox as sandbox
 from labkit import frontier as fr
-from labkit.exercises import sandbox
 from labkit.exercises.kit import Exercise, Wrong, listing
 from labkit.explorer import model_run
 from labkit.scenarios import run_scenario, scenario_from_dict, scenario_from_order

@@ -13,7 +13,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 from labkit.exercises.kit import Wrong
@@ -86,8 +86,8 @@ def run(
     if not writes:
         conn.set_authorizer(read_only)
     try:
-        with _heap_limit(HEAP_BYTES):
-            return conn.execute(sql, params).fetchmany(MAX_ROWS + 1)
+        with _heap_limit(HEAP_BYTES), closing(conn.execute(sql, params)) as cursor:
+            return cursor.fetchmany(MAX_ROWS + 1)
     except (sqlite3.Error, ValueError, MemoryError) as exc:
         raise _explain_failure(exc, what, tripped) from exc
     finally:
