@@ -1,13 +1,14 @@
 """The machinery behind workshop exercises: check(), hint(), solution() with friendly feedback.
 
 Each exercise checks a learner's answer by running it against real labkit code (SQLite, the
-simulator); `labkit.exercises` holds the exercises themselves.
+simulator). Only the learner's own code is guarded (`learner_call` here, `sandbox` for their
+SQL): an error anywhere else in a checker is a labkit bug and surfaces as one.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,9 +55,29 @@ class Wrong(Exception):
     """Raised inside a checker to explain what is wrong with an answer."""
 
 
+def learner_call(what: str, func: Callable[..., Any], *args: Any) -> Any:
+    """Call the learner's own `func`; anything it raises becomes a `Wrong` that says so.
+
+    Wrap only the call into learner code: whatever labkit runs around it must fail loudly.
+    """
+    try:
+        return func(*args)
+    except Exception as exc:
+        raise Wrong(f"{what} raised {type(exc).__name__}: {exc}") from exc
+
+
+def listing(items: Iterable[Any]) -> str:
+    """`1, 3, 5`, or `none` for no items: how feedback names a few ids."""
+    return ", ".join(str(i) for i in items) or "none"
+
+
 @dataclass
 class Exercise:
-    """One exercise: a question, a checker that raises `Wrong`, a hint and a worked solution."""
+    """One exercise: a question, a checker that raises `Wrong`, a hint and a worked solution.
+
+    The checker raises `Wrong` to explain a wrong answer; any other exception is a bug in the
+    checker or in labkit and propagates.
+    """
 
     name: str
     question: str
@@ -76,10 +97,6 @@ class Exercise:
             note = self.checker(answer)
         except Wrong as exc:
             return Feedback("incorrect", f"{self.name}: {exc}")
-        except Exception as exc:  # a learner's broken answer must not end in a traceback
-            return Feedback(
-                "incorrect", f"{self.name}: your answer raised {type(exc).__name__}: {exc}"
-            )
         return Feedback("correct", f"{self.name}: {note or 'well done.'}")
 
     def hint(self) -> Feedback:

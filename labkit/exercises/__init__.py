@@ -1,0 +1,50 @@
+"""Workshop exercises, each checked against the real code: SQLite, the scenario runner, the
+explorer, `WatermarkLoop` and the arrival-order player.
+
+In a notebook::
+
+    from labkit.exercises import ____, frontier_sql_ex
+    frontier_sql = ____          # your answer
+    frontier_sql_ex.check(frontier_sql)
+
+One module per exercise set (`ex1_frontier`, `ex2_ballots`); `kit` holds the machinery
+(`Exercise`, `Feedback`, `Wrong`, the `____` placeholder) and `sandbox` runs learner SQL.
+`part1` and `part2` list the exercises of each half of the workshop, in order.
+"""
+
+from __future__ import annotations
+
+from labkit.exercises import ex1_frontier, ex2_ballots
+from labkit.exercises.ex1_frontier import (
+    frontier_sql_ex,
+    max_orphans_ex,
+    partial_index_ex,
+    predict_frontier_ex,
+)
+from labkit.exercises.ex2_ballots import (
+    apply_rule_ex,
+    closing_question_ex,
+    lww_rewind_ex,
+    rejection_reasons_ex,
+)
+from labkit.exercises.kit import BLANK, Exercise, Feedback, ____
+
+__all__ = [
+    "BLANK",
+    "Exercise",
+    "Feedback",
+    "____",
+    "apply_rule_ex",
+    "closing_question_ex",
+    "frontier_sql_ex",
+    "lww_rewind_ex",
+    "max_orphans_ex",
+    "part1",
+    "part2",
+    "partial_index_ex",
+    "predict_frontier_ex",
+    "rejection_reasons_ex",
+]
+
+part1: list[Exercise] = ex1_frontier.exercises
+part2: list[Exercise] = ex2_ballots.exercises
