@@ -10,17 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nbrun import cell_errors, cell_text_outputs, execute_notebook
 
 from labkit import exercises as exs
 from labkit.ballot import Response
 from labkit.exercise_kit import Exercise, Feedback
 from labkit.exercises import ____
-from labkit.notebooks import (
-    cell_errors,
-    cell_text_outputs,
-    execute_notebook,
-    make_student_copies,
-)
+from labkit.nbfiles import make_student_copies
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))
