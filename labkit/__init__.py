@@ -11,8 +11,8 @@ Part two, the catalog watermark: `catalog` (append-only versions, the monotonic 
 Figures and widgets, one module per part: `plots.part1_frontier`, `plots.part2_catalog`,
 `widgets.part1_frontier`, `widgets.part2_catalog` (shared: `plots.style`, `widgets.common`).
 Shared: `transactions` (write-locking transactions), `storeview` (what is on disk),
-`figures` and `figure_specs` (the docs build), `exercises` and `exercise_kit` (workshops),
-`notebooks` (strip outputs, student copies).
+`figures` and `figure_specs` (the docs build), `exercises` (workshops: `kit`, `sandbox`, one
+module per exercise set), `nbfiles` (strip outputs, student copies).
 """
 
 __all__ = ["__version__"]

@@ -1,4 +1,8 @@
-"""Command line: `python -m labkit figures [--out DIR]`, `exercises`, `strip PATH...`."""
+"""Command line: `python -m labkit figures [--out DIR]`, `exercises`, `strip PATH...`.
+
+A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
+nothing written.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
+USAGE_ERROR = 2
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m labkit")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -20,20 +26,37 @@ def main(argv: list[str] | None = None) -> int:
 
     strip = sub.add_parser("strip", help="strip outputs from notebooks in place")
     strip.add_argument("paths", nargs="+", type=Path)
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.command == "figures":
-        from labkit.figures import build_all
 
-        build_all(args.out)
-    elif args.command == "exercises":
-        from labkit.notebooks import make_student_copies
+def _fail(command: str, message: str) -> int:
+    print(f"python -m labkit {command}: {message}", file=sys.stderr)
+    return USAGE_ERROR
 
-        make_student_copies(args.src, args.out)
-    elif args.command == "strip":
-        from labkit.notebooks import strip_paths
 
-        strip_paths(args.paths)
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "figures":
+            from labkit.figures import FigureOutputError, build_all
+
+            try:
+                build_all(args.out)
+            except FigureOutputError as exc:
+                return _fail(args.command, str(exc))
+        else:
+            from labkit.nbfiles import NotebookFileError, make_student_copies, strip_paths
+
+            try:
+                if args.command == "exercises":
+                    make_student_copies(args.src, args.out)
+                else:
+                    strip_paths(args.paths)
+            except NotebookFileError as exc:
+                return _fail(args.command, str(exc))
+    except OSError as exc:  # past the checks, e.g. the disk filled up half way through
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(args.command, f"{where}{exc.strerror or exc}")
     return 0
 
 

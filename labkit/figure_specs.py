@@ -3,16 +3,25 @@ notebooks use, with fixed seeds and deterministic measures (no wall-clock timing
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from matplotlib.figure import Figure
-
-from labkit.figures import FigureSpec
 
 SEED = 7
 INVERTED_STEPS = ("timeout", "deliver 2", "deliver 3", "deliver 1")
 SHOWCASE_FAULTS = ("inverted", "duplicate", "stale_body", "retry_after_commit")
 DESIGNS = ("callback", "lww", "ballot", "fenced")
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A docs figure: its file stem, a one-line caption and a builder -> (figure, data)."""
+
+    name: str
+    caption: str
+    build: Callable[[], tuple[Figure, Any]]
 
 
 def _timeline() -> tuple[Figure, Any]:

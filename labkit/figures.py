@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from matplotlib.figure import Figure
+from labkit.figure_specs import SPECS, FigureSpec
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "figures"
 MANIFEST = "MANIFEST.json"
 
 
-@dataclass(frozen=True)
-class FigureSpec:
-    """A docs figure: its file stem, a one-line caption and a builder -> (figure, data)."""
+class FigureOutputError(ValueError):
+    """An output directory the figures cannot be written to; names the path and the problem."""
 
-    name: str
-    caption: str
-    build: Callable[[], tuple[Figure, Any]]
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}")
 
 
 def data_fingerprint(data: Any) -> str:
@@ -45,9 +43,22 @@ def _sha(path: Path) -> str:
 
 def registry() -> list[FigureSpec]:
     """Every docs figure, in the order the docs page shows them."""
-    from labkit.figure_specs import SPECS
-
     return list(SPECS)
+
+
+def prepare_output_dir(out: Path) -> None:
+    """Create `out` if needed and prove a file can be written there, before drawing anything."""
+    if out.exists() and not out.is_dir():
+        raise FigureOutputError(out, "exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FigureOutputError(out, f"cannot create the directory: {exc.strerror}") from exc
+    try:
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise FigureOutputError(out, f"cannot write in this directory: {exc.strerror}") from exc
 
 
 def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[str, Any]:
@@ -55,7 +66,7 @@ def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[s
     from labkit.plots.style import save_figure
 
     specs = [s for s in registry() if names is None or s.name in names]
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_output_dir(out)
     manifest: dict[str, Any] = {"matplotlib": metadata.version("matplotlib"), "figures": {}}
     for i, spec in enumerate(specs, 1):
         fig, data = spec.build()

@@ -1,6 +1,7 @@
 """Delivery scenarios as data: load and strictly validate JSON, build them in code, run them.
 
-A scenario file (`data/scenarios/*.json`) holds::
+A scenario file (`data/scenarios/*.json`, shipped in the package as `labkit/scenario_files`)
+holds::
 
     {"name": "seed", "title": "...", "description": "...",
      "shards": ["quiet"],                                  # optional: track shards with no rows
@@ -31,7 +32,17 @@ import pandas as pd
 from labkit import frontier as fr
 from labkit import summarizer as sm
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+
+def _data_dir() -> Path:
+    """The bundled scenarios: the package's `scenario_files` (a real folder in an installed
+    wheel, a symlink to `data/scenarios` in a checkout), else the checkout's `data/scenarios`
+    (for a checkout made without symlinks)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "scenario_files"
+    return packaged.resolve() if packaged.is_dir() else here.parent / "data" / "scenarios"
+
+
+DATA_DIR = _data_dir()
 DIRECTIONS = ("inbound", "outbound")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _TOP_REQUIRED = ("name", "title", "description", "messages", "events")
@@ -48,6 +59,12 @@ OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _CHECK_FIELDS = OPS["check"][1]
 # SQLite stores INTEGER in 64 bits; Python would raise a bare OverflowError past these.
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+# Longer digit strings are not turned into ints at all (Python refuses past 4300 digits).
+_MAX_INT_DIGITS = 40
+# Control characters and lone surrogates (which SQLite cannot store as UTF-8) in a text field;
+# a description may hold line breaks and tabs.
+_BAD_CHAR_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_BAD_CHAR_MULTILINE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class ScenarioError(ValueError):
@@ -55,7 +72,10 @@ class ScenarioError(ValueError):
 
     def __init__(self, source: str, entry: str, field_name: str | None, problem: str) -> None:
         self.source, self.entry, self.field = source, entry, field_name
-        where = f"{entry}, field '{field_name}'" if field_name else entry
+        shown = field_name if field_name is None or field_name.isprintable() else (
+            repr(field_name)[1:-1]
+        )
+        where = f"{entry}, field '{shown}'" if field_name else entry
         super().__init__(f"{source}: {where}: {problem}")
 
 
@@ -86,11 +106,49 @@ class Scenario:
     tracked_shards: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        seen = list(self.shards)
-        for key in [m.shard for m in self.messages] + [e.get("shard") for e in self.events]:
-            if key is not None and key not in seen:
-                seen.append(key)
-        object.__setattr__(self, "tracked_shards", tuple(seen))
+        keys = [*self.shards, *(m.shard for m in self.messages)]
+        keys += [e["shard"] for e in self.events if "shard" in e]
+        # dict.fromkeys keeps first-seen order in linear time (a list scan made loading quadratic)
+        object.__setattr__(self, "tracked_shards", tuple(dict.fromkeys(keys)))
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+class _JsonObject(dict):
+    """A parsed JSON object that remembers the first key it saw twice (JSON keeps the last)."""
+
+    duplicate: str | None = None
+
+
+class _LongInt:
+    """A JSON integer with too many digits to be any SQLite integer; reported by the checks."""
+
+    def __init__(self, digits: str) -> None:
+        self.digits = len(digits.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _show_int(value: int | _LongInt) -> str:
+    """An integer for an error message; a huge one by its size (`str` refuses > 4300 digits)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"<an integer of {value.bit_length()} bits>"
+    return repr(value)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject()
+    for key, value in pairs:
+        if key in obj and obj.duplicate is None:
+            obj.duplicate = key
+        obj[key] = value
+    return obj
+
+
+def _json_int(text: str) -> int | _LongInt:
+    return int(text) if len(text) <= _MAX_INT_DIGITS else _LongInt(text)
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -105,9 +163,18 @@ class _Checker:
     def fail(self, entry: str, name: str | None, problem: str) -> ScenarioError:
         return ScenarioError(self.source, entry, name, problem)
 
-    def keys(self, obj: Any, entry: str, required: Iterable[str], optional: Iterable[str]) -> None:
+    def obj(self, obj: Any, entry: str, name: str | None = None) -> dict:
+        """`obj` if it is a JSON object that names each field once."""
         if not isinstance(obj, dict):
-            raise self.fail(entry, None, f"expected an object, got {type(obj).__name__}")
+            raise self.fail(entry, name, f"expected an object, got {type(obj).__name__}")
+        duplicate = getattr(obj, "duplicate", None)
+        if duplicate is not None:
+            where = duplicate if name is None else f"{name}.{duplicate}"
+            raise self.fail(entry, where, "given twice in one object (JSON would keep the last)")
+        return obj
+
+    def keys(self, obj: Any, entry: str, required: Iterable[str], optional: Iterable[str]) -> None:
+        self.obj(obj, entry)
         required = tuple(required)
         for name in required:
             if name not in obj:
@@ -117,24 +184,35 @@ class _Checker:
             if name not in allowed:
                 raise self.fail(entry, name, f"unknown field (allowed: {sorted(allowed)})")
 
-    def text(self, obj: dict, entry: str, name: str) -> str:
-        return self.text_value(obj[name], entry, name)
+    def text(self, obj: dict, entry: str, name: str, multiline: bool = False) -> str:
+        return self.text_value(obj[name], entry, name, multiline)
 
-    def text_value(self, value: Any, entry: str, name: str) -> str:
+    def text_value(self, value: Any, entry: str, name: str, multiline: bool = False) -> str:
         if not isinstance(value, str) or not value:
             raise self.fail(entry, name, f"expected a non-empty string, got {value!r}")
+        bad = (_BAD_CHAR_MULTILINE_RE if multiline else _BAD_CHAR_RE).search(value)
+        if bad:
+            char = bad.group()
+            kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+            raise self.fail(
+                entry, name, f"{kind} {char!r} at position {bad.start()} is not allowed here"
+            )
         return value
 
     def integer(self, obj: dict, entry: str, name: str, low: int | None = None) -> int:
         return self.int_value(obj[name], entry, name, low)
 
     def int_value(self, value: Any, entry: str, name: str, low: int | None = None) -> int:
+        if isinstance(value, _LongInt) or (
+            type(value) is int and not INT_MIN <= value <= INT_MAX
+        ):
+            raise self.fail(
+                entry,
+                name,
+                f"{_show_int(value)} does not fit SQLite's 64-bit integer [-2**63, 2**63 - 1]",
+            )
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(entry, name, f"expected an integer, got {value!r}")
-        if not INT_MIN <= value <= INT_MAX:
-            raise self.fail(
-                entry, name, f"{value} does not fit SQLite's 64-bit integer [-2**63, 2**63 - 1]"
-            )
         if low is not None and value < low:
             raise self.fail(entry, name, f"must be >= {low}, got {value}")
         return value
@@ -155,6 +233,7 @@ class _Checker:
         value = obj[name]
         if not isinstance(value, dict) or not value:
             raise self.fail(entry, name, "expected a non-empty object keyed by policy")
+        self.obj(value, entry, name)
         for policy in value:
             if policy not in fr.POLICIES:
                 raise self.fail(entry, f"{name}.{policy}", f"unknown policy {policy!r}")
@@ -187,8 +266,7 @@ def _validate_check(ck: _Checker, ev: dict, entry: str, rows: int) -> None:
 
 def _validate_event(ck: _Checker, raw: Any, entry: str, rows: int) -> tuple[dict, int]:
     """Validate one event; return it and the log's row count after it."""
-    if not isinstance(raw, dict):
-        raise ck.fail(entry, None, f"expected an object, got {type(raw).__name__}")
+    ck.obj(raw, entry)
     if "op" not in raw:
         raise ck.fail(entry, "op", "missing required field")
     op = ck.choice(raw, entry, "op", tuple(OPS))
@@ -216,10 +294,10 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
     ck = _Checker(source)
     ck.keys(data, "scenario", _TOP_REQUIRED, _TOP_OPTIONAL)
     name = ck.text(data, "scenario", "name")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ck.fail("scenario", "name", f"use lowercase letters, digits, '-' or '_': {name!r}")
-    for key in ("title", "description"):
-        ck.text(data, "scenario", key)
+    ck.text(data, "scenario", "title")
+    ck.text(data, "scenario", "description", multiline=True)
     shards: list[str] = []
     if "shards" in data:
         if not isinstance(data["shards"], list):
@@ -264,7 +342,7 @@ def load_scenario(path: str | Path) -> Scenario:
             f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8",
         ) from exc
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_json_object, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             source, f"line {exc.lineno} column {exc.colno}", None, f"invalid JSON: {exc.msg}"

@@ -10,13 +10,14 @@ from typing import Any
 
 import nbformat
 import pytest
+from nbrun import execute_notebook
 
 from labkit import exercises as exs
 from labkit import frontier as fr
 from labkit.ballot import Response, WatermarkLoop
 from labkit.exercises import ____, ex2_ballots, sandbox
 from labkit.exercises.kit import Exercise, Feedback
-from labkit.notebooks import execute_notebook, make_student_copies
+from labkit.nbfiles import make_student_copies
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))

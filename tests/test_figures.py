@@ -63,3 +63,17 @@ def test_committed_figures_match_the_code(fresh: tuple[Path, dict]) -> None:
             for fmt in ("svg", "png"):
                 assert committed["figures"][name][fmt] == entry[fmt], f"{name}.{fmt} differs"
                 assert (DEFAULT_OUT / f"{name}.{fmt}").is_file()
+
+
+def test_figure_specs_stand_below_the_build() -> None:
+    """`FigureSpec` lives in figure_specs, which never imports the build (no cycle)."""
+    import subprocess
+    import sys
+
+    from labkit import figure_specs, figures
+
+    assert figures.FigureSpec is figure_specs.FigureSpec
+    assert figure_specs.FigureSpec.__module__ == "labkit.figure_specs"
+    probe = "import sys, labkit.figure_specs; print('labkit.figures' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

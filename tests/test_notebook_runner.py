@@ -7,10 +7,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
+import nbrun
 import pytest
 from jupyter_client.channels import AsyncZMQSocketChannel
-
-from labkit import notebooks
 
 
 class FakeSocket:
@@ -40,8 +39,8 @@ class FakeChannel:
 
 @pytest.fixture(autouse=True)
 def sliced(monkeypatch: pytest.MonkeyPatch) -> None:
-    notebooks._patch_zmq_get_msg()
-    monkeypatch.setattr(notebooks, "POLL_SLICE_S", 0.2)
+    nbrun.patch_zmq_get_msg()
+    monkeypatch.setattr(nbrun, "POLL_SLICE_S", 0.2)
 
 
 def get(channel: FakeChannel, timeout: float | None) -> dict:

@@ -1,15 +1,17 @@
-"""Every notebook runs top to bottom headless, fast, and is stored without outputs."""
+"""Every notebook runs top to bottom headless without an error, shows what it set out to show,
+and is stored without outputs. (How long a run takes is a benchmark's business, not a test's.)"""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
-import time
 from pathlib import Path
 
+import nbformat
 import pytest
-
-from labkit.notebooks import execute_notebook
+from nbformat.v4 import new_code_cell, new_notebook
+from nbrun import cell_errors, cell_text, execute_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -18,11 +20,38 @@ STORED = sorted(
     if ".venv" not in p.parts and ".ipynb_checkpoints" not in p.parts
     and "student" not in p.parts and "artifacts" not in p.parts
 )
-BUDGET_S = 60.0
+# What each notebook states as its result, as it appears in the outputs of a run (regexes).
+SHOWS = {
+    "00_start_here": [],  # two figures; the final cell must draw one (checked below)
+    "01_max_is_not_a_watermark": [
+        r"MAX\(delivered\) watermark: 5\ngap-free frontier: +0\n",
+        r"orphans under max: +\[1, 2, 4\]\norphans under frontier: \[\]",
+        r"orphans under MAX at the last step: [1-9]",
+    ],
+    "02_gap_free_frontier": [
+        r"refusing 'failed' -> 'delivered'",
+        r"the model agrees with SQLite on all n! orders for n <= 5",
+    ],
+    "03_triggers_shards_indexes": [
+        r"SEARCH conversations USING INDEX idx_conv_active",
+    ],
+    "04_late_tick_rewinds": [
+        r"refused: UNIQUE constraint failed: catalog_versions.version",
+        r"window of 1 in-flight ballot\(s\) is full",
+    ],
+    "05_four_designs": [
+        r"\nballot +0 +[\d.]+\nfenced +0 +[\d.]+",  # rewinds per design: none for the ballots
+    ],
+    "06_crashes_and_restarts": [
+        r"RewindError: catalog rewound",
+        r"final_head",
+    ],
+}
 
 
 def test_there_are_notebooks() -> None:
     assert len(NOTEBOOKS) >= 7, [p.name for p in NOTEBOOKS]
+    assert sorted(SHOWS) == [p.stem for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(ROOT)))
@@ -35,20 +64,38 @@ def test_stored_without_outputs(path: Path) -> None:
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; run `make strip`"
 
 
-@pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_headless(path: Path, tmp_path: Path) -> None:
+def run(path: Path, tmp_path: Path) -> nbformat.NotebookNode:
+    """Execute a copy in `tmp_path`, going on past a failing cell so its error is recorded."""
     work = tmp_path / path.name
     shutil.copy(path, work)
-    start = time.monotonic()
-    nb = execute_notebook(work, timeout=60, cwd=tmp_path)
-    elapsed = time.monotonic() - start
-    errors = [
-        out for cell in nb.cells for out in cell.get("outputs", [])
-        if out.get("output_type") == "error"
-    ]
-    assert not errors
-    assert elapsed < BUDGET_S, f"{path.name} took {elapsed:.1f}s (budget {BUDGET_S:.0f}s)"
+    return execute_notebook(work, timeout=60, cwd=tmp_path, allow_errors=True)
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_headless_and_shows_its_result(path: Path, tmp_path: Path) -> None:
+    nb = run(path, tmp_path)
+    assert cell_errors(nb) == [], f"{path.name}: cells raised"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    final = code[-1].outputs
+    assert final, f"{path.name}: the final cell shows nothing"
+    if path.stem == "00_start_here":
+        assert any("image/png" in out.get("data", {}) for out in final)
+    text = "\n".join(cell_text(c) for c in code)
+    missing = [rule for rule in SHOWS[path.stem] if not re.search(rule, text)]
+    assert not missing, f"{path.name}: outputs do not show {missing}"
+
+
+@pytest.mark.notebooks
+def test_a_failing_cell_is_reported_not_hidden(tmp_path: Path) -> None:
+    """The harness the test above relies on: an error output is recorded and listed."""
+    nb = new_notebook(cells=[new_code_cell("1 / 0"), new_code_cell("print('after')")])
+    path = tmp_path / "src" / "broken.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    ran = run(path, tmp_path)
+    assert cell_errors(ran) == ["ZeroDivisionError: division by zero"]
+    assert cell_text(ran.cells[1]) == "after\n"
 
 
 # --- prose that names a query must match the statement that runs ------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -239,6 +240,179 @@ def test_odd_json_is_a_scenario_error(tmp_path: Path, text: str, entry: str, pro
     with pytest.raises(sc.ScenarioError, match=problem) as info:
         sc.load_scenario(path)
     assert (info.value.source, info.value.entry) == (str(path), entry)
+
+
+# --- hostile files: huge numbers, odd characters, repeated keys, many shards -----------------
+
+
+def write_text(tmp_path: Path, text: str, stem: str = "hostile") -> Path:
+    path = tmp_path / f"{stem}.json"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refused(path: Path, entry: str, field: str, problem: str) -> sc.ScenarioError:
+    """Loading `path` raises one ScenarioError line naming the file, `entry` and `field`."""
+    with pytest.raises(sc.ScenarioError) as info:
+        sc.load_scenario(path)
+    err = info.value
+    assert (err.source, err.entry, err.field) == (str(path), entry, field)
+    assert str(err).startswith(f"{path}: {entry}, field ") and problem in str(err)
+    assert "\n" not in str(err)
+    return err
+
+
+HEAD = '"name": "x", "title": "t", "description": "d"'
+
+
+@pytest.mark.parametrize("digits", ["1" * 5000, "-" + "9" * 5000, "9" * 41, "9" * 30])
+def test_a_huge_integer_is_a_scenario_error_not_a_decoder_valueerror(
+    tmp_path: Path, digits: str
+) -> None:
+    text = f'{{{HEAD}, "messages": [{{"shard": "a", "priority": {digits}}}], "events": []}}'
+    refused(write_text(tmp_path, text), "messages[0]", "priority", "64-bit")
+    events = f'[{{"op": "check", "shard": "a", "coverage": {{"max": {digits}}}}}]'
+    text = f'{{{HEAD}, "messages": [], "events": {events}}}'
+    refused(write_text(tmp_path, text), "events[0]", "coverage.max", "64-bit")
+
+
+def test_a_huge_python_integer_is_named_by_its_size() -> None:
+    data = {"name": "x", "title": "t", "description": "d", "events": [],
+            "messages": [{"shard": "a", "priority": 10**5000}]}
+    with pytest.raises(sc.ScenarioError, match=r"'priority': <an integer of \d+ bits> does not"):
+        sc.scenario_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [("\\ud800", "lone surrogate"), ("a\\udfffb", "lone surrogate"), ("a\\u0000", "control"),
+     ("main\\n", "control"), ("\\u001b[31m", "control"), ("\\u0085", "control")],
+)
+def test_shard_keys_with_surrogates_or_control_characters_are_refused(
+    tmp_path: Path, key: str, problem: str
+) -> None:
+    msg = f'{{"shard": "{key}", "priority": 1}}'
+    refused(write_text(tmp_path, f'{{{HEAD}, "messages": [{msg}], "events": []}}'),
+            "messages[0]", "shard", problem)
+    ev = f'{{"op": "enqueue", "shard": "{key}", "priority": 1}}'
+    refused(write_text(tmp_path, f'{{{HEAD}, "messages": [], "events": [{ev}]}}'),
+            "events[0]", "shard", problem)
+    text = f'{{{HEAD}, "shards": ["ok", "{key}"], "messages": [], "events": []}}'
+    refused(write_text(tmp_path, text), "scenario", "shards[1]", problem)
+
+
+def test_a_valid_surrogate_pair_is_just_unicode(tmp_path: Path) -> None:
+    msg = '{"shard": "\\ud83d\\ude00", "priority": 1}'  # one emoji, written as a pair
+    text = f'{{{HEAD}, "messages": [{msg}], "events": [{{"op": "deliver", "id": 1}}]}}'
+    final = sc.run_scenario(sc.load_scenario(write_text(tmp_path, text))).iloc[-1]
+    assert final["shard"] == "\U0001F600" and final["frontier"] == 1
+
+
+@pytest.mark.parametrize(
+    ("head", "field"),
+    [('"name": "x\\n"', "name"), ('"name": "x\\r"', "name"), ('"name": "x\\t"', "name")],
+)
+def test_a_name_with_a_trailing_control_character_is_refused(
+    tmp_path: Path, head: str, field: str
+) -> None:
+    text = f'{{{head}, "title": "t", "description": "d", "messages": [], "events": []}}'
+    refused(write_text(tmp_path, text), "scenario", field, "control character")
+
+
+def test_title_is_one_line_but_a_description_may_have_several(tmp_path: Path) -> None:
+    text = '{"name": "x", "title": "a\\nb", "description": "d", "messages": [], "events": []}'
+    refused(write_text(tmp_path, text), "scenario", "title", "control character")
+    text = '{"name": "x", "title": "t", "description": "a\\n\\tb", "messages": [], "events": []}'
+    assert sc.load_scenario(write_text(tmp_path, text)).description == "a\n\tb"
+    text = '{"name": "x", "title": "t", "description": "a\\u0007", "messages": [], "events": []}'
+    refused(write_text(tmp_path, text), "scenario", "description", "control character")
+
+
+@pytest.mark.parametrize(
+    ("text", "entry", "field"),
+    [
+        (f'{{{HEAD}, "name": "y", "messages": [], "events": []}}', "scenario", "name"),
+        (f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1, "priority": 2}}], "events": []}}',
+         "messages[0]", "priority"),
+        (f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1}}], '
+         '"events": [{"op": "deliver", "op": "fail", "id": 1}]}', "events[0]", "op"),
+        (f'{{{HEAD}, "messages": [], '
+         '"events": [{"op": "check", "shard": "a", "orphans": {"max": [], "max": []}}]}',
+         "events[0]", "orphans.max"),
+    ],
+)
+def test_a_key_given_twice_is_refused_not_last_wins(
+    tmp_path: Path, text: str, entry: str, field: str
+) -> None:
+    refused(write_text(tmp_path, text), entry, field, "given twice")
+
+
+def test_an_odd_field_name_still_makes_a_one_line_error(tmp_path: Path) -> None:
+    text = f'{{{HEAD}, "messages": [], "events": [], "a\\nb\\ud800": 1}}'
+    err = refused(write_text(tmp_path, text), "scenario", "a\nb\ud800", "unknown field")
+    assert "field 'a\\nb\\ud800'" in str(err)
+
+
+def many_shards(n: int) -> dict:
+    """A scenario with `n` shards, each named by one message, one event and the shards list."""
+    keys = [f"shard-{i}" for i in range(n)]
+    return {
+        "name": "many", "title": "t", "description": "d", "shards": keys[::2],
+        "messages": [{"shard": k, "priority": 1} for k in keys],
+        "events": [{"op": "enqueue", "shard": k, "priority": 2} for k in reversed(keys)],
+    }
+
+
+class CountingKey(str):
+    """A shard key that counts the hashes and comparisons made with it."""
+
+    ops = 0
+
+    def __hash__(self) -> int:
+        CountingKey.ops += 1
+        return str.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        CountingKey.ops += 1
+        return str.__eq__(self, other)
+
+
+def key_operations(n: int) -> int:
+    data = json.loads(json.dumps(many_shards(n)))
+    for item in [*data["messages"], *data["events"]]:
+        item["shard"] = CountingKey(item["shard"])
+    data["shards"] = [CountingKey(k) for k in data["shards"]]
+    CountingKey.ops = 0
+    scenario = sc.scenario_from_dict(data)
+    assert len(scenario.tracked_shards) == n
+    return CountingKey.ops
+
+
+def test_loading_does_work_linear_in_the_number_of_shards() -> None:
+    small, big = key_operations(4_000), key_operations(40_000)
+    assert small > 0
+    assert big / small < 12, f"{small} -> {big} key operations for 10x the shards"
+
+
+@pytest.mark.slow
+def test_a_big_file_loads_in_near_linear_time(tmp_path: Path) -> None:
+    """A generous ratio of CPU times (10x shards: linear ~10x, the old quadratic ~100x)."""
+    paths = {}
+    for n in (4_000, 40_000):
+        paths[n] = tmp_path / f"many_{n}.json"
+        paths[n].write_text(json.dumps(many_shards(n)))
+
+    def cpu(path: Path) -> float:
+        runs = []
+        for _ in range(2):
+            start = time.process_time()
+            scenario = sc.load_scenario(path)
+            runs.append(time.process_time() - start)
+        assert len(scenario.tracked_shards) == int(path.stem.split("_")[1])
+        return min(runs)
+
+    small, big = cpu(paths[4_000]), cpu(paths[40_000])
+    assert big < 35 * max(small, 1e-3), f"{small:.3f}s -> {big:.3f}s for 10x the shards"
 
 
 # --- building scenarios in code --------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Notebook file chores for the command line: strip outputs, write student copies.
+
+Each public function checks every path before it writes anything, and reports a bad path as a
+`NotebookFileError` whose message is one line naming the path and what is wrong. nbformat is
+imported inside the functions: it is slow to import and labkit's own import must stay light.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SOLUTION_START = "# BEGIN SOLUTION"
+SOLUTION_END = "# END SOLUTION"
+_SOLUTION_RE = re.compile(
+    r"^(?P<indent>[ \t]*)# BEGIN SOLUTION\n.*?^[ \t]*# END SOLUTION[ \t]*\n?",
+    re.DOTALL | re.MULTILINE,
+)
+_TARGET_RE = re.compile(
+    r"^(?P<indent>[ \t]*)(?:def[ \t]+(?P<func>[A-Za-z_]\w*)|(?P<name>[A-Za-z_]\w*)[ \t]*=(?!=))",
+    re.MULTILINE,
+)
+
+
+class NotebookFileError(ValueError):
+    """A notebook path that cannot be used; the message names the path and the problem."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}")
+
+
+def strip_notebook(nb: Any) -> Any:
+    """Remove outputs, execution counts and volatile metadata from a notebook node."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def read_notebook(path: Path) -> tuple[str, Any]:
+    """The text of a notebook file and its parsed node; `NotebookFileError` if either fails."""
+    import nbformat
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise NotebookFileError(path, "no such file") from exc
+    except UnicodeDecodeError as exc:
+        raise NotebookFileError(path, f"not UTF-8 text ({exc.reason})") from exc
+    except OSError as exc:
+        raise NotebookFileError(path, f"cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = f" (line {exc.lineno} column {exc.colno})" if hasattr(exc, "lineno") else ""
+        raise NotebookFileError(path, f"not a notebook: invalid JSON{where}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookFileError(path, "not a notebook: no 'cells' list at the top level")
+    try:
+        return text, nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for a malformed node
+        raise NotebookFileError(path, f"not a valid notebook: {exc}".splitlines()[0]) from exc
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise NotebookFileError(path, f"cannot write: {exc.strerror}") from exc
+
+
+def _notebooks_under(root: Path) -> list[Path]:
+    if root.is_dir():
+        return [p for p in sorted(root.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+    if not root.exists():
+        raise NotebookFileError(root, "no such file or directory")
+    return [root]
+
+
+def strip_paths(paths: Iterable[Path]) -> list[Path]:
+    """Strip every notebook under `paths` in place; return the files that changed.
+
+    Every file is read and parsed before the first one is written, so a bad path changes nothing.
+    """
+    import nbformat
+
+    pending = []
+    for path in [p for root in paths for p in _notebooks_under(Path(root))]:
+        before, nb = read_notebook(path)
+        after = nbformat.writes(strip_notebook(nb)) + "\n"
+        if after != before:
+            pending.append((path, after))
+    for path, after in pending:
+        _write(path, after)
+        print(f"stripped {path}")
+    return [path for path, _ in pending]
+
+
+def studentize_source(source: str) -> str:
+    """Replace each `# BEGIN SOLUTION ... # END SOLUTION` block with `name = ____`.
+
+    `name` is the first variable the block assigns or function it defines at the block's own
+    indentation (not one inside a function body), so the check line after it still runs.
+    """
+
+    def blank(match: re.Match[str]) -> str:
+        indent = match.group("indent")
+        name = "answer"
+        for target in _TARGET_RE.finditer(match.group(0)):
+            if target.group("indent") == indent:
+                name = target.group("func") or target.group("name")
+                break
+        return f"{indent}{name} = ____  # your answer here\n"
+
+    return _SOLUTION_RE.sub(blank, source)
+
+
+def _check_copy_paths(src: Path, out: Path) -> list[Path]:
+    """The solution notebooks in `src`, after refusing any `src`/`out` pair that would clobber."""
+    if not src.is_dir():
+        problem = "not a directory" if src.exists() else "no such directory"
+        raise NotebookFileError(src, f"{problem} (expected the solution notebooks here)")
+    sources = sorted(src.glob("*.ipynb"))
+    if not sources:
+        raise NotebookFileError(src, "no *.ipynb solution notebooks in this directory")
+    if out.exists() and not out.is_dir():
+        raise NotebookFileError(out, "exists and is not a directory")
+    if out.resolve() == src.resolve():
+        raise NotebookFileError(out, "is the solutions directory; the copies would overwrite them")
+    for path in sources:
+        target = out / path.name
+        if target.exists() and target.samefile(path):
+            raise NotebookFileError(target, f"is the solution notebook {path} itself")
+    return sources
+
+
+def make_student_copies(src: Path, out: Path) -> list[Path]:
+    """Write a stripped student copy of every solution notebook in `src` into `out`.
+
+    All notebooks are read and rewritten in memory before anything is written; `out` may not be
+    `src` (the blanks would overwrite the solutions).
+    """
+    import nbformat
+
+    src, out = Path(src), Path(out)
+    copies = []
+    for path in _check_copy_paths(src, out):
+        _, nb = read_notebook(path)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and SOLUTION_START in cell.source:
+                cell.source = studentize_source(cell.source)
+        copies.append((out / path.name, nbformat.writes(strip_notebook(nb)) + "\n"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NotebookFileError(out, f"cannot create the directory: {exc.strerror}") from exc
+    for target, text in copies:
+        _write(target, text)
+        print(f"student copy {target}")
+    return [target for target, _ in copies]

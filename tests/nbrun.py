@@ -1,0 +1,97 @@
+"""Test harness: run a notebook headless in a fresh kernel and read what it printed.
+
+Only the tests use this (nbclient is a dev dependency); labkit itself never executes notebooks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+POLL_SLICE_S = 1.0
+
+
+def patch_zmq_get_msg() -> None:
+    """Poll kernel channels in slices of `POLL_SLICE_S` so a lost wake-up cannot stall a run.
+
+    Under CPU load nbclient was seen parked in `get_msg` although the kernel had replied
+    (voila#1428); re-polling in short slices until the real deadline avoids the hang. Like
+    the original, a deadline that passes with no message raises `queue.Empty`, which is what
+    jupyter_client's callers catch.
+    """
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_sliced", False):
+        return
+    original = AsyncZMQSocketChannel.get_msg
+
+    async def get_msg(self: Any, timeout: float | None = None) -> dict[str, Any]:
+        slice_s = POLL_SLICE_S
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = slice_s if deadline is None else deadline - time.monotonic()
+            try:
+                return await original(self, timeout=max(0.0, min(slice_s, left)))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    get_msg._sliced = True  # type: ignore[attr-defined]
+    AsyncZMQSocketChannel.get_msg = get_msg  # type: ignore[method-assign]
+
+
+def execute_notebook(
+    path: Path, timeout: int = 60, cwd: Path | None = None, allow_errors: bool = False
+) -> Any:
+    """Run a notebook top to bottom in a fresh kernel; return the executed node (not saved).
+
+    With `allow_errors` a failing cell records an error output and the run goes on, so a test
+    can assert on `cell_errors`; without it the first failing cell raises `CellExecutionError`.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    patch_zmq_get_msg()
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(cwd or path.parent)}},
+    )
+    client.execute()
+    return nb
+
+
+def cell_text(cell: Any) -> str:
+    """The stream and text/plain outputs of one executed cell, joined."""
+    return "".join(_texts(cell))
+
+
+def cell_text_outputs(nb: Any) -> list[str]:
+    """All stream and text/plain outputs of an executed notebook, in order."""
+    return [text for cell in nb.cells for text in _texts(cell)]
+
+
+def _texts(cell: Any) -> list[str]:
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append(out.get("text", ""))
+        elif "data" in out and "text/plain" in out["data"]:
+            texts.append(out["data"]["text/plain"])
+    return texts
+
+
+def cell_errors(nb: Any) -> list[str]:
+    """`ename: evalue` of every error output of an executed notebook, in order."""
+    return [
+        f"{out.get('ename')}: {out.get('evalue')}"
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
