@@ -23,23 +23,67 @@ from typing import Any
 import pandas as pd
 
 from labkit.ballot import Response
-from labkit.designs import DESIGNS, Design, Request, make_design
+from labkit.designs import DESIGNS, Design, Request, check_design, make_design
+from labkit.planner_model import HeadReader, respond
 
 
 class ScheduleError(ValueError):
     """A step names a request the loop has not sent, or is not a known step."""
 
 
+DELIVER, TIMEOUT, CRASH = "deliver", "timeout", "crash"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one schedule step did, and the head an independent reader saw after it.
+
+    `kind` is `DELIVER` (a response landed: `committed`, and `reason` when rejected),
+    `TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
+    `CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
+    reader had already seen.
+    """
+
+    kind: str
+    head: int
+    request_id: int | None = None
+    committed: bool | None = None
+    reason: str | None = None
+    rewind: bool = False
+
+    @property
+    def label(self) -> str:
+        """Short text for tables and captions, e.g. ``12:commit`` or ``timeout 12``."""
+        if self.kind == CRASH:
+            return "crash+restart"
+        if self.kind == TIMEOUT:
+            if self.request_id is None:
+                return "timeout: nothing awaited"
+            return f"timeout {self.request_id}"
+        return f"{self.request_id}:{'commit' if self.committed else self.reason}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
 @dataclass
 class ScheduleResult:
-    """What one schedule did to one design."""
+    """What one schedule did to one design, step by step."""
 
     design: str
     steps: list[str]
-    heads: list[int] = field(default_factory=list)
-    outcomes: list[str] = field(default_factory=list)
-    first_rewind: int | None = None
+    outcomes: list[StepOutcome] = field(default_factory=list)
     replays: int = 0
+
+    @property
+    def heads(self) -> list[int]:
+        """The head an independent reader saw after each step."""
+        return [o.head for o in self.outcomes]
+
+    @property
+    def first_rewind(self) -> int | None:
+        """The index of the first step after which the head had fallen, if any."""
+        return next((i for i, o in enumerate(self.outcomes) if o.rewind), None)
 
     @property
     def rewinds(self) -> bool:
@@ -49,7 +93,12 @@ class ScheduleResult:
     @property
     def final_head(self) -> int:
         """The head after the last step."""
-        return self.heads[-1] if self.heads else 0
+        return self.outcomes[-1].head if self.outcomes else 0
+
+    @property
+    def labels(self) -> list[str]:
+        """Each step's outcome as short text (see `StepOutcome.label`)."""
+        return [o.label for o in self.outcomes]
 
 
 @dataclass(frozen=True)
@@ -81,8 +130,8 @@ class _Runner:
         self.sent: dict[int, Request] = {}
         self.produced: dict[int, Response] = {}
         self.delivered: dict[int, int] = {}
-        self.result = ResultBuilder(design)
-        self.max_seen = self.d.read_head()[0]
+        self.result = ScheduleResult(design, steps=[])
+        self.reader = HeadReader(self.d)
         self.now = 0
         self._send(self.d.start(0.0))
 
@@ -95,44 +144,48 @@ class _Runner:
     def step(self, raw: str) -> None:
         self.now += 1
         verb, rid = _parse(raw)
+        committed: bool | None = None
+        reason: str | None = None
         if verb == "crash":
             self._send(self.d.crash_restart(self.now))
-            outcome = "crash+restart"
+            kind, rid = CRASH, None
         elif verb == "timeout":
-            awaited = self.d.awaited()
-            req = self._pick(awaited, rid, raw)
-            if req is None:
-                outcome = "timeout: nothing awaited"
-            else:
+            req = self._pick(self.d.awaited(), rid, raw)
+            kind, rid = TIMEOUT, None if req is None else req.request_id
+            if req is not None:
                 self._send(self.d.on_timeout(req, self.now))
-                outcome = f"timeout {req.request_id}"
         else:
-            if rid not in self.sent:
-                raise ScheduleError(
-                    f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
-                )
-            req = self.sent[rid]
-            if verb == "stale" and rid in self.produced:
-                raise ScheduleError(
-                    f"step {raw!r}: request {rid}'s response was already produced; 'stale N' "
-                    "must be its first delivery (later ones are duplicates: 'deliver N')"
-                )
-            if verb == "stale" and req.base_version < 1:
-                raise ScheduleError(
-                    f"step {raw!r}: request {rid} is based on version 0; there is no older "
-                    "version for a stale body to come from"
-                )
-            resp = self.produced.get(rid) or self._produce(req, stale=verb == "stale")
-            self.delivered[rid] = self.delivered.get(rid, 0) + 1
+            req = self._sent(raw, rid)
+            if verb == "stale":
+                self._check_stale(raw, req)
+            resp = self.produced.get(req.request_id) or self._produce(req, stale=verb == "stale")
+            self.delivered[req.request_id] = self.delivered.get(req.request_id, 0) + 1
             decision = self.d.on_response(req, resp, self.now)
             self._send(decision.sends)
-            outcome = f"{rid}:{'commit' if decision.committed else decision.reason}"
-        version = self.d.read_head()[0]
-        self.result.heads.append(version)
-        self.result.outcomes.append(outcome)
-        if version < self.max_seen and self.result.first_rewind is None:
-            self.result.first_rewind = len(self.result.heads) - 1
-        self.max_seen = max(self.max_seen, version)
+            kind, committed, reason = DELIVER, decision.committed, decision.reason
+        glance = self.reader.look()
+        self.result.outcomes.append(
+            StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)
+        )
+
+    def _sent(self, raw: str, rid: int | None) -> Request:
+        if rid not in self.sent:
+            raise ScheduleError(
+                f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
+            )
+        return self.sent[rid]
+
+    def _check_stale(self, raw: str, req: Request) -> None:
+        if req.request_id in self.produced:
+            raise ScheduleError(
+                f"step {raw!r}: request {req.request_id}'s response was already produced; "
+                "'stale N' must be its first delivery (later ones are duplicates: 'deliver N')"
+            )
+        if req.base_version < 1:
+            raise ScheduleError(
+                f"step {raw!r}: request {req.request_id} is based on version 0; there is no "
+                "older version for a stale body to come from"
+            )
 
     def _pick(self, awaited: list[Request], rid: int | None, raw: str) -> Request | None:
         if rid is None:
@@ -143,14 +196,8 @@ class _Runner:
         raise ScheduleError(f"step {raw!r}: request {rid} is not awaited")
 
     def _produce(self, req: Request, *, stale: bool) -> Response:
-        base, tools = req.base_version, req.tools
-        if stale:
-            base, tools = base - 1, self.d.tools_at(base - 1)
-        bid = req.ballot_id if req.ballot_id is not None else req.request_id
         stamp = self.now + self.skews.get(req.request_id, 0.0)
-        resp = Response(
-            bid, req.observed_watermark, base, (*tools, f"tool-r{req.request_id}"), stamp
-        )
+        resp = respond(self.d, req, stamp, stale=stale)
         self.produced[req.request_id] = resp
         return resp
 
@@ -161,11 +208,6 @@ class _Runner:
             if not todo:
                 return
             self.step(f"deliver {todo[0].request_id}")
-
-
-def ResultBuilder(design: str) -> ScheduleResult:  # noqa: N802 (reads as a constructor)
-    """An empty result for `design`."""
-    return ScheduleResult(design=design, steps=[])
 
 
 def _parse(raw: str) -> tuple[str, int | None]:
@@ -201,8 +243,7 @@ def run_schedule(
 
     Raises `ScheduleError` naming the bad step.
     """
-    if design not in DESIGNS:
-        raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
+    check_design(design)
     runner = _Runner(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
     for raw in steps:
         runner.step(raw)
@@ -303,7 +344,7 @@ def closing_question() -> pd.DataFrame:
                     "order": ",".join(order),
                     "design": design,
                     "rewinds": res.rewinds,
-                    "outcomes": " ".join(res.outcomes[len(prefix) :]),
+                    "outcomes": " ".join(res.labels[len(prefix) :]),
                     "replays": res.replays,
                     "final_head": res.final_head,
                 }

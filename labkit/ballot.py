@@ -244,8 +244,8 @@ def simulate(design: str, faults: Sequence[str] = (), seed: int = 0, **params: A
     return _simulate(design, faults, seed, **params)
 
 
-def summarize(trace: pd.DataFrame) -> dict[str, Any]:
-    """Per-run counts of a `simulate` trace; see `labkit.planner.summarize`."""
-    from labkit.planner import summarize as _summarize
+def summarize_run(trace: pd.DataFrame) -> Any:
+    """Per-run counts of a `simulate` trace (a `RunSummary`); see `labkit.planner.summarize_run`."""
+    from labkit.planner import summarize_run as _summarize_run
 
-    return _summarize(trace)
+    return _summarize_run(trace)

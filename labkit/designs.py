@@ -22,6 +22,13 @@ from labkit.ballot import Response, WatermarkLoop
 DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced")
 
 
+def check_design(name: object) -> str:
+    """`name` if it is one of `DESIGNS`; otherwise the one error every driver raises."""
+    if not isinstance(name, str) or name not in DESIGNS:
+        raise ValueError(f"unknown design {name!r}; expected one of {', '.join(DESIGNS)}")
+    return name
+
+
 @dataclass(frozen=True)
 class Request:
     """One planner call: the ballot (None for unguarded designs), its fence and its base."""
@@ -281,14 +288,13 @@ def make_design(
 ) -> Design:
     """Build a design by name; `window` only matters for `fenced`, `path` (a SQLite file for
     the durable store) only for the ballot designs."""
+    check_design(name)
     if name == "callback":
         return UnguardedDesign(ticks=ticks, first_request=first_request)
     if name == "lww":
         return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
     if name == "ballot":
         return BallotDesign(window=1, ticks=ticks, first_request=first_request, path=path)
-    if name == "fenced":
-        if window < 2:
-            raise ValueError(f"the fenced design needs window >= 2, got {window}")
-        return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)
-    raise ValueError(f"unknown design {name!r}; expected one of {', '.join(DESIGNS)}")
+    if window < 2:  # fenced
+        raise ValueError(f"the fenced design needs window >= 2, got {window}")
+    return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)

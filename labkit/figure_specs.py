@@ -104,7 +104,7 @@ def _arrival_lanes() -> tuple[Figure, Any]:
     from labkit.plots.part2_catalog import arrival_lanes_figure
 
     results = [run_schedule(d, INVERTED_STEPS) for d in DESIGNS]
-    data = {r.design: [r.outcomes, r.heads] for r in results}
+    data = {r.design: [r.labels, r.heads] for r in results}
     return arrival_lanes_figure(results), data
 
 

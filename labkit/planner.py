@@ -15,15 +15,22 @@ request carrying a base version the seed picked. Fault classes (`FAULTS`):
 - ``stall``: the response is produced on time but its delivery stalls for ``stall_time``.
 - ``crash``: half a latency after sending the request, the loop process dies; it restarts
   ``restart_delay`` later from its store (deliveries during the outage are redelivered then).
+
+`simulate` returns the trace; `summarize_run` counts what happened in it; `run` returns both.
+A run that hits `max_events` before it finishes ends with a ``truncated`` event row, its
+summary says ``truncated=True`` and `run` warns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
+import numbers
 import random
-from collections.abc import Collection, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,8 @@ from typing import Any
 import pandas as pd
 
 from labkit.ballot import REASONS, Response
-from labkit.designs import DESIGNS, Design, Request, make_design
+from labkit.designs import Design, Request, check_design, make_design
+from labkit.planner_model import HeadReader, respond
 
 FAULTS: tuple[str, ...] = (
     "inverted",
@@ -62,6 +70,7 @@ COLUMNS = [
     "overwrite",
     "head_changed",
 ]
+REJECT_COLUMNS = (*REASONS, "older_updated_at")
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,20 @@ class PlannerConfig:
     restart_delay: float | None = None
     max_events: int = 5000
 
+    def __post_init__(self) -> None:
+        """Refuse a knob that would make the run meaningless, naming it and its value."""
+        for name in ("ticks", "hosts", "window", "max_events"):
+            _check_int(name, getattr(self, name), at_least=1)
+        _check_number("latency", self.latency, "> 0", lambda x: x > 0)
+        _check_number("sigma", self.sigma, ">= 0", lambda x: x >= 0)
+        _check_number("duplicate_rate", self.duplicate_rate, "in [0, 1]", lambda x: 0 <= x <= 1)
+        _check_number("clock_skew", self.clock_skew, ">= 0", lambda x: x >= 0)
+        if self.timeout is not None:
+            _check_number("timeout", self.timeout, "> 0", lambda x: x > 0)
+        for name in ("stall_time", "restart_delay"):
+            if getattr(self, name) is not None:
+                _check_number(name, getattr(self, name), ">= 0", lambda x: x >= 0)
+
     @property
     def timeout_(self) -> float:
         return 3.0 * self.latency if self.timeout is None else self.timeout
@@ -91,6 +114,43 @@ class PlannerConfig:
     @property
     def restart_(self) -> float:
         return 0.5 * self.latency if self.restart_delay is None else self.restart_delay
+
+
+KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(PlannerConfig))
+
+
+def _check_int(name: str, value: Any, *, at_least: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if at_least is not None and value < at_least:
+        raise ValueError(f"{name} must be >= {at_least}, got {value!r}")
+    return int(value)
+
+
+def _check_number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number {rule}, got {value!r}")
+    if not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
+
+
+def check_faults(faults: Any) -> tuple[str, ...]:
+    """The fault classes in `faults`, in `FAULTS` order; a clear error for anything else.
+
+    A bare string is refused rather than read letter by letter.
+    """
+    if isinstance(faults, str | bytes):
+        raise ValueError(
+            f"faults must be a collection of fault class names, e.g. [{faults!r}], "
+            f"not the string {faults!r}"
+        )
+    if not isinstance(faults, Collection):
+        raise ValueError(f"faults must be a collection of fault class names, got {faults!r}")
+    bad = sorted({repr(f) for f in faults if not isinstance(f, str) or f not in FAULTS})
+    if bad:
+        raise ValueError(f"unknown fault class(es) {', '.join(bad)}; expected some of "
+                         f"{', '.join(FAULTS)}")
+    return tuple(f for f in FAULTS if f in faults)
 
 
 class _Run:
@@ -110,8 +170,8 @@ class _Run:
         self.generation = 0
         self.down_until: float | None = None
         self.rows: list[dict[str, Any]] = []
-        self.seen_version, self.seen_hash = design.read_head()
-        self.max_seen = self.seen_version
+        self.reader = HeadReader(design)
+        self.truncated = False
 
     # -- event plumbing -------------------------------------------------------------------
     def push(self, t: float, kind: str, payload: Any) -> None:
@@ -121,12 +181,7 @@ class _Run:
         return rng.lognormvariate(self.mu, self.cfg.sigma)
 
     def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
-        version, digest = self.d.read_head()
-        rewind = version < self.max_seen
-        overwrite = version == self.seen_version and digest != self.seen_hash
-        changed = (version, digest) != (self.seen_version, self.seen_hash)
-        self.seen_version, self.seen_hash = version, digest
-        self.max_seen = max(self.max_seen, version)
+        seen = self.reader.look()
         rec: dict[str, Any] = dict.fromkeys(COLUMNS)
         rec.update(t=t, design=self.d.name, event=event, committed=None, fault=None)
         if req is not None:
@@ -138,7 +193,8 @@ class _Run:
                 replay_of=req.replay_of,
             )
         rec.update(extra)
-        rec.update(head_version=version, rewind=rewind, overwrite=overwrite, head_changed=changed)
+        rec.update(head_version=seen.version, rewind=seen.rewind, overwrite=seen.overwrite,
+                   head_changed=seen.changed)
         self.rows.append(rec)
 
     # -- the planner ----------------------------------------------------------------------
@@ -155,20 +211,15 @@ class _Run:
         host = rng.randrange(self.cfg.hosts)
         latency, latency2 = self.lat(rng), self.lat(rng)
         dup = "duplicate" in self.faults and rng.random() < self.cfg.duplicate_rate
-        base, tools = req.base_version, req.tools
-        fault = None
-        if req.base_version >= 1 and self.target("stale_body", req):
-            base, tools, fault = base - 1, self.d.tools_at(base - 1), "stale_body"
-        body = (*tools, f"tool-r{req.request_id}")
-        wm = req.observed_watermark
-        bid = req.ballot_id if req.ballot_id is not None else req.request_id
+        stale = req.base_version >= 1 and self.target("stale_body", req)
+        fault = "stale_body" if stale else None
         if self.target("inverted", req):
-            resp = Response(bid, wm, base, body, None)
-            self.held.append((base + 2, req, resp, "inverted", rng))
+            resp = respond(self.d, req, None, stale=stale)
+            self.held.append((resp.base_version + 2, req, resp, "inverted", rng))
             fault = "inverted"
         else:
             done = t + latency
-            resp = Response(bid, wm, base, body, done + self.skews[host])
+            resp = respond(self.d, req, done + self.skews[host], stale=stale)
             if self.target("stall", req):
                 fault = "stall"
                 self.push(done + self.cfg.stall_, "deliver", (req, resp, host, "stall"))
@@ -178,7 +229,7 @@ class _Run:
                 self.push(t + latency2, "deliver", (req, resp, host, "duplicate"))
             if self.target("retry_after_commit", req):
                 fault = fault or "retry_after_commit"
-                self.held.append((base + 2, req, resp, "retry_after_commit", rng))
+                self.held.append((resp.base_version + 2, req, resp, "retry_after_commit", rng))
         self.push(t + self.cfg.timeout_, "timeout", (req, self.generation))
         if self.target("crash", req):
             self.push(t + latency / 2, "crash", None)
@@ -197,13 +248,7 @@ class _Run:
                 continue
             done = t + self.lat(rng)
             if fault == "inverted":  # finished late, stamped late by the fastest clock
-                resp = Response(
-                    resp.ballot_id,
-                    resp.observed_watermark,
-                    resp.base_version,
-                    resp.tools,
-                    done + self.skews[self.fast_host],
-                )
+                resp = dataclasses.replace(resp, updated_at=done + self.skews[self.fast_host])
                 host = self.fast_host
             else:
                 host = None
@@ -211,7 +256,8 @@ class _Run:
         self.held = keep
 
     # -- the driver -----------------------------------------------------------------------
-    def run(self) -> pd.DataFrame:
+    def run(self) -> list[dict[str, Any]]:
+        """Play every event until nothing is left or `max_events`; the trace's rows."""
         for req in self.d.start(0.0):
             self.send(0.0, req)
         events = 0
@@ -228,11 +274,10 @@ class _Run:
                 continue
             getattr(self, f"on_{kind}")(t, payload)
             self.release(t)
-        frame = pd.DataFrame(self.rows, columns=COLUMNS)
-        frame.attrs["summary"] = summarize_rows(
-            self.rows, seed=self.seed, faults=sorted(self.faults)
-        )
-        return frame
+        if self.heap or self.held:
+            self.truncated = True
+            self.row(self.rows[-1]["t"] if self.rows else 0.0, "truncated")
+        return self.rows
 
     def on_deliver(self, t: float, payload: Any) -> None:
         req, resp, host, fault = payload
@@ -291,58 +336,99 @@ def _pick_targets(rng: random.Random, faults: frozenset[str], ticks: int) -> dic
     return targets
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """The counts of one simulated run (see `summarize_run`)."""
+
+    design: str
+    requests: int
+    responses: int
+    accepted: int
+    commits: int
+    rejects: Mapping[str, int]
+    replays: int
+    timeouts: int
+    crashes: int
+    rewinds: int
+    overwrites: int
+    final_head: int
+    max_head: int
+    sim_time: float
+    throughput: float
+    truncated: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts as a plain dict (one row of a table)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SimulationRun:
+    """One `run`: what was asked (design, faults, seed, knobs), the trace and its summary."""
+
+    design: str
+    faults: tuple[str, ...]
+    seed: int
+    config: PlannerConfig
+    trace: pd.DataFrame
+    summary: RunSummary
+
+
+def run(
+    design: str,
+    faults: Collection[str] = (),
+    seed: int = 0,
+    *,
+    db_path: str | Path | None = None,
+    **knobs: Any,
+) -> SimulationRun:
+    """Run `design` until its catalog reaches version `ticks` and every message has landed.
+
+    `knobs` are `PlannerConfig` fields (ticks, latency, window, ...), each checked. The trace
+    has one row per event (`COLUMNS`); deterministic for a given seed and knobs. The ballot
+    designs keep their store in memory unless `db_path` names a new SQLite file; then a
+    `crash` closes the connection and the restarted loop reopens it. Hitting `max_events`
+    before the run is over warns and flags the trace and summary as truncated.
+    """
+    check_design(design)
+    chosen = check_faults(faults)
+    seed = _check_int("seed", seed)
+    unknown = sorted(set(knobs) - set(KNOBS))
+    if unknown:
+        raise TypeError(f"unknown simulator knob(s) {unknown}; expected some of {', '.join(KNOBS)}")
+    cfg = PlannerConfig(**knobs)
+    if db_path is not None and Path(db_path).exists():
+        raise ValueError(f"{db_path}: simulate wants a new file for its store, not an old one")
+    made = make_design(design, window=cfg.window, ticks=cfg.ticks, path=db_path)
+    sim = _Run(made, frozenset(chosen), seed, cfg)
+    rows = sim.run()
+    if sim.truncated:
+        warnings.warn(
+            f"simulate({design!r}) stopped at max_events={cfg.max_events} before the run "
+            "finished; the trace is truncated (raise max_events)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    trace = pd.DataFrame(rows, columns=COLUMNS)
+    return SimulationRun(design, chosen, seed, cfg, trace, _summarize_rows(rows))
+
+
 def simulate(
     design: str,
     faults: Collection[str] = (),
     seed: int = 0,
     *,
-    ticks: int = 20,
-    latency: float = 1.0,
-    sigma: float = 0.5,
-    duplicate_rate: float = 0.25,
-    clock_skew: float = 0.5,
-    hosts: int = 3,
-    window: int = 3,
-    timeout: float | None = None,
-    stall_time: float | None = None,
-    restart_delay: float | None = None,
-    max_events: int = 5000,
     db_path: str | Path | None = None,
+    **knobs: Any,
 ) -> pd.DataFrame:
-    """Run `design` until its catalog reaches version `ticks` and every message has landed.
+    """The trace of `run(design, faults, seed, **knobs)`: one row per event (`COLUMNS`).
 
-    Returns one row per event (`COLUMNS`); `trace.attrs["summary"]` holds `summarize(trace)`.
-    Deterministic for a given seed and parameters. The ballot designs keep their store in
-    memory unless `db_path` names a new SQLite file; then a `crash` closes the connection
-    and the restarted loop reopens the file.
+    Count it with `summarize_run`.
     """
-    if design not in DESIGNS:
-        raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
-    bad = sorted(set(faults) - set(FAULTS))
-    if bad:
-        raise ValueError(f"unknown fault class(es) {bad}; expected some of {', '.join(FAULTS)}")
-    if ticks < 1 or latency <= 0 or hosts < 1:
-        raise ValueError("ticks >= 1, latency > 0 and hosts >= 1 are required")
-    cfg = PlannerConfig(
-        ticks,
-        latency,
-        sigma,
-        duplicate_rate,
-        clock_skew,
-        hosts,
-        window,
-        timeout,
-        stall_time,
-        restart_delay,
-        max_events,
-    )
-    if db_path is not None and Path(db_path).exists():
-        raise ValueError(f"{db_path}: simulate wants a new file for its store, not an old one")
-    made = make_design(design, window=window, ticks=ticks, path=db_path)
-    return _Run(made, frozenset(faults), seed, cfg).run()
+    return run(design, faults, seed, db_path=db_path, **knobs).trace
 
 
-def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:
+def summarize_run(trace: pd.DataFrame) -> RunSummary:
     """Counts of one run: commits, accepted responses, rejects by reason, replays, rewinds...
 
     `commits` counts the head changes an independent reader saw, not what the design said it
@@ -350,14 +436,14 @@ def summarize(trace: pd.DataFrame, **extra: Any) -> dict[str, Any]:
     accepts a body identical to the head commits nothing). `throughput` is commits per unit
     of simulated time up to the last accepted response.
     """
-    return summarize_rows(trace.to_dict("records"), **extra)
+    return _summarize_rows(trace.to_dict("records"))
 
 
-def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str, Any]:
-    """`summarize` over the trace's rows before they become a DataFrame (one pass, no pandas:
-    a widget pays for this on every change)."""
-    reasons = {r: 0 for r in (*REASONS, "older_updated_at")}
-    counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0}
+def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
+    """`summarize_run` over the trace's rows before they become a DataFrame (one pass, no
+    pandas: a widget pays for this on every change)."""
+    reasons = {r: 0 for r in REJECT_COLUMNS}
+    counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0, "truncated": 0}
     accepted = commits = replays = rewinds = overwrites = 0
     last_commit = sim_time = 0.0
     max_head = 0
@@ -379,24 +465,24 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], **extra: Any) -> dict[str,
         overwrites += bool(row["overwrite"])
         sim_time = max(sim_time, float(row["t"]))
         max_head = max(max_head, int(row["head_version"]))
-    return {
-        "design": str(rows[0]["design"]) if rows else "",
-        **extra,
-        "requests": counts["send"],
-        "responses": counts["deliver"],
-        "accepted": accepted,
-        "commits": commits,
-        "rejects": reasons,
-        "replays": replays,
-        "timeouts": counts["timeout"],
-        "crashes": counts["crash"],
-        "rewinds": rewinds,
-        "overwrites": overwrites,
-        "final_head": int(rows[-1]["head_version"]) if rows else 0,
-        "max_head": max_head,
-        "sim_time": sim_time,
-        "throughput": accepted / last_commit if last_commit > 0 else 0.0,
-    }
+    return RunSummary(
+        design=str(rows[0]["design"]) if rows else "",
+        requests=counts["send"],
+        responses=counts["deliver"],
+        accepted=accepted,
+        commits=commits,
+        rejects=reasons,
+        replays=replays,
+        timeouts=counts["timeout"],
+        crashes=counts["crash"],
+        rewinds=rewinds,
+        overwrites=overwrites,
+        final_head=int(rows[-1]["head_version"]) if rows else 0,
+        max_head=max_head,
+        sim_time=sim_time,
+        throughput=accepted / last_commit if last_commit > 0 else 0.0,
+        truncated=counts["truncated"] > 0,
+    )
 
 
 def _missing(value: Any) -> bool:
@@ -404,21 +490,18 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-REJECT_COLUMNS = (*REASONS, "older_updated_at")
-
-
-def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per design from `simulate` summaries, rejects split by reason, for reading."""
+def summary_table(summaries: Mapping[str, RunSummary]) -> pd.DataFrame:
+    """One row per design from `summarize_run` results, rejects split by reason, for reading."""
     rows = []
     for design, s in summaries.items():
         rows.append({
             "design": design,
-            "commits": s["commits"],
-            "accepted": s["accepted"],
-            **{f"rejected: {r.replace('_', ' ')}": s["rejects"].get(r, 0) for r in REJECT_COLUMNS},
-            "replays": s["replays"],
-            "rewinds": s["rewinds"],
-            "final head": s["final_head"],
-            "throughput": round(s["throughput"], 3),
+            "commits": s.commits,
+            "accepted": s.accepted,
+            **{f"rejected: {r.replace('_', ' ')}": s.rejects.get(r, 0) for r in REJECT_COLUMNS},
+            "replays": s.replays,
+            "rewinds": s.rewinds,
+            "final head": s.final_head,
+            "throughput": round(s.throughput, 3),
         })
     return pd.DataFrame(rows)

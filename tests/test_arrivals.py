@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.arrivals import ScheduleError, closing_question, explore, run_schedule
+from labkit.arrivals import (
+    CRASH,
+    DELIVER,
+    TIMEOUT,
+    ScheduleError,
+    StepOutcome,
+    closing_question,
+    explore,
+    run_schedule,
+)
 
 SEED_INVERTED = ["timeout", "deliver 2", "deliver 3", "deliver 1"]
 
@@ -18,7 +27,10 @@ def test_seed_inverted_schedule_rewinds_unguarded(design: str) -> None:
 @pytest.mark.parametrize("design", ["ballot", "fenced"])
 def test_seed_inverted_schedule_is_rejected_by_ballots(design: str) -> None:
     res = run_schedule(design, SEED_INVERTED)
-    assert not res.rewinds and res.outcomes[-1] == "1:unknown_ballot"
+    assert not res.rewinds
+    last = res.outcomes[-1]
+    assert (last.kind, last.request_id, last.committed) == (DELIVER, 1, False)
+    assert last.reason == "unknown_ballot" and last.label == "1:unknown_ballot"
 
 
 def test_exhaustive_counts() -> None:
@@ -50,8 +62,31 @@ def test_schedule_errors_name_the_step() -> None:
 
 def test_stale_and_crash_steps() -> None:
     res = run_schedule("ballot", ["1", "stale 2", "crash", "3"])
-    assert res.outcomes == ["1:commit", "2:stale_base", "crash+restart", "3:commit"]
+    assert res.outcomes == [
+        StepOutcome(DELIVER, 1, request_id=1, committed=True),
+        StepOutcome(DELIVER, 1, request_id=2, committed=False, reason="stale_base"),
+        StepOutcome(CRASH, 1),
+        StepOutcome(DELIVER, 2, request_id=3, committed=True),
+    ]
+    assert res.labels == ["1:commit", "2:stale_base", "crash+restart", "3:commit"]
     assert res.replays == 1 and res.final_head == 2
+
+
+def test_outcomes_are_typed_and_carry_the_head_and_rewind() -> None:
+    res = run_schedule("callback", SEED_INVERTED)
+    gave_up, *_, late = res.outcomes
+    assert (gave_up.kind, gave_up.request_id, gave_up.committed) == (TIMEOUT, 1, None)
+    assert str(gave_up) == "timeout 1"
+    assert late.rewind and late.head == 1 and late.committed
+    assert [o.rewind for o in res.outcomes] == [False, False, False, True]
+    assert res.first_rewind == 3 and res.heads == [0, 1, 2, 1]
+    idle = run_schedule("callback", ["1", "timeout"], ticks=1).outcomes[-1]
+    assert (idle.kind, idle.request_id, idle.label) == (TIMEOUT, None, "timeout: nothing awaited")
+
+
+def test_unknown_design_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown design 'nope'; expected one of callback"):
+        run_schedule("nope", ["1"])
 
 
 def test_stale_must_be_a_first_delivery_on_a_real_base() -> None:

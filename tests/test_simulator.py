@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit.ballot import simulate, summarize
-from labkit.planner import COLUMNS, FAULTS
+from labkit.ballot import simulate
+from labkit.planner import COLUMNS, FAULTS, RunSummary, run, summarize_run
 
 SAFE = ("ballot", "fenced")
 UNSAFE = ("callback", "lww")
@@ -17,11 +17,20 @@ def test_trace_shape_and_summary_keys() -> None:
     trace = simulate("ballot", ["duplicate"], seed=3, ticks=10)
     assert list(trace.columns) == COLUMNS
     assert {"send", "deliver"} <= set(trace["event"])
-    summary = summarize(trace)
-    assert summary.items() <= trace.attrs["summary"].items()
+    assert not trace.attrs  # no side channel: the summary is a function of the trace
+    summary = summarize_run(trace)
+    assert isinstance(summary, RunSummary) and summary.design == "ballot"
     for key in ("commits", "accepted", "rejects", "replays", "rewinds", "throughput"):
-        assert key in summary
-    assert summary["commits"] == 10 and summary["final_head"] == 10
+        assert key in summary.as_dict()
+    assert summary.commits == 10 and summary.final_head == 10 and not summary.truncated
+
+
+def test_run_returns_the_trace_and_its_summary_explicitly() -> None:
+    done = run("fenced", ["duplicate", "inverted"], seed=3, ticks=10, window=2)
+    assert done.trace.equals(simulate("fenced", ["inverted", "duplicate"], 3, ticks=10, window=2))
+    assert done.summary == summarize_run(done.trace)
+    assert done.faults == ("inverted", "duplicate") and done.seed == 3
+    assert (done.config.ticks, done.config.window) == (10, 2)
 
 
 @pytest.mark.parametrize("design", [*SAFE, *UNSAFE])
@@ -35,7 +44,7 @@ def test_same_seed_same_trace(design: str) -> None:
 @pytest.mark.parametrize("seed", range(8))
 def test_unguarded_designs_rewind_on_the_inverted_trace(design: str, seed: int) -> None:
     trace = simulate(design, ["inverted"], seed=seed)
-    assert trace.attrs["summary"]["rewinds"] >= 1
+    assert summarize_run(trace).rewinds >= 1
     fall = trace[trace["rewind"]].iloc[0]
     assert fall["event"] == "deliver" and fall["fault"] == "inverted"
 
@@ -60,18 +69,18 @@ def test_safe_designs_never_rewind(
     design: str, faults: set[str], seed: int, window: int, skew: float
 ) -> None:
     trace = simulate(design, faults, seed, ticks=12, window=window, clock_skew=skew)
-    s = trace.attrs["summary"]
-    assert s["rewinds"] == 0 and s["overwrites"] == 0
+    s = summarize_run(trace)
+    assert s.rewinds == 0 and s.overwrites == 0
     assert trace["head_version"].is_monotonic_increasing
     # commits are head changes the reader saw; each is exactly one accepted response, +1 each
-    assert s["commits"] == s["accepted"] == s["final_head"] == 12
+    assert s.commits == s.accepted == s.final_head == 12
     assert int(trace["head_changed"].sum()) == 12
 
 
 def test_commits_are_what_the_reader_saw_not_what_the_design_claimed() -> None:
     """Callback accepts bodies identical to the head (duplicates): accepted, yet no commit."""
-    s = simulate("callback", FAULTS, seed=0).attrs["summary"]
-    assert s["accepted"] > s["commits"] > 0
+    s = summarize_run(simulate("callback", FAULTS, seed=0))
+    assert s.accepted > s.commits > 0
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -82,8 +91,8 @@ def test_each_fault_class_shows_up_in_the_trace(fault: str) -> None:
 
 def test_stale_body_is_rejected_as_stale_base() -> None:
     trace = simulate("ballot", ["stale_body"], seed=2)
-    assert trace.attrs["summary"]["rejects"]["stale_base"] == 1
-    assert trace.attrs["summary"]["replays"] >= 1
+    assert summarize_run(trace).rejects["stale_base"] == 1
+    assert summarize_run(trace).replays >= 1
 
 
 def test_crash_keeps_the_inflight_ballot() -> None:
@@ -97,10 +106,10 @@ def test_crash_keeps_the_inflight_ballot() -> None:
 
 
 def test_callback_corrupts_on_retry_after_commit_but_ballot_does_not() -> None:
-    bad = simulate("callback", ["retry_after_commit"], seed=1).attrs["summary"]
-    good = simulate("ballot", ["retry_after_commit"], seed=1).attrs["summary"]
-    assert bad["rewinds"] >= 1
-    assert good["rewinds"] == 0 and good["rejects"]["unknown_ballot"] >= 1
+    bad = run("callback", ["retry_after_commit"], seed=1).summary
+    good = run("ballot", ["retry_after_commit"], seed=1).summary
+    assert bad.rewinds >= 1
+    assert good.rewinds == 0 and good.rejects["unknown_ballot"] >= 1
 
 
 def test_bad_arguments_are_named() -> None:
@@ -114,10 +123,10 @@ def test_summary_table_splits_rejects_by_reason() -> None:
     from labkit.planner import summary_table
 
     traces = {d: simulate(d, ["stale_body"], seed=2) for d in ("callback", "ballot")}
-    table = summary_table({d: t.attrs["summary"] for d, t in traces.items()}).set_index("design")
+    table = summary_table({d: summarize_run(t) for d, t in traces.items()}).set_index("design")
     assert table.loc["ballot", "rejected: stale base"] == 1
     assert table.loc["callback", "rejected: stale base"] == 0
-    assert table.loc["ballot", "commits"] == traces["ballot"].attrs["summary"]["commits"]
+    assert table.loc["ballot", "commits"] == summarize_run(traces["ballot"]).commits
 
 
 @pytest.mark.parametrize("design", ["ballot", "fenced"])
@@ -125,7 +134,7 @@ def test_crash_restarts_from_the_sqlite_file(design: str, tmp_path) -> None:
     """On a file, a crash closes the store and the restart reopens it; the run is the same."""
     on_file = simulate(design, ["crash", "inverted"], seed=3, db_path=tmp_path / "store.db")
     in_memory = simulate(design, ["crash", "inverted"], seed=3)
-    assert on_file.attrs["summary"]["crashes"] == 1
+    assert summarize_run(on_file).crashes == 1
     cols = ["t", "event", "ballot_id", "committed", "reason", "head_version"]
     assert on_file[cols].equals(in_memory[cols])
     from labkit import catalog
@@ -133,3 +142,58 @@ def test_crash_restarts_from_the_sqlite_file(design: str, tmp_path) -> None:
     assert catalog.verify(catalog.connect(tmp_path / "store.db")) == 20  # the log is on disk
     with pytest.raises(ValueError, match="new file"):
         simulate(design, ["crash"], seed=3, db_path=tmp_path / "store.db")
+
+
+def test_a_bare_string_of_faults_is_refused_not_read_letter_by_letter() -> None:
+    with pytest.raises(ValueError, match=r"faults must be a collection .*\['crash'\].*string"):
+        simulate("ballot", "crash", 0)
+    with pytest.raises(ValueError, match="faults must be a collection"):
+        simulate("ballot", None, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown fault class"):
+        simulate("ballot", [3], 0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [
+        ("timeout", 0),
+        ("timeout", -1.0),
+        ("latency", float("nan")),
+        ("latency", 0),
+        ("latency", float("inf")),
+        ("sigma", -0.1),
+        ("duplicate_rate", 1.5),
+        ("duplicate_rate", float("nan")),
+        ("clock_skew", -1),
+        ("stall_time", -2),
+        ("restart_delay", float("nan")),
+        ("hosts", 0),
+        ("window", 0),
+        ("ticks", 0),
+        ("ticks", 2.5),
+        ("ticks", True),
+        ("max_events", 0),
+        ("latency", "1"),
+    ],
+)
+def test_bad_knobs_raise_one_line_naming_knob_and_value(knob: str, value: object) -> None:
+    with pytest.raises(ValueError) as err:
+        simulate("ballot", [], 0, **{knob: value})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(knob) and repr(value) in message
+
+
+def test_bad_seed_and_unknown_knobs_are_named() -> None:
+    with pytest.raises(ValueError, match="seed must be an integer, got 1.5"):
+        simulate("ballot", [], 1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"unknown simulator knob\(s\) \['latancy'\]"):
+        simulate("ballot", [], 0, latancy=2.0)
+
+
+def test_reaching_max_events_is_flagged_and_warned_not_silent() -> None:
+    with pytest.warns(RuntimeWarning, match="max_events=30.*truncated"):
+        cut = run("ballot", FAULTS, seed=0, max_events=30)
+    assert cut.summary.truncated and cut.trace["event"].iloc[-1] == "truncated"
+    assert summarize_run(cut.trace).truncated and cut.summary.final_head < 20
+    full = run("ballot", FAULTS, seed=0)
+    assert not full.summary.truncated and "truncated" not in set(full.trace["event"])

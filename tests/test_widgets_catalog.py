@@ -1,24 +1,34 @@
-"""FourDesignsApp and InvertedArrivalStepper driven without a browser."""
+"""FourDesignsApp and InvertedArrivalStepper driven without a browser.
+
+Every test gets an app of its own, so no test depends on what an earlier one clicked.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+from labkit.arrivals import DELIVER
 from labkit.designs import DESIGNS
-from labkit.planner import FAULTS
+from labkit.planner import FAULTS, summarize_run
 from labkit.widgets.part2_catalog import FAULT_PRESETS, FourDesignsApp, InvertedArrivalStepper
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def app() -> FourDesignsApp:
     return FourDesignsApp(highlight="ballot", preset="inverted", seed=0)
+
+
+def test_each_test_gets_a_fresh_app(app: FourDesignsApp) -> None:
+    assert (app.design.value, app.faults.value, app.seed.value) == ("ballot", "inverted", 0)
+    assert app.window.value == 3 and app.latency.value == 1.0 and len(app.timings) == 1
 
 
 def test_initial_state(app: FourDesignsApp) -> None:
     assert set(app.traces) == set(DESIGNS) == set(app.summaries)
     assert app.last_png.startswith(b"\x89PNG")
-    assert app.summaries["callback"]["rewinds"] > 0
-    assert app.summaries["ballot"]["rewinds"] == app.summaries["fenced"]["rewinds"] == 0
+    assert app.summaries["callback"].rewinds > 0
+    assert app.summaries["ballot"].rewinds == app.summaries["fenced"].rewinds == 0
+    assert all(app.summaries[d] == summarize_run(app.traces[d]) for d in DESIGNS)
     assert "wb-design" in app.design._dom_classes and "wb-faults" in app.faults._dom_classes
     assert "<table" in app.metrics.value and "callback" in app.counterexamples.value
 
@@ -44,13 +54,12 @@ def test_fault_presets_set_the_checkboxes(app: FourDesignsApp) -> None:
     for preset in ("none", "duplicate", "all", "inverted"):
         app.faults.value = preset
         assert app.selected_faults == FAULT_PRESETS[preset]
-        assert all(s.get("faults") == sorted(FAULT_PRESETS[preset])
-                   for s in app.summaries.values())
-        assert app.summaries["ballot"]["rewinds"] == app.summaries["fenced"]["rewinds"] == 0
+        assert all(r.faults == FAULT_PRESETS[preset] for r in app.runs.values())
+        assert app.summaries["ballot"].rewinds == app.summaries["fenced"].rewinds == 0
     app.faults.value = "none"
-    assert app.summaries["callback"]["rewinds"] == 0
+    assert app.summaries["callback"].rewinds == 0
     app.faults.value = "inverted"
-    assert app.summaries["callback"]["rewinds"] > 0
+    assert app.summaries["callback"].rewinds > 0
 
 
 def test_ticking_a_box_switches_the_preset(app: FourDesignsApp) -> None:
@@ -69,7 +78,7 @@ def test_window_slider_reruns_fenced_only(app: FourDesignsApp) -> None:
     assert app.traces["fenced"] is not before["fenced"]
     assert all(app.traces[d] is before[d] for d in ("callback", "lww", "ballot"))
     assert app.last_png != png
-    assert app.summaries["fenced"]["rewinds"] == 0
+    assert app.summaries["fenced"].rewinds == 0
 
 
 def test_seed_and_sliders_change_the_traces(app: FourDesignsApp) -> None:
@@ -78,16 +87,21 @@ def test_seed_and_sliders_change_the_traces(app: FourDesignsApp) -> None:
     app.seed.value = app.seed.value + 1
     assert app.summaries["ballot"] != before
     app.latency.value = 2.0
-    assert app.summaries["ballot"]["sim_time"] > before["sim_time"]
-    assert app.summaries["ballot"]["rewinds"] == app.summaries["fenced"]["rewinds"] == 0
-    assert len(app.timings) >= 5 and all(t > 0 for t in app.timings)
+    assert app.summaries["ballot"].sim_time > before.sim_time
+    assert app.summaries["ballot"].rewinds == app.summaries["fenced"].rewinds == 0
+    assert len(app.timings) == 4 and all(t > 0 for t in app.timings)  # start + 3 changes
 
 
 def test_stepper_walks_the_inverted_arrival() -> None:
     stepper = InvertedArrivalStepper()
-    assert stepper.outcomes["callback"] == "12:commit"
-    assert stepper.outcomes["ballot"] == "12:unknown_ballot"
+    late = {d: stepper.outcomes[d] for d in ("callback", "ballot")}
+    assert all((o.kind, o.request_id) == (DELIVER, 12) for o in late.values())
+    assert late["callback"].committed and late["callback"].rewind
+    assert not late["ballot"].committed and late["ballot"].reason == "unknown_ballot"
+    assert "12:unknown_ballot (head v2)" in stepper.caption.value
     png = stepper.last_png
     stepper.step.value = 2
-    assert stepper.outcomes["ballot"] == "13:commit" and stepper.last_png != png
+    second = stepper.outcomes["ballot"]
+    assert (second.request_id, second.committed, second.head) == (13, True, 1)
+    assert stepper.last_png != png
     assert stepper.results["callback"].rewinds and not stepper.results["fenced"].rewinds

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from labkit.arrivals import ScheduleError, ScheduleResult, run_schedule
+from labkit.arrivals import DELIVER, ScheduleError, ScheduleResult, run_schedule
 from labkit.ballot import REASONS, Response, WatermarkLoop
 from labkit.exercises.kit import Exercise, Wrong, learner_call, listing
 
@@ -146,7 +146,7 @@ def _play(design: str, steps: list[str], **kwargs: Any) -> ScheduleResult:
 
 
 def _trace(res: ScheduleResult) -> str:
-    return "; ".join(f"{o} -> v{h}" for o, h in zip(res.outcomes, res.heads, strict=True))
+    return "; ".join(f"{o.label} -> v{o.head}" for o in res.outcomes)
 
 
 def _check_lww(answer: Any) -> str:
@@ -201,10 +201,12 @@ DECISIONS = ("reject", "replay", "compensate")
 
 def _delivered_after(res: ScheduleResult, rid: int) -> tuple[int | None, set[int]]:
     """The step at which request `rid` committed, and the requests delivered after it."""
-    done = next((k for k, o in enumerate(res.outcomes) if o == f"{rid}:commit"), None)
+    done = next(
+        (k for k, o in enumerate(res.outcomes) if o.request_id == rid and o.committed), None
+    )
     if done is None:
         return None, set()
-    after = {int(o.split(":")[0]) for o in res.outcomes[done + 1 :] if o.split(":")[0].isdigit()}
+    after = {o.request_id for o in res.outcomes[done + 1 :] if o.kind == DELIVER}
     return done, after
 
 

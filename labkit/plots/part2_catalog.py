@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from labkit.arrivals import ScheduleResult
+from labkit.arrivals import CRASH, DELIVER, TIMEOUT, ScheduleResult
 from labkit.designs import DESIGNS
 from labkit.plots.style import (
     COLORS,
@@ -71,8 +71,8 @@ def _trace_artists(ax: Axes, design: str) -> dict[str, Any]:
 def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
     """(t, head_version) points of `frame`, optionally only rows where `mask` holds.
 
-    Masks numpy arrays rather than filtering the DataFrame: filtering deep-copies
-    `attrs["summary"]`, which a widget redraw would pay for on every trace.
+    Masks numpy arrays rather than filtering the DataFrame: a widget redraws every trace on
+    every change and a DataFrame filter costs more than the drawing.
     """
     xy = np.column_stack([frame["t"].to_numpy(dtype=float),
                           frame["head_version"].to_numpy(dtype=float)]).reshape(-1, 2)
@@ -137,12 +137,11 @@ def version_trace_figure(
 
 
 def _panel_title(design: str, trace: pd.DataFrame) -> str:
-    s = trace.attrs.get("summary") or {}
-    rewinds = int(s.get("rewinds", trace["rewind"].sum()))
-    commits = s.get("commits")
+    """The design, the commits its reader saw (as `summarize_run` counts them) and rewinds."""
+    rewinds = int(trace["rewind"].sum())
     parts = [design]
-    if commits is not None:
-        parts.append(f"{commits} commits")
+    if "head_changed" in trace:
+        parts.append(f"{int(trace['head_changed'].sum())} commits")
     parts.append(f"{rewinds} rewind{'s' if rewinds != 1 else ''}")
     return " · ".join(parts)
 
@@ -289,24 +288,8 @@ def four_designs_figure(
     return canvas.update(shown, highlight)
 
 
-def _outcome_parts(outcome: str) -> tuple[str, int | None, str]:
-    """Split an `arrivals` outcome string into (kind, request id, detail)."""
-    if outcome.startswith("crash"):
-        return "crash", None, "crash + restart"
-    if outcome.startswith("timeout"):
-        rest = outcome.removeprefix("timeout").strip()
-        return ("timeout", int(rest), "gave up") if rest.isdigit() else ("idle", None, rest)
-    rid, _, what = outcome.partition(":")
-    return ("commit" if what == "commit" else "reject"), int(rid), what
-
-
 def _request_ids(results: Sequence[ScheduleResult]) -> list[int]:
-    ids: set[int] = set()
-    for res in results:
-        for outcome in res.outcomes:
-            rid = _outcome_parts(outcome)[1]
-            if rid is not None:
-                ids.add(rid)
+    ids = {o.request_id for res in results for o in res.outcomes if o.request_id is not None}
     return sorted(ids)
 
 
@@ -341,24 +324,22 @@ def arrival_lanes_figure(
         color = COLORS.get(res.design, "#444444")
         top = len(lanes) - 0.4
         for i, outcome in enumerate(res.outcomes[:last], start=1):
-            kind, rid, detail = _outcome_parts(outcome)
-            y = lane_y.get(rid, 0) if rid is not None else 0
-            if kind == "commit":
+            y = lane_y.get(outcome.request_id, 0) if outcome.request_id is not None else 0
+            if outcome.kind == DELIVER and outcome.committed:
                 ax.scatter([i], [y], s=80, color=color, zorder=4)
-            elif kind == "reject":
+            elif outcome.kind == DELIVER:
                 ax.scatter([i], [y], s=70, marker="X", color=COLORS["reject"], zorder=4)
-                ax.annotate(detail.replace("_", " "), (i, y), xytext=(0, -11),
+                ax.annotate(str(outcome.reason).replace("_", " "), (i, y), xytext=(0, -11),
                             textcoords="offset points", ha="center", va="top", fontsize=6.5,
                             color="#444444")
-            elif kind == "timeout":
+            elif outcome.kind == TIMEOUT and outcome.request_id is not None:
                 ax.scatter([i], [y], s=70, marker="D", facecolors="none", edgecolors=color,
                            linewidths=1.5, zorder=4)
-            elif kind == "crash":
+            elif outcome.kind == CRASH:
                 ax.axvline(i, color="black", ls="--", lw=1)
-            fell = res.heads[i - 1] < max(res.heads[: i - 1], default=res.heads[i - 1])
-            ax.text(i, top, f"v{res.heads[i - 1]}", ha="center", va="bottom", fontsize=8,
-                    color=REWIND_COLOR if fell else "black",
-                    fontweight="bold" if fell else "normal")
+            ax.text(i, top, f"v{outcome.head}", ha="center", va="bottom", fontsize=8,
+                    color=REWIND_COLOR if outcome.rewind else "black",
+                    fontweight="bold" if outcome.rewind else "normal")
         ax.set_ylim(-0.9, len(lanes) + 0.1)
         ax.set_yticks(range(len(lanes)), [str(r) for r in lanes], fontsize=8)
         ax.set_title(f"{res.design}: {DESIGN_LABELS.get(res.design, res.design)}",

@@ -1,7 +1,7 @@
 """Widget apps for part two: the four designs on one fault trace (notebook 05) and the
 inverted arrival step by step (notebook 04).
 
-Each control change runs `labkit.planner.simulate` for every design (memoised per design and
+Each control change runs `labkit.planner.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
 axes and ticks are rendered once per frame and only traces and titles are redrawn.
@@ -19,9 +19,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from labkit.arrivals import ScheduleResult, explore, run_schedule
+from labkit.arrivals import ScheduleResult, StepOutcome, explore, run_schedule
 from labkit.designs import DESIGNS
-from labkit.planner import FAULTS, simulate, summary_table
+from labkit.planner import FAULTS, RunSummary, SimulationRun, run, summary_table
 from labkit.plots.part2_catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
@@ -64,10 +64,11 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
 
 
 class FourDesignsApp(BatchedApp):
-    """Fault classes and planner knobs in; four `simulate` traces, metrics and counterexamples out.
+    """Fault classes and planner knobs in; four simulated runs, metrics and counterexamples out.
 
-    `ui` is the container to display; `traces` maps design -> trace, `summaries` design ->
-    summary, `last_png` is the image shown and `timings` each update's duration in seconds.
+    `ui` is the container to display; `runs` maps design -> `SimulationRun`, `traces` and
+    `summaries` design -> its trace and `RunSummary`; `last_png` is the image shown and
+    `timings` each update's duration in seconds.
     """
 
     def __init__(
@@ -80,12 +81,13 @@ class FourDesignsApp(BatchedApp):
     ) -> None:
         self.designs = list(designs)
         self.ticks = ticks
+        self.runs: dict[str, SimulationRun] = {}
         self.traces: dict[str, pd.DataFrame] = {}
-        self.summaries: dict[str, dict[str, Any]] = {}
+        self.summaries: dict[str, RunSummary] = {}
         self.last_png = b""
         self.timings: list[float] = []
         self.memo_hits = 0
-        self._memo: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
         self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
         self.design = classed(widgets.Dropdown(
@@ -180,18 +182,18 @@ class FourDesignsApp(BatchedApp):
             params["window"] = self.window.value
         return params
 
-    def _trace(self, design: str, faults: tuple[str, ...], seed: int) -> pd.DataFrame:
+    def _run(self, design: str, faults: tuple[str, ...], seed: int) -> SimulationRun:
         params = self._params(design, faults)
         key = (design, faults, seed, tuple(sorted(params.items())))
         if key in self._memo:
             self._memo.move_to_end(key)
             self.memo_hits += 1
             return self._memo[key]
-        trace = simulate(design, faults, seed, **params)
-        self._memo[key] = trace
+        done = run(design, faults, seed, **params)
+        self._memo[key] = done
         if len(self._memo) > _MEMO_SIZE:
             self._memo.popitem(last=False)
-        return trace
+        return done
 
     def _room(self) -> tuple[float, float]:
         """Axes room for a typical run: 1.5x the fault-free time of `ticks` commits.
@@ -205,8 +207,9 @@ class FourDesignsApp(BatchedApp):
         """Simulate every design on the chosen faults, redraw, refresh the metrics; time it."""
         start = time.perf_counter()
         faults, seed = self.selected_faults, int(self.seed.value)
-        self.traces = {d: self._trace(d, faults, seed) for d in self.designs}
-        self.summaries = {d: t.attrs["summary"] for d, t in self.traces.items()}
+        self.runs = {d: self._run(d, faults, seed) for d in self.designs}
+        self.traces = {d: r.trace for d, r in self.runs.items()}
+        self.summaries = {d: r.summary for d, r in self.runs.items()}
         label = ", ".join(faults) if faults else "no faults"
         self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
                                         scale=(self.latency.value, self.ticks),
@@ -248,7 +251,7 @@ class InvertedArrivalStepper:
         self.results: dict[str, ScheduleResult] = {
             d: run_schedule(d, steps, first_request=first_request, ticks=1000) for d in designs
         }
-        self.outcomes: dict[str, str] = {}
+        self.outcomes: dict[str, StepOutcome] = {}
         self.last_png = b""
         self.timings: list[float] = []
         self._pngs: dict[int, bytes] = {}
@@ -273,7 +276,7 @@ class InvertedArrivalStepper:
         first = next(iter(self.results.values()))
         self.outcomes = {d: r.outcomes[k - 1] for d, r in self.results.items()}
         lines = "".join(
-            f"<li><b>{d}</b>: {html.escape(o)} (head v{self.results[d].heads[k - 1]})</li>"
+            f"<li><b>{d}</b>: {html.escape(o.label)} (head v{o.head})</li>"
             for d, o in self.outcomes.items()
         )
         self.caption.value = f"step {k}: <code>{html.escape(first.steps[k - 1])}</code><ul>{lines}</ul>"

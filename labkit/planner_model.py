@@ -1,0 +1,61 @@
+"""The planner and the reader both simulator drivers share.
+
+`labkit.planner` (seeded, clocked) and `labkit.arrivals` (hand-written schedules) build a
+planner's response the same way (`respond`) and watch the catalog through the same
+independent reader (`HeadReader`), so a rewind means the same thing in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labkit.ballot import Response
+from labkit.designs import Design, Request
+
+
+def respond(
+    design: Design, request: Request, updated_at: float | None, *, stale: bool = False
+) -> Response:
+    """The planner's response to `request`: the tools at its base plus one new tool.
+
+    With `stale` the body is computed from the version before the request's base. An
+    unguarded design sends no ballot, so its response carries the request id in its place.
+    """
+    base, tools = request.base_version, request.tools
+    if stale:
+        base, tools = base - 1, design.tools_at(base - 1)
+    ballot_id = request.ballot_id if request.ballot_id is not None else request.request_id
+    body = (*tools, f"tool-r{request.request_id}")
+    return Response(ballot_id, request.observed_watermark, base, body, updated_at)
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What the reader saw on one look at the head, compared with its earlier looks."""
+
+    version: int
+    rewind: bool  # the head is below the highest version seen before
+    overwrite: bool  # same version as last look, different tools
+    changed: bool  # version or tools differ from last look
+
+
+class HeadReader:
+    """An independent reader polling a design's head; it remembers what it saw."""
+
+    def __init__(self, design: Design) -> None:
+        self.design = design
+        self.version, self.digest = design.read_head()
+        self.max_seen = self.version
+
+    def look(self) -> Glance:
+        """Read the head now and say how it moved since the last look."""
+        version, digest = self.design.read_head()
+        glance = Glance(
+            version=version,
+            rewind=version < self.max_seen,
+            overwrite=version == self.version and digest != self.digest,
+            changed=(version, digest) != (self.version, self.digest),
+        )
+        self.version, self.digest = version, digest
+        self.max_seen = max(self.max_seen, version)
+        return glance
