@@ -5,9 +5,10 @@ the wrong MAX rule, trigger queries), `summarizer` (chained checkpoints, orphan 
 `scenarios` (JSON scenarios and the step runner), `explorer` (every delivery order),
 `triggers` (trigger cost, busy loop, query plans).
 Part two, the catalog watermark: `catalog` (append-only versions, the monotonic reader),
-`ballot` (WatermarkLoop), `designs` and `planner` (four designs on a simulated planner),
-`arrivals` (every arrival order), `crashlab` (real SIGKILLed loops).
-Shared: `transactions` (write-locking transactions), `storeview` (what is on disk), and
+`watermark_loop` (WatermarkLoop, the safe commit rule), `ballot` (the public face:
+the loop's names and `simulate`), `designs` and `planner` (four designs on a simulated planner),
+`arrivals` (every arrival order), `crashlab` and `crash_child` (real SIGKILLed loops).
+Shared: `db` (opening SQLite, write-locking transactions), `storeview` (what is on disk), and
 `plots`, `widgets`, `figures`, `exercises`, `notebooks` for the notebooks, the docs build and
 workshops.
 """

@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.ballot import Response
 from labkit.designs import DESIGNS, Design, Request, make_design
+from labkit.watermark_loop import Response
 
 
 class ScheduleError(ValueError):

@@ -19,12 +19,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from labkit import db
 from labkit import frontier as fr
 from labkit.arrivals import ScheduleError, ScheduleResult, run_schedule
-from labkit.ballot import REASONS, Response, WatermarkLoop
 from labkit.exercise_kit import BLANK, Exercise, Feedback, Wrong, ____
 from labkit.explorer import model_run
 from labkit.scenarios import run_scenario, scenario_from_dict, scenario_from_order
+from labkit.watermark_loop import REASONS, Response, WatermarkLoop
 
 __all__ = [
     "BLANK",
@@ -584,7 +585,7 @@ def _why(reason: str, resp: Response, head: int, inflight: dict[int, int], past:
 
 
 def _reject_loop() -> WatermarkLoop:
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), window=3)
+    loop = WatermarkLoop(db.connect(), window=3)
     loop.reserve()
     loop.reserve()
     loop.apply(Response(1, 0, 0, ("search",)))
@@ -839,7 +840,7 @@ def _random_response(
 def _rule_cases(seed: int) -> Iterable[tuple[int, dict[int, int], Response, str]]:
     """Drive a real WatermarkLoop at random; yield (head, inflight, response, real verdict)."""
     rng = random.Random(seed)
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), rng.randint(1, 3))
+    loop = WatermarkLoop(db.connect(), rng.randint(1, 3))
     known: list[int] = []
     for _ in range(RULE_STEPS):
         roll = rng.random()

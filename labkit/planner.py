@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.ballot import REASONS, Response
 from labkit.designs import DESIGNS, Design, Request, make_design
+from labkit.watermark_loop import REASONS, Response
 
 FAULTS: tuple[str, ...] = (
     "inverted",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from labkit.db import atomic
 from labkit.frontier import (
     POLICIES,
-    atomic,
     delivered_frontier,
     max_delivered_watermark,
     newly_covered_count,

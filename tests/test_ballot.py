@@ -9,6 +9,7 @@ import pytest
 
 from labkit import catalog
 from labkit.ballot import INFLIGHT_SQL, Ballot, Response, WatermarkLoop, WindowFullError
+from labkit.db import connect
 
 
 def body(loop: WatermarkLoop, b: Ballot, tool: str) -> Response:
@@ -101,9 +102,9 @@ def test_fenced_window_one_commit_per_watermark() -> None:
 
 def test_reserve_is_durable_before_it_returns(tmp_path: Path) -> None:
     db = tmp_path / "wm.db"
-    loop = WatermarkLoop(catalog.connect(db))
+    loop = WatermarkLoop(connect(db))
     b = loop.reserve()
-    other = WatermarkLoop(catalog.connect(db))  # a restarted process on the same file
+    other = WatermarkLoop(connect(db))  # a restarted process on the same file
     assert other.inflight() == [b]
     assert other.apply(body(other, b, "t1")).committed
     assert other.reserve().ballot_id == b.ballot_id + 1  # next id was persisted too

@@ -9,19 +9,20 @@ import pytest
 from labkit import catalog, crashlab
 from labkit.ballot import WatermarkLoop
 from labkit.catalog import CatalogReader, RewindError
+from labkit.db import connect
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "catalog.db"
-    WatermarkLoop(catalog.connect(path)).conn.close()
+    WatermarkLoop(connect(path)).conn.close()
     return path
 
 
 def test_kill_after_reserve_leaves_the_ballot_in_flight(db: Path) -> None:
     killed = crashlab.kill_loop(db, "after_reserve")
     assert killed.sigkilled and killed.ballot is not None
-    loop = WatermarkLoop(catalog.connect(db))
+    loop = WatermarkLoop(connect(db))
     assert loop.inflight() == [killed.ballot]
     assert loop.apply(killed.response(["late"])).committed  # the late answer still commits
     assert catalog.verify(loop.conn) == 1
@@ -30,7 +31,7 @@ def test_kill_after_reserve_leaves_the_ballot_in_flight(db: Path) -> None:
 def test_kill_mid_commit_leaves_no_half_written_version(db: Path) -> None:
     killed = crashlab.kill_loop(db, "mid_commit", tools=["search"])
     assert killed.sigkilled
-    loop = WatermarkLoop(catalog.connect(db))
+    loop = WatermarkLoop(connect(db))
     assert loop.head_version() == 0 and catalog.verify(loop.conn) == 0
     assert loop.inflight() == [killed.ballot]
     answer = killed.response(["search"])
@@ -42,14 +43,14 @@ def test_kill_mid_commit_leaves_no_half_written_version(db: Path) -> None:
 def test_naive_restore_is_caught_by_the_reader(db: Path, tmp_path: Path) -> None:
     backup = crashlab.snapshot(db, tmp_path / "backup.db")
     killed = crashlab.kill_loop(db, "after_reserve")
-    loop = WatermarkLoop(catalog.connect(db))
+    loop = WatermarkLoop(connect(db))
     loop.apply(killed.response(["v1"]))
     state = tmp_path / "reader.db"
-    assert CatalogReader(catalog.connect(db), "r", state=catalog.connect(state)).poll() == 1
+    assert CatalogReader(connect(db), "r", state=connect(state)).poll() == 1
     loop.conn.close()
     crashlab.restore_naively(backup, db)
     with pytest.raises(RewindError):
-        CatalogReader(catalog.connect(db), "r", state=catalog.connect(state)).poll()
+        CatalogReader(connect(db), "r", state=connect(state)).poll()
 
 
 def test_unknown_kill_point_is_named(db: Path) -> None:

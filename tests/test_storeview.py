@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from labkit import catalog, storeview
+from labkit import storeview
 from labkit.ballot import Response, WatermarkLoop
+from labkit.db import connect
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "store.db"
-    loop = WatermarkLoop(catalog.connect(path))
+    loop = WatermarkLoop(connect(path))
     b = loop.reserve()
     loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
     loop.reserve()  # left in flight, as a crash would leave it
