@@ -106,3 +106,53 @@ def test_history_frame_reads_as_a_table() -> None:
     assert str(frame["ballot_id"].dtype) == "Int64" and frame["ballot_id"].iloc[1] == 1
     assert frame["ballot_id"].isna().iloc[0]  # genesis has no ballot
     assert frame["tools_hash"].iloc[1] == catalog.tools_hash(["search"])[:12]
+
+
+def test_poll_leaves_the_callers_transaction_open_and_uncommitted(tmp_path: Path) -> None:
+    db, state = tmp_path / "cat.db", tmp_path / "reader.db"
+    _grow(db, 2)
+    conn = connect(db)
+    conn.execute("CREATE TABLE notes (x)")
+    reader = CatalogReader(conn, "r", state=connect(state))
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO notes VALUES (1)")
+    assert reader.poll() == 2
+    assert conn.in_transaction  # poll neither committed nor ended it
+    conn.rollback()
+    assert conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 0
+
+
+def test_poll_with_state_on_the_same_connection_nests_in_the_callers_transaction(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "cat.db"
+    _grow(db, 1)
+    conn = connect(db)
+    reader = CatalogReader(conn, "r")
+    conn.execute("BEGIN")
+    assert reader.poll() == 1
+    assert conn.in_transaction
+    conn.rollback()  # the record was part of the caller's transaction
+    assert reader.last_seen() is None
+
+
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [('["a", ', "not valid JSON"), ('["a", NaN]', "not valid JSON"), ('{"a": 1}', "not a list")],
+)
+def test_a_broken_stored_body_is_corruption_naming_the_version(
+    conn: sqlite3.Connection, stored: str, problem: str
+) -> None:
+    with immediate(conn):
+        catalog.append(conn, ["a"], ballot_id=1, base_version=0)
+        catalog.append(conn, ["b"], ballot_id=2, base_version=1)
+    conn.execute("UPDATE catalog_versions SET tools = ? WHERE version = 2", (stored,))
+    for read in (catalog.verify, catalog.history, lambda c: catalog.read_version(c, 2)):
+        with pytest.raises(CatalogCorruptError, match=f"version 2: .*{problem}"):
+            read(conn)
+
+
+def test_tools_json_refuses_nan_and_infinity() -> None:
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="JSON"):
+            catalog.tools_json([{"w": bad}])
