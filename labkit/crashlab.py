@@ -60,7 +60,7 @@ def kill_loop(
 
     With ``mid_commit`` the child applies a response with `tools` and is killed inside the
     commit transaction. A child that fails or does not reach `point` within `timeout`
-    seconds raises `RuntimeError` with its stderr.
+    seconds raises `RuntimeError` with the last line of its stderr.
     """
     if point not in POINTS:
         raise ValueError(f"unknown kill point {point!r}; expected one of {', '.join(POINTS)}")
@@ -85,10 +85,10 @@ def kill_loop(
             proc.wait()
         finally:
             watchdog.cancel()
-        stderr = proc.stderr.read()
+        last_error = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
     if not reached:
         raise RuntimeError(
-            f"child loop did not reach {point!r} (exit {proc.returncode}): {stderr.strip()}"
+            f"child loop on {db} did not reach {point!r} (exit {proc.returncode}): {last_error}"
         )
     return Killed(point, proc.returncode, ballot)
 

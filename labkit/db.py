@@ -37,11 +37,13 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS)
     if str(path) != ":memory:":
         try:
             _retry_busy(conn, "PRAGMA journal_mode = WAL", timeout_ms)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             conn.close()
-            raise sqlite3.OperationalError(
-                f"{path}: could not switch to WAL within {timeout_ms} ms: {exc}"
-            ) from exc
+            if _is_busy(exc):
+                raise sqlite3.OperationalError(
+                    f"{path}: could not switch to WAL within {timeout_ms} ms: {exc}"
+                ) from exc
+            raise type(exc)(f"{path}: {exc}") from exc
     return conn
 
 
@@ -69,12 +71,16 @@ def _retry_busy(conn: sqlite3.Connection, sql: str, timeout_ms: int) -> None:
             conn.execute(sql).fetchall()
             return
         except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             left = deadline - time.monotonic()
-            if code not in _BUSY_CODES or left <= 0:
+            if not _is_busy(exc) or left <= 0:
                 raise
             time.sleep(min(delay, left))
             delay = min(delay * 2, 0.05)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """True for "database is locked/busy": another connection holds a lock we need."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES
 
 
 @contextmanager

@@ -152,3 +152,11 @@ def test_processes_opening_a_fresh_file_at_once_all_wait_and_succeed(tmp_path: P
     for r in range(ROUNDS):  # every opener reserved exactly one ballot on every file
         conn = db.connect(tmp_path / f"round{r}.db")
         assert conn.execute("SELECT COUNT(*) FROM wm_ballots").fetchone()[0] == OPENERS
+
+
+def test_opening_a_file_that_is_not_a_database_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("plain text\n" * 100)
+    with pytest.raises(sqlite3.DatabaseError, match=r"notes\.txt: file is not a database"):
+        db.connect(path)
+    assert path.read_text() == "plain text\n" * 100
