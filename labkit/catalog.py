@@ -192,11 +192,11 @@ class CatalogReader:
         self.conn = conn
         self.state = conn if state is None else state
         self.name = name
-        with atomic(self.state):
-            self.state.execute(
-                "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
-                " reader TEXT PRIMARY KEY, last_seen INTEGER NOT NULL)"
-            )
+        # One statement, no transaction of ours: if the table exists it takes no write lock.
+        self.state.execute(
+            "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
+            " reader TEXT PRIMARY KEY, last_seen INTEGER NOT NULL)"
+        )
 
     def last_seen(self) -> int | None:
         """The highest head this reader has recorded, or None before its first poll."""

@@ -34,7 +34,9 @@ import os, time
 db, name, window, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 go = sys.argv[5] if len(sys.argv) > 5 else None
 loop = WatermarkLoop(connect(db), window=window)
-while go and not os.path.exists(go):  # start line, so racing workers really overlap
+if go:  # start line, so racing workers really overlap: say we are ready, wait for "go"
+    open(f"{go}.{name}.ready", "w").close()
+while go and not os.path.exists(go):
     time.sleep(0.005)
 reader = CatalogReader(connect(db), name)
 while loop.head_version() < target:
@@ -49,6 +51,7 @@ while loop.head_version() < target:
         loop.apply(resp)
         loop.apply(resp)
     reader.poll()
+    time.sleep(0.001)  # between rounds the lock is free, so a racing worker gets turns too
 """
 
 
@@ -103,7 +106,11 @@ def test_two_processes_commit_at_most_once_per_watermark(tmp_path: Path) -> None
     go = tmp_path / "go"
     catalog.create_schema(connect(db))
     procs = [_spawn(db, f"p{i}", window=3, target=150, go=go) for i in range(2)]
-    time.sleep(0.5)  # both are importing and waiting at the start line
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{go}.p{i}.ready").exists() for i in range(2)):  # both at the line
+        assert time.monotonic() < deadline, "workers never reached the start line"
+        assert all(p.poll() is None for p in procs), "a worker died before the start line"
+        time.sleep(0.01)
     go.touch()
     for proc in procs:
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
