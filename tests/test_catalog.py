@@ -98,7 +98,7 @@ def test_immediate_refuses_a_nested_transaction(conn: sqlite3.Connection) -> Non
 def test_history_frame_reads_as_a_table() -> None:
     from labkit.ballot import Response, WatermarkLoop
 
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None))
+    loop = WatermarkLoop(connect())
     b = loop.reserve()
     loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
     frame = catalog.history_frame(loop.conn)
