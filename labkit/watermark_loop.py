@@ -127,13 +127,17 @@ def _check_envelope(response: Response) -> tuple[int, int, int]:
     """Validate what the decision reads (and `updated_at`); return the three fence ints."""
     if not isinstance(response, Response):
         raise ResponseError(f"apply() takes a Response, got {type(response).__name__}")
-    fence = tuple(_fence_int(response, f) for f in ("ballot_id", "observed_watermark", "base_version"))
+    fence = (
+        _fence_int(response, "ballot_id"),
+        _fence_int(response, "observed_watermark"),
+        _fence_int(response, "base_version"),
+    )
     stamp = response.updated_at
     if stamp is not None and (
         isinstance(stamp, bool) or not isinstance(stamp, numbers.Real) or not math.isfinite(stamp)
     ):
         raise ResponseError(f"response updated_at must be None or a finite number, got {stamp!r}")
-    return fence  # type: ignore[return-value]
+    return fence
 
 
 def _body_problem(tools: Any) -> str | None:
