@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
-from labkit import catalog
+from labkit import db
 from labkit.ballot import Response, WatermarkLoop
 from labkit.designs import DESIGNS
 from labkit.planner import FAULTS, simulate
@@ -32,7 +32,7 @@ def pragmas(conn: sqlite3.Connection) -> tuple[str, int]:
 
 def floor_connection(path: Path, journal_mode: str, synchronous: int) -> sqlite3.Connection:
     """A bare file with the loop's durability settings and two tiny tables."""
-    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn = db.connect(path)
     conn.execute(f"PRAGMA journal_mode = {journal_mode}")  # values read back from SQLite itself
     conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
     conn.execute("CREATE TABLE store (id INTEGER PRIMARY KEY, next INTEGER NOT NULL)")
@@ -61,7 +61,7 @@ def loop_tick(loop: WatermarkLoop) -> None:
 
 
 def measure_ticks(directory: Path, repeats: int, number: int) -> dict[str, object]:
-    conn = catalog.connect(directory / "watermark.db")
+    conn = db.connect(directory / "watermark.db")
     loop = WatermarkLoop(conn, window=1)
     mode, sync = pragmas(conn)
     if sync == 0:

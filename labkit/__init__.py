@@ -6,11 +6,13 @@ summaries, orphan audit), `triggers` (every trigger query, the busy-loop worker,
 and query plans), `scenarios` (JSON scenarios and the step runner), `explorer` (every delivery
 order).
 Part two, the catalog watermark: `catalog` (append-only versions, the monotonic reader),
-`ballot` (WatermarkLoop), `designs` and `planner` (four designs on a simulated planner),
-`arrivals` (every arrival order), `crashlab` (real SIGKILLed loops).
+`watermark_loop` (WatermarkLoop, the safe commit rule), `ballot` (the public face:
+the loop's names and `simulate`), `designs`, `planner` and `planner_model` (the designs on a
+simulated planner), `arrivals` (every arrival order), `crashlab` and `crash_child` (real killed
+loops).
 Figures and widgets, one module per part: `plots.part1_frontier`, `plots.part2_catalog`,
 `widgets.part1_frontier`, `widgets.part2_catalog` (shared: `plots.style`, `widgets.common`).
-Shared: `transactions` (write-locking transactions), `storeview` (what is on disk),
+Shared: `db` (opening SQLite, write-locking transactions), `storeview` (what is on disk),
 `figures` and `figure_specs` (the docs build), `exercises` (workshops: `kit`, `sandbox`, one
 module per exercise set), `nbfiles` (strip outputs, student copies).
 """

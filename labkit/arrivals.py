@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.ballot import Response
 from labkit.designs import DESIGNS, Design, Request, check_design, make_design
 from labkit.planner_model import HeadReader, respond
+from labkit.watermark_loop import Response
 
 
 class ScheduleError(ValueError):

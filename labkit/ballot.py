@@ -1,251 +1,53 @@
-"""Ballots and the catalog watermark: the safe commit rule for a remote, unreliable planner.
+"""The public face of part two (SPEC section 5): the safe loop, its types, and the simulator.
 
-A tick reserves a ballot (persisted before the planner call) that records the watermark it
-observed and the catalog version it is based on. A response commits only if its ballot is
-still in flight, the watermark has not moved, and its body is based on the current head.
-The watermark *is* the catalog head (`labkit.catalog`): one committed version, no drift.
+The loop lives in `labkit.watermark_loop` and the simulator in `labkit.planner`; this module
+only gathers their names for notebooks and outside callers. Nothing inside `labkit` imports
+it, so reaching the simulator from here closes no import cycle. `simulate` and `summarize`
+are loaded on first use: a process that only runs the loop (a crash child, a worker) does not
+pay for importing pandas.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from labkit import catalog
-from labkit.catalog import immediate
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-Reason = Literal["unknown_ballot", "stale_watermark", "stale_base"]
-REASONS: tuple[str, ...] = ("unknown_ballot", "stale_watermark", "stale_base")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS wm_store (
-    id          INTEGER PRIMARY KEY CHECK (id = 1),
-    next_ballot INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS wm_ballots (
-    ballot_id          INTEGER PRIMARY KEY,
-    observed_watermark INTEGER NOT NULL,
-    base_version       INTEGER NOT NULL,
-    replay_of          INTEGER,
-    status             TEXT    NOT NULL
-        CHECK (status IN ('inflight', 'committed', 'rejected', 'abandoned')),
-    reason             TEXT,
-    reserved_at        REAL    NOT NULL,
-    decided_at         REAL
-);
-CREATE INDEX IF NOT EXISTS wm_ballots_inflight ON wm_ballots (ballot_id)
-    WHERE status = 'inflight';
-CREATE TABLE IF NOT EXISTS wm_responses (
-    seq                INTEGER PRIMARY KEY AUTOINCREMENT,
-    ballot_id          INTEGER NOT NULL,
-    observed_watermark INTEGER NOT NULL,
-    base_version       INTEGER NOT NULL,
-    tools_hash         TEXT    NOT NULL,
-    committed          INTEGER NOT NULL CHECK (committed IN (0, 1)),
-    reason             TEXT,
-    received_at        REAL    NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)
-    WHERE committed = 1;
-"""
-
-INFLIGHT_SQL = (
-    "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
-    " WHERE status = 'inflight' ORDER BY ballot_id"
+from labkit.watermark_loop import (
+    INFLIGHT_SQL,
+    REASONS,
+    Ballot,
+    Outcome,
+    Reason,
+    Response,
+    ResponseError,
+    WatermarkLoop,
+    WindowFullError,
 )
 
+if TYPE_CHECKING:  # for type checkers and linters; at run time see `__getattr__` below
+    from labkit.planner import run, simulate, summarize_run
 
-class WindowFullError(RuntimeError):
-    """`reserve()` was called while `window` ballots are already in flight."""
+__all__ = [
+    "INFLIGHT_SQL",
+    "REASONS",
+    "Ballot",
+    "Outcome",
+    "Reason",
+    "Response",
+    "ResponseError",
+    "WatermarkLoop",
+    "WindowFullError",
+    "simulate",
+    "summarize_run",
+    "run",
+]
 
-    def __init__(self, window: int, inflight_ids: Sequence[int]) -> None:
-        self.window = window
-        self.inflight_ids = list(inflight_ids)
-        super().__init__(
-            f"window of {window} in-flight ballot(s) is full (in flight: {self.inflight_ids});"
-            " wait for a response, or abandon() a stalled ballot first"
-        )
-
-
-@dataclass(frozen=True)
-class Ballot:
-    """A reserved tick: its id, the watermark it observed and the catalog version it reads."""
-
-    ballot_id: int
-    watermark: int
-    base_version: int
-
-
-@dataclass(frozen=True)
-class Response:
-    """What the planner sends back: the ballot, its fence, the body's base and the tools."""
-
-    ballot_id: int
-    observed_watermark: int
-    base_version: int
-    tools: Sequence[Any]
-    updated_at: float | None = None
+_FROM_PLANNER = ("simulate", "summarize_run", "run")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """The decision on one response; `version` is the head after the decision."""
+def __getattr__(name: str) -> Any:
+    """`labkit.planner.simulate` / `summarize_run` / `run`, imported when first asked for."""
+    if name in _FROM_PLANNER:
+        from labkit import planner
 
-    ballot_id: int
-    committed: bool
-    reason: Reason | None
-    version: int
-
-
-class WatermarkLoop:
-    """The safe design: reserve a ballot, then commit its response only if it still owns the watermark.
-
-    `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
-    each fenced by the watermark it observed (once one commits, the rest are stale). State
-    lives entirely in SQLite, so a new loop over the same database resumes where one died.
-    """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        window: int = 1,
-        *,
-        clock: Callable[[], float] = time.time,
-        genesis_tools: Sequence[Any] = (),
-    ) -> None:
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
-        self.conn = conn
-        self.window = window
-        self.clock = clock
-        catalog.create_schema(conn, genesis_tools, now=clock())
-        with immediate(conn):
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            conn.execute("INSERT OR IGNORE INTO wm_store (id, next_ballot) VALUES (1, 1)")
-
-    def head_version(self) -> int:
-        """The committed version: the catalog head, which is also the watermark."""
-        return catalog.head(self.conn)
-
-    def inflight(self) -> list[Ballot]:
-        """Ballots reserved and not yet decided or abandoned, oldest first."""
-        return [Ballot(*row) for row in self.conn.execute(INFLIGHT_SQL).fetchall()]
-
-    def reserve(self, *, replay_of: int | None = None) -> Ballot:
-        """Persist a new in-flight ballot and the next ballot id, then return it.
-
-        Raises `WindowFullError` if `window` ballots are already in flight.
-        """
-        with immediate(self.conn):
-            inflight = [b.ballot_id for b in self.inflight()]
-            if len(inflight) >= self.window:
-                raise WindowFullError(self.window, inflight)
-            (ballot_id,) = self.conn.execute(
-                "SELECT next_ballot FROM wm_store WHERE id = 1"
-            ).fetchone()
-            watermark = catalog.head(self.conn)
-            self.conn.execute(
-                "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
-                " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)",
-                (ballot_id, watermark, watermark, replay_of, self.clock()),
-            )
-            self.conn.execute("UPDATE wm_store SET next_ballot = ? WHERE id = 1", (ballot_id + 1,))
-        return Ballot(ballot_id, watermark, watermark)
-
-    def apply(self, response: Response) -> Outcome:
-        """Decide and, if the ballot still owns the watermark, commit, all in one transaction.
-
-        Commit needs: ballot in flight, observed watermark == current, base == current head.
-        Otherwise the response is rejected (`unknown_ballot`, `stale_watermark`, `stale_base`)
-        and the catalog and watermark are untouched. The one piece of bookkeeping a rejection
-        may change: a ballot whose fence the head has passed can never commit, so it leaves
-        flight (replay its tick as a new ballot). A bad body or a forged echo for a ballot that
-        still owns the watermark leaves that ballot in flight, so its real answer can commit.
-        """
-        now = self.clock()
-        with immediate(self.conn):
-            current = catalog.head(self.conn)
-            row = self.conn.execute(
-                "SELECT observed_watermark FROM wm_ballots"
-                " WHERE ballot_id = ? AND status = 'inflight'",
-                (response.ballot_id,),
-            ).fetchone()
-            reason: Reason | None
-            fenced_out = row is not None and row[0] != current
-            if row is None:
-                reason = "unknown_ballot"
-            elif fenced_out or response.observed_watermark != row[0]:
-                reason = "stale_watermark"
-            elif response.base_version != current:
-                reason = "stale_base"
-            else:
-                reason = None
-            if reason is None:
-                current = catalog.append(
-                    self.conn, response.tools, response.ballot_id, response.base_version, now=now
-                )
-            if reason is None or fenced_out:
-                self.conn.execute(
-                    "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?"
-                    " WHERE ballot_id = ?",
-                    ("committed" if reason is None else "rejected", reason, now,
-                     response.ballot_id),
-                )
-            self.conn.execute(
-                "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-                " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    response.ballot_id,
-                    response.observed_watermark,
-                    response.base_version,
-                    catalog.tools_hash(response.tools),
-                    int(reason is None),
-                    reason,
-                    now,
-                ),
-            )
-        return Outcome(response.ballot_id, reason is None, reason, current)
-
-    def abandon(self, ballot_id: int) -> bool:
-        """Give up an in-flight ballot (e.g. stalled); a later response for it is unknown.
-
-        Returns False if the ballot was not in flight.
-        """
-        with immediate(self.conn):
-            cur = self.conn.execute(
-                "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
-                " WHERE ballot_id = ? AND status = 'inflight'",
-                (self.clock(), ballot_id),
-            )
-        return cur.rowcount == 1
-
-    def replay(self, old: Outcome | Ballot | int) -> Ballot:
-        """Reserve a fresh ballot for the same tick as `old` (never re-apply the old one).
-
-        If `old` is still in flight it is abandoned first, so its late response is refused.
-        """
-        old_id = old if isinstance(old, int) else old.ballot_id
-        self.abandon(old_id)
-        return self.reserve(replay_of=old_id)
-
-
-def simulate(design: str, faults: Sequence[str] = (), seed: int = 0, **params: Any) -> pd.DataFrame:
-    """Run one design on the simulated remote planner; see `labkit.planner.simulate`."""
-    from labkit.planner import simulate as _simulate
-
-    return _simulate(design, faults, seed, **params)
-
-
-def summarize_run(trace: pd.DataFrame) -> Any:
-    """Per-run counts of a `simulate` trace (a `RunSummary`); see `labkit.planner.summarize_run`."""
-    from labkit.planner import summarize_run as _summarize_run
-
-    return _summarize_run(trace)
+        return getattr(planner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

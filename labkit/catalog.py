@@ -13,15 +13,12 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from labkit.transactions import immediate
+from labkit.db import atomic, immediate
 
 if TYPE_CHECKING:
     import pandas as pd
-
-BUSY_TIMEOUT_MS = 5000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog_versions (
@@ -46,7 +43,7 @@ class RewindError(RuntimeError):
 
 
 class CatalogCorruptError(RuntimeError):
-    """The version log is not contiguous, or a stored hash does not match its tools."""
+    """The version log is not contiguous, a stored body is not valid JSON, or a hash is wrong."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +59,12 @@ class CatalogVersion:
 
 
 def tools_json(tools: Sequence[Any]) -> str:
-    """Canonical JSON for a tool list, so equal lists always hash the same."""
-    return json.dumps(list(tools), sort_keys=True, separators=(",", ":"))
+    """Canonical, standard JSON for a tool list, so equal lists always hash the same.
+
+    NaN and infinities are refused (`ValueError`): they are not JSON, and no reader could
+    load them back.
+    """
+    return json.dumps(list(tools), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def tools_hash(tools: Sequence[Any]) -> str:
@@ -75,20 +76,10 @@ def _json_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def connect(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
-    """Open a catalog database in autocommit mode with WAL and a busy timeout."""
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
-    if str(path) != ":memory:":
-        conn.execute("PRAGMA journal_mode = WAL")
-    return conn
-
-
 def create_schema(
     conn: sqlite3.Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
 ) -> None:
     """Create the catalog tables (idempotent) and the genesis version 0 if it is missing."""
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     with immediate(conn):
         for stmt in _SCHEMA.split(";"):
             if stmt.strip():
@@ -201,13 +192,11 @@ class CatalogReader:
         self.conn = conn
         self.state = conn if state is None else state
         self.name = name
-        self.state.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # One statement, no transaction of ours: if the table exists it takes no write lock.
         self.state.execute(
             "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
             " reader TEXT PRIMARY KEY, last_seen INTEGER NOT NULL)"
         )
-        if self.state.in_transaction:
-            self.state.commit()
 
     def last_seen(self) -> int | None:
         """The highest head this reader has recorded, or None before its first poll."""
@@ -217,11 +206,13 @@ class CatalogReader:
         return None if row is None else int(row[0])
 
     def poll(self) -> int:
-        """Read the head; raise `RewindError` if it is below the last head seen, else record it."""
+        """Read the head; raise `RewindError` if it is below the last head seen, else record it.
+
+        A transaction the caller has open on either connection stays open and uncommitted:
+        the record is then a savepoint inside it.
+        """
         current = head(self.conn)
-        if self.conn.in_transaction and self.conn is not self.state:
-            self.conn.commit()
-        with immediate(self.state):
+        with atomic(self.state):
             seen = self.last_seen()
             if seen is not None and current < seen:
                 raise RewindError(
@@ -236,7 +227,17 @@ class CatalogReader:
 
 
 def _record(row: tuple[Any, ...]) -> CatalogVersion:
-    return CatalogVersion(row[0], json.loads(row[1]), row[2], row[3], row[4], row[5])
+    try:
+        tools = json.loads(row[1], parse_constant=_not_json)
+    except (TypeError, ValueError) as exc:
+        raise CatalogCorruptError(f"version {row[0]}: stored tools are not valid JSON ({exc})") from None
+    if not isinstance(tools, list):
+        raise CatalogCorruptError(f"version {row[0]}: stored tools are a {type(tools).__name__}, not a list")
+    return CatalogVersion(row[0], tools, row[2], row[3], row[4], row[5])
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not standard JSON")
 
 
 def _now(now: float | None) -> float:

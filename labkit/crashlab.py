@@ -1,10 +1,13 @@
-"""Real crashes for notebook 06: a child process runs one step of a `WatermarkLoop` on a SQLite
-file and is SIGKILLed at a named point, so the parent can restart from what is on disk.
+"""Real crashes for notebook 06: a child process (`labkit.crash_child`) runs one step of a
+`WatermarkLoop` on a SQLite file and is killed at a named point, so the parent can restart from
+what is on disk.
 
-Kill points:
+Kill points (`POINTS`):
 - ``after_reserve``: the ballot is persisted and the planner call is "in flight";
 - ``mid_commit``: inside `apply`'s transaction, after the catalog row was inserted and before
-  COMMIT (SQLite's trace callback fires as the transaction's last statement starts).
+  COMMIT.
+The child waits at the point and the parent kills it with `Popen.kill()` (SIGKILL on POSIX):
+no handler, no cleanup, no COMMIT.
 """
 
 from __future__ import annotations
@@ -12,39 +15,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.ballot import Ballot, Response
+from labkit.crash_child import POINTS
+from labkit.db import connect
+from labkit.watermark_loop import Ballot, Response
 
-_ROOT = Path(__file__).resolve().parent.parent
-
-_CHILD = """
-import json, os, signal, sys
-from labkit import catalog
-from labkit.ballot import Response, WatermarkLoop
-
-db, point, window, tools = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
-loop = WatermarkLoop(catalog.connect(db), window=window)
-ballot = loop.reserve()
-print(json.dumps([ballot.ballot_id, ballot.watermark, ballot.base_version]), flush=True)
-
-def die(sql):
-    if sql.lstrip().upper().startswith("INSERT INTO WM_RESPONSES"):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-if point == "after_reserve":
-    os.kill(os.getpid(), signal.SIGKILL)
-loop.conn.set_trace_callback(die)
-loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, tools))
-print("survived", flush=True)
-"""
-
-POINTS = ("after_reserve", "mid_commit")
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+# What `Popen.kill()` leaves as the exit code: -SIGKILL on POSIX, 1 from TerminateProcess.
+KILLED_RETURNCODE = -signal.SIGKILL if hasattr(signal, "SIGKILL") else 1
 
 
 @dataclass(frozen=True)
@@ -57,8 +41,8 @@ class Killed:
 
     @property
     def sigkilled(self) -> bool:
-        """True if the process was ended by SIGKILL, i.e. it had no chance to clean up."""
-        return self.returncode == -signal.SIGKILL
+        """True if the process was killed outright (SIGKILL), i.e. it had no chance to clean up."""
+        return self.returncode == KILLED_RETURNCODE
 
     def response(self, tools: list[Any]) -> Response:
         """The planner's (late) answer to the dead process's ballot."""
@@ -72,27 +56,46 @@ def kill_loop(
     db: str | Path, point: str = "after_reserve", *, tools: list[Any] = (), window: int = 1,
     timeout: float = 30.0,
 ) -> Killed:
-    """Run a loop in a child process on `db`: reserve a ballot, then die at `point`.
+    """Run a loop in a child process on `db`: reserve a ballot, then kill it at `point`.
 
     With ``mid_commit`` the child applies a response with `tools` and is killed inside the
-    commit transaction.
+    commit transaction. A child that fails or does not reach `point` within `timeout`
+    seconds raises `RuntimeError` with the last line of its stderr.
     """
     if point not in POINTS:
         raise ValueError(f"unknown kill point {point!r}; expected one of {', '.join(POINTS)}")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), os.environ.get(
-        "PYTHONPATH", "")])}
-    args = [sys.executable, "-c", _CHILD, str(db), point, str(window), json.dumps(list(tools))]
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
-    lines = proc.stdout.splitlines()
-    ballot = Ballot(*json.loads(lines[0])) if lines else None
-    if proc.returncode != -signal.SIGKILL:
-        raise RuntimeError(f"child loop was not killed (exit {proc.returncode}): {proc.stderr}")
+    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    args = [sys.executable, "-m", "labkit.crash_child", str(db), point, str(window),
+            json.dumps(list(tools))]
+    ballot, reached = None, False
+    with subprocess.Popen(
+        args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                if line.strip() == f"at {point}":
+                    reached = True
+                    break
+                ballot = Ballot(*json.loads(line))
+            proc.kill()
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        last_error = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
+    if not reached:
+        raise RuntimeError(
+            f"child loop on {db} did not reach {point!r} (exit {proc.returncode}): {last_error}"
+        )
     return Killed(point, proc.returncode, ballot)
 
 
 def snapshot(db: str | Path, to: str | Path) -> Path:
     """Copy the live database with SQLite's backup API (safe under WAL, unlike a file copy)."""
-    src, dst = sqlite3.connect(str(db)), sqlite3.connect(str(to))
+    src, dst = connect(db), connect(to)
     try:
         src.backup(dst)
     finally:

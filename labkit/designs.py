@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from labkit import catalog
-from labkit.ballot import Response, WatermarkLoop
+from labkit import catalog, db
+from labkit.watermark_loop import Response, WatermarkLoop
 
 DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced")
 
@@ -185,11 +185,7 @@ class BallotDesign:
         self.name = "ballot" if window == 1 else "fenced"
         self.path = path
         if conn is None:
-            conn = (
-                catalog.connect(path)
-                if path is not None
-                else sqlite3.connect(":memory:", isolation_level=None)
-            )
+            conn = db.connect(path if path is not None else ":memory:")
         self.conn = conn
         self.window = window
         self.ticks = ticks
@@ -252,7 +248,7 @@ class BallotDesign:
         self.requests = {}
         if self.path is not None:  # a real restart: the old process's connection is gone
             self.conn.close()
-            self.conn = catalog.connect(self.path)
+            self.conn = db.connect(self.path)
         self.loop = WatermarkLoop(self.conn, self.window, clock=self.clock)
         return self._fill()
 

@@ -74,7 +74,7 @@ def _busy_loop() -> tuple[Figure, Any]:
 
 
 def _simulate_all(faults: tuple[str, ...], designs: tuple[str, ...] = DESIGNS) -> dict[str, Any]:
-    from labkit.ballot import simulate
+    from labkit.planner import simulate
 
     return {d: simulate(d, faults, seed=SEED) for d in designs}
 
@@ -117,7 +117,7 @@ def _arrival_explorer() -> tuple[Figure, Any]:
 
 
 def _restarts() -> tuple[Figure, Any]:
-    from labkit.ballot import simulate
+    from labkit.planner import simulate
     from labkit.plots.part2_catalog import restarts_figure
 
     faults = ("crash", "inverted", "retry_after_commit")

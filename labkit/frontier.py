@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
-from labkit.transactions import atomic
+from labkit import db
+from labkit.db import atomic
 
 NON_TERMINAL = ("pending", "running")
 TERMINAL = ("delivered", "failed")
@@ -102,12 +104,12 @@ def create_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA_SQL)
 
 
-def connect(path: str = ":memory:", timeout: float = 10.0) -> sqlite3.Connection:
-    """Open (by default) a fresh in-memory log with the schema in place.
+def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """`db.connect` with the log's schema in place: by default a fresh in-memory log.
 
-    On a file shared by several workers, a writer waits up to `timeout` seconds for the lock.
+    On a file shared by several workers, a writer waits up to `timeout_ms` for the lock.
     """
-    conn = sqlite3.connect(path, timeout=timeout)
+    conn = db.connect(path, timeout_ms=timeout_ms)
     create_schema(conn)
     return conn
 

@@ -37,9 +37,9 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.ballot import REASONS, Response
 from labkit.designs import Design, Request, check_design, make_design
 from labkit.planner_model import HeadReader, respond
+from labkit.watermark_loop import REASONS, Response
 
 FAULTS: tuple[str, ...] = (
     "inverted",

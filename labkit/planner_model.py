@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.ballot import Response
 from labkit.designs import Design, Request
+from labkit.watermark_loop import Response
 
 
 def respond(

@@ -12,14 +12,13 @@ from pathlib import Path
 import pandas as pd
 import sqlite_utils
 
+from labkit.db import connect_readonly
+
 
 def _database(source: sqlite3.Connection | str | Path) -> sqlite_utils.Database:
     if isinstance(source, sqlite3.Connection):
         return sqlite_utils.Database(source)
-    path = Path(source)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such SQLite file")
-    return sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    return sqlite_utils.Database(connect_readonly(source))
 
 
 def overview(source: sqlite3.Connection | str | Path) -> pd.DataFrame:

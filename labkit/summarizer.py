@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from labkit.frontier import POLICIES, atomic, delivered_frontier, max_delivered_watermark
+from labkit.db import atomic
+from labkit.frontier import POLICIES, delivered_frontier, max_delivered_watermark
 
 
 @dataclass(frozen=True)

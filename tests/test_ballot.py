@@ -9,6 +9,7 @@ import pytest
 
 from labkit import catalog
 from labkit.ballot import INFLIGHT_SQL, Ballot, Response, WatermarkLoop, WindowFullError
+from labkit.db import connect
 
 
 def body(loop: WatermarkLoop, b: Ballot, tool: str) -> Response:
@@ -19,7 +20,7 @@ def body(loop: WatermarkLoop, b: Ballot, tool: str) -> Response:
 
 @pytest.fixture
 def loop() -> WatermarkLoop:
-    return WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None))
+    return WatermarkLoop(connect())
 
 
 def test_inverted_arrival(loop: WatermarkLoop) -> None:
@@ -34,7 +35,7 @@ def test_inverted_arrival(loop: WatermarkLoop) -> None:
 
 
 def test_inverted_arrival_without_abandon_is_stale_watermark() -> None:
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), window=2)
+    loop = WatermarkLoop(connect(), window=2)
     b12, b13 = loop.reserve(), loop.reserve()
     assert loop.apply(body(loop, b13, "t13")).committed
     out = loop.apply(body(loop, b12, "t12"))
@@ -82,7 +83,7 @@ def test_echoed_watermark_must_match_the_reserved_one(loop: WatermarkLoop) -> No
 
 
 def test_window_full_names_window_and_inflight_ids() -> None:
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), window=2)
+    loop = WatermarkLoop(connect(), window=2)
     loop.reserve()
     loop.reserve()
     with pytest.raises(WindowFullError, match=r"window of 2.*\[1, 2\]") as info:
@@ -91,7 +92,7 @@ def test_window_full_names_window_and_inflight_ids() -> None:
 
 
 def test_fenced_window_one_commit_per_watermark() -> None:
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), window=3)
+    loop = WatermarkLoop(connect(), window=3)
     ballots = [loop.reserve() for _ in range(3)]
     outs = [loop.apply(body(loop, b, f"t{b.ballot_id}")) for b in reversed(ballots)]
     assert [o.committed for o in outs] == [True, False, False]
@@ -101,9 +102,9 @@ def test_fenced_window_one_commit_per_watermark() -> None:
 
 def test_reserve_is_durable_before_it_returns(tmp_path: Path) -> None:
     db = tmp_path / "wm.db"
-    loop = WatermarkLoop(catalog.connect(db))
+    loop = WatermarkLoop(connect(db))
     b = loop.reserve()
-    other = WatermarkLoop(catalog.connect(db))  # a restarted process on the same file
+    other = WatermarkLoop(connect(db))  # a restarted process on the same file
     assert other.inflight() == [b]
     assert other.apply(body(other, b, "t1")).committed
     assert other.reserve().ballot_id == b.ballot_id + 1  # next id was persisted too

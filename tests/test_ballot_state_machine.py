@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 from labkit import catalog
 from labkit.ballot import Ballot, Response, WatermarkLoop, WindowFullError
 from labkit.catalog import CatalogReader
+from labkit.db import connect
 
 
 class LoopMachine(RuleBasedStateMachine):
@@ -48,7 +49,7 @@ class LoopMachine(RuleBasedStateMachine):
         self.reader = CatalogReader(self._connect(), "sm")
 
     def _connect(self) -> sqlite3.Connection:
-        conn = catalog.connect(self.db)
+        conn = connect(self.db)
         conn.execute("PRAGMA synchronous = OFF")  # durability is test_crash's job; keep this fast
         return conn
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from labkit import catalog
 from labkit.catalog import CatalogReader
+from labkit.db import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,16 +26,19 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKER = """
 import sys
 from labkit import catalog
+from labkit.db import connect
 from labkit.ballot import Response, WatermarkLoop, WindowFullError
 from labkit.catalog import CatalogReader
 
 import os, time
 db, name, window, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 go = sys.argv[5] if len(sys.argv) > 5 else None
-loop = WatermarkLoop(catalog.connect(db), window=window)
-while go and not os.path.exists(go):  # start line, so racing workers really overlap
+loop = WatermarkLoop(connect(db), window=window)
+if go:  # start line, so racing workers really overlap: say we are ready, wait for "go"
+    open(f"{go}.{name}.ready", "w").close()
+while go and not os.path.exists(go):
     time.sleep(0.005)
-reader = CatalogReader(catalog.connect(db), name)
+reader = CatalogReader(connect(db), name)
 while loop.head_version() < target:
     try:
         loop.reserve()
@@ -47,6 +51,7 @@ while loop.head_version() < target:
         loop.apply(resp)
         loop.apply(resp)
     reader.poll()
+    time.sleep(0.001)  # between rounds the lock is free, so a racing worker gets turns too
 """
 
 
@@ -60,7 +65,7 @@ def _spawn(
 
 
 def _check_intact(db: Path) -> int:
-    conn = catalog.connect(db)
+    conn = connect(db)
     head = catalog.verify(conn)  # 0..n contiguous, each base its predecessor, hashes match
     ballots = [r.ballot_id for r in catalog.history(conn)[1:]]
     assert len(ballots) == len(set(ballots)) == head
@@ -76,7 +81,7 @@ def _check_intact(db: Path) -> int:
 def test_sigkill_mid_run_loses_no_commit_and_never_rewinds(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     rng = random.Random(20240603)
-    reader = CatalogReader(catalog.connect(db), "parent", state=catalog.connect(tmp_path / "r.db"))
+    reader = CatalogReader(connect(db), "parent", state=connect(tmp_path / "r.db"))
     heads = []
     for round_ in range(6):
         proc = _spawn(db, "w", window=2, target=10_000)
@@ -99,9 +104,13 @@ def test_sigkill_mid_run_loses_no_commit_and_never_rewinds(tmp_path: Path) -> No
 def test_two_processes_commit_at_most_once_per_watermark(tmp_path: Path) -> None:
     db = tmp_path / "race.db"
     go = tmp_path / "go"
-    catalog.create_schema(catalog.connect(db))
+    catalog.create_schema(connect(db))
     procs = [_spawn(db, f"p{i}", window=3, target=150, go=go) for i in range(2)]
-    time.sleep(0.5)  # both are importing and waiting at the start line
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{go}.p{i}.ready").exists() for i in range(2)):  # both at the line
+        assert time.monotonic() < deadline, "workers never reached the start line"
+        assert all(p.poll() is None for p in procs), "a worker died before the start line"
+        time.sleep(0.01)
     go.touch()
     for proc in procs:
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
@@ -109,7 +118,7 @@ def test_two_processes_commit_at_most_once_per_watermark(tmp_path: Path) -> None
     # target; what must hold is one record per version, each one accepted response.
     head = _check_intact(db)
     assert head >= 150
-    conn = catalog.connect(db)
+    conn = connect(db)
     writers = {r.tools[-1].split("-")[0] for r in catalog.history(conn)[1:]}
     assert writers == {"p0", "p1"}  # both processes committed: they really raced
     per_watermark = conn.execute(

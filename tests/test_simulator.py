@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.ballot import simulate
+from labkit.db import connect
 from labkit.planner import COLUMNS, FAULTS, RunSummary, run, summarize_run
 
 SAFE = ("ballot", "fenced")
@@ -139,7 +140,7 @@ def test_crash_restarts_from_the_sqlite_file(design: str, tmp_path) -> None:
     assert on_file[cols].equals(in_memory[cols])
     from labkit import catalog
 
-    assert catalog.verify(catalog.connect(tmp_path / "store.db")) == 20  # the log is on disk
+    assert catalog.verify(connect(tmp_path / "store.db")) == 20  # the log is on disk
     with pytest.raises(ValueError, match="new file"):
         simulate(design, ["crash"], seed=3, db_path=tmp_path / "store.db")
 

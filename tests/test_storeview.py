@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from labkit import catalog, storeview
+from labkit import storeview
 from labkit.ballot import Response, WatermarkLoop
+from labkit.db import connect
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "store.db"
-    loop = WatermarkLoop(catalog.connect(path))
+    loop = WatermarkLoop(connect(path))
     b = loop.reserve()
     loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
     loop.reserve()  # left in flight, as a crash would leave it
@@ -45,3 +46,14 @@ def test_unknown_table_and_missing_file_are_named(db: Path, tmp_path: Path) -> N
         storeview.table(db, "wm_ballots; DROP TABLE wm_ballots")
     with pytest.raises(FileNotFoundError, match="nope.db"):
         storeview.overview(tmp_path / "nope.db")
+
+
+@pytest.mark.parametrize("name", ["run#1.db", "what?.db", "100%.db"])
+def test_odd_file_names_open_that_file_read_only(db: Path, tmp_path: Path, name: str) -> None:
+    odd = tmp_path / name
+    odd.write_bytes(db.read_bytes())
+    names = {p.name for p in tmp_path.iterdir()}
+    assert storeview.table(odd, "wm_ballots")["status"].tolist() == ["committed", "inflight"]
+    sidecars = {f"{name}-wal", f"{name}-shm"}  # WAL's own files of that same database
+    assert {p.name for p in tmp_path.iterdir()} - sidecars == names  # no 'run', no 'what'
+    assert odd.read_bytes() == db.read_bytes()

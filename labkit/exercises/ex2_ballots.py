@@ -6,13 +6,13 @@ broken apply rule. Every check drives the real `WatermarkLoop` and `labkit.arriv
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from labkit.arrivals import DELIVER, ScheduleError, ScheduleResult, run_schedule
-from labkit.ballot import REASONS, Response, WatermarkLoop
+from labkit.db import connect
 from labkit.exercises.kit import Exercise, Wrong, learner_call, listing
+from labkit.watermark_loop import REASONS, Response, WatermarkLoop
 
 COMMIT = "commit"
 
@@ -58,7 +58,7 @@ def _why(reason: str, resp: Response, head: int, inflight: dict[int, int], past:
 
 
 def _reject_loop() -> WatermarkLoop:
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), window=3)
+    loop = WatermarkLoop(connect(), window=3)
     loop.reserve()
     loop.reserve()
     loop.apply(Response(1, 0, 0, ("search",)))
@@ -315,7 +315,7 @@ def _random_response(
 def _rule_cases(seed: int) -> Iterable[tuple[int, dict[int, int], Response, str]]:
     """Drive a real WatermarkLoop at random; yield (head, inflight, response, real verdict)."""
     rng = random.Random(seed)
-    loop = WatermarkLoop(sqlite3.connect(":memory:", isolation_level=None), rng.randint(1, 3))
+    loop = WatermarkLoop(connect(), rng.randint(1, 3))
     known: list[int] = []
     for _ in range(RULE_STEPS):
         roll = rng.random()

@@ -1,0 +1,161 @@
+"""Opening SQLite, one way for the whole workbook, and the transactions every writer uses.
+
+`connect` gives an autocommit connection (transactions are explicit: `immediate`, `atomic`)
+with a busy timeout, and WAL on a file; opening waits out a concurrent opener like any other
+statement. `connect_readonly` opens an existing file read-only through a quoted `file:` URI.
+`FileIdentity` notices that the path no longer names the file a connection opened.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+BUSY_TIMEOUT_MS = 10_000
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+class DatabaseReplacedError(RuntimeError):
+    """The database file a connection opened was deleted or replaced behind its back."""
+
+
+def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open `path` (default: a private in-memory database) in autocommit mode.
+
+    A writer waits up to `timeout_ms` for the lock; a file is switched to WAL so readers never
+    block the writer. Several processes opening a fresh file at once wait for each other
+    (SQLite's busy handler does not cover the journal-mode switch, so it is retried here).
+    """
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
+    if str(path) != ":memory:":
+        try:
+            _retry_busy(conn, "PRAGMA journal_mode = WAL", timeout_ms)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if _is_busy(exc):
+                raise sqlite3.OperationalError(
+                    f"{path}: could not switch to WAL within {timeout_ms} ms: {exc}"
+                ) from exc
+            raise type(exc)(f"{path}: {exc}") from exc
+    return conn
+
+
+def connect_readonly(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open an existing database file read-only; never creates a file.
+
+    The absolute path is percent-quoted into the `file:` URI, so names with `#`, `?` or `%`
+    open that very file instead of a different one.
+    """
+    target = Path(path).resolve()
+    if not target.is_file():
+        raise FileNotFoundError(f"{path}: no such SQLite file")
+    uri = f"file:{quote(str(target))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout_ms / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
+    return conn
+
+
+def _retry_busy(conn: sqlite3.Connection, sql: str, timeout_ms: int) -> None:
+    """Run `sql`, retrying with backoff while the database is busy, up to `timeout_ms`."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute(sql).fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _is_busy(exc) or left <= 0:
+                raise
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.05)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """True for "database is locked/busy": another connection holds a lock we need."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the body in one `BEGIN IMMEDIATE` transaction: commit on success, roll back on error.
+
+    IMMEDIATE takes the write lock up front, so a check made inside the body still holds when
+    the body writes, even with other processes on the same file; and it waits out the busy
+    timeout, where a read-then-write in a deferred transaction fails with "database is locked".
+    """
+    if conn.in_transaction:
+        raise RuntimeError("connection already has an open transaction; commit it first")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+@contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`immediate` outside a transaction; inside a caller's, a SAVEPOINT that nests in it."""
+    if not conn.in_transaction:
+        with immediate(conn):
+            yield conn
+        return
+    conn.execute("SAVEPOINT labkit_atomic")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK TO labkit_atomic")
+        conn.execute("RELEASE labkit_atomic")
+        raise
+    conn.execute("RELEASE labkit_atomic")
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which file a path named when a connection opened it: (device, inode) of the main file.
+
+    A WAL database deleted (or replaced) while open keeps accepting commits into the unlinked
+    file, which are lost on close; `check` before a write turns that into a clear refusal.
+    """
+
+    path: str
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> FileIdentity | None:
+        """The identity of `conn`'s main database file; None for an in-memory database."""
+        path = next(
+            (row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), ""
+        )
+        if not path:
+            return None
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise DatabaseReplacedError(f"{path}: the open database file no longer exists") from None
+        return cls(path, st.st_dev, st.st_ino)
+
+    def check(self) -> None:
+        """Raise `DatabaseReplacedError` unless the path still names the file that was opened."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseReplacedError(
+                f"{self.path}: the database file was deleted after it was opened;"
+                " refusing to write (a commit would be lost), reopen it"
+            ) from None
+        if (st.st_dev, st.st_ino) != (self.device, self.inode):
+            raise DatabaseReplacedError(
+                f"{self.path}: the database file was replaced by another file after it was"
+                " opened; refusing to write, reopen it"
+            )

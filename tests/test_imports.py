@@ -1,0 +1,134 @@
+"""The import graph of `labkit`: no cycles (function-level imports included), and nothing inside
+the package imports `labkit.ballot`, which is the public face only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import labkit
+
+PACKAGE_DIR = Path(labkit.__file__).resolve().parent
+PUBLIC_FACE = "labkit.ballot"
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name, via __init__)."""
+    found = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = ["labkit", *path.relative_to(PACKAGE_DIR).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
+    """The labkit modules `name` imports anywhere in its source (top level, functions, guards)."""
+    is_package = path.name == "__init__.py"
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    return {t for t in targets if t in known and t != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    return {name: imported_modules(name, path, set(files)) for name, path in files.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One concrete cycle (as a path that returns to its start) per cyclic strongly
+    connected component, found by Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_cycle_in(graph, comp) for comp in components]
+
+
+def _cycle_in(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A path start -> ... -> start inside one strongly connected component (breadth first)."""
+    start = min(component)
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & component):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if w not in parents:
+                    parents[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle in component {sorted(component)}")
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    cycles = find_cycles(import_graph())
+    assert cycles == [], "import cycles in labkit: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_nothing_inside_labkit_imports_the_public_face() -> None:
+    graph = import_graph()
+    importers = sorted(name for name, targets in graph.items() if PUBLIC_FACE in targets)
+    assert importers == [], f"{PUBLIC_FACE} is the public face only; imported by {importers}"
+
+
+def test_the_graph_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The checker itself: relative, function-level and `from package import module` imports
+    are edges; a cycle is found and named; an acyclic graph passes."""
+    source = tmp_path / "x.py"
+    source.write_text(
+        "from . import y\nimport labkit.db\n\ndef f():\n    from .z import thing\n"
+        "    from labkit import catalog\n"
+    )
+    known = {"labkit.plots.y", "labkit.plots.z", "labkit.db", "labkit.catalog", "labkit"}
+    assert imported_modules("labkit.plots.x", source, known) == known  # "labkit": the package
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+    files = module_files()
+    ballot = imported_modules("labkit.ballot", files["labkit.ballot"], set(files))
+    assert {"labkit.watermark_loop", "labkit.planner"} <= ballot  # planner: inside a function
+    crashlab = imported_modules("labkit.crashlab", files["labkit.crashlab"], set(files))
+    assert {"labkit.crash_child", "labkit.db", "labkit.watermark_loop"} <= crashlab
