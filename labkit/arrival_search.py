@@ -420,17 +420,8 @@ class ModelCheck:
         return not self.mismatches
 
 
-def schedules(
-    design: str,
-    n: int,
-    *,
-    copies: int = 2,
-    timeouts: int = 1,
-    crashes: int = 0,
-    stale: bool = False,
-    window: int = 2,
-    ticks: int = 1000,
-    skews: dict[int, float] | None = None,
+def _schedules(
+    model: LoopModel, n: int, copies: int, timeouts: int, crashes: int, stale: bool
 ) -> list[list[str]]:
     """Every schedule of `n` deliveries that the model allows, without stopping at rewinds.
 
@@ -438,7 +429,6 @@ def schedules(
     while something is awaited), and optionally `crash` (up to `crashes`) and `stale N` (a
     first delivery with an older body, for requests not based on version 0).
     """
-    model = LoopModel(design, window=window, ticks=ticks, skews=skews)
     out: list[list[str]] = []
 
     def walk(state: LoopState, path: list[str], left: int, t_left: int, c_left: int) -> None:
@@ -475,13 +465,15 @@ def verify_against_sqlite(
     ticks: int = 1000,
     skews: dict[int, float] | None = None,
 ) -> ModelCheck:
-    """Play every schedule of `schedules(...)` on the real design (`arrivals.run_schedule`,
-    SQLite for the ballot designs) and on the model; the head and the outcome after every
-    step, and the first rewind, must match."""
+    """Play every schedule of `n` deliveries on the real design (`arrivals.run_schedule`,
+    SQLite for the ballot designs) and on the model: the head and the outcome after every step,
+    and the first rewind, must match. Schedules do not stop at a rewind; besides `deliver N`
+    (at most `copies` times each) and `timeout` (up to `timeouts`) they may hold up to `crashes`
+    crashes and, with `stale`, first deliveries of a stale body (`stale N`).
+    """
     kwargs = {"window": window, "ticks": ticks, "skews": skews}
-    found = schedules(
-        design, n, copies=copies, timeouts=timeouts, crashes=crashes, stale=stale, **kwargs
-    )
+    model = LoopModel(design, **kwargs)
+    found = _schedules(model, n, copies, timeouts, crashes, stale)
     steps = 0
     mismatches: list[str] = []
     for sched in found:
