@@ -257,9 +257,7 @@ def run_model(
     skews: dict[int, float] | None = None,
 ) -> ModelRun:
     """Play a schedule on the model (the in-memory twin of `arrivals.run_schedule`)."""
-    model = LoopModel(
-        design, window=window, ticks=ticks, first_request=first_request, skews=skews
-    )
+    model = LoopModel(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
     state = model.start()
     max_seen, first_rewind = state.head, None
     heads: list[int] = []
