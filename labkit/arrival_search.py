@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from labkit.arrivals import Exploration, ScheduleError, run_schedule
+from labkit.arrivals import Exploration, ScheduleError
 from labkit.designs import DESIGNS
 
 _NEG_INF = float("-inf")
@@ -309,7 +309,7 @@ class _Search:
         self.seen: set[tuple] = set()
         self.visited = 0
 
-    def _reach(self, state: LoopState, left: int, t_left: int) -> tuple:
+    def reach(self, state: LoopState, left: int, t_left: int) -> tuple:
         key = (self.model.key(state, self.copies), left, t_left)
         self.visited += 1
         self.seen.add(key)
@@ -336,7 +336,7 @@ class _Search:
             for label, child in moves:
                 is_timeout = label == "timeout"
                 c_left, c_t_left = left - (not is_timeout), t_left - is_timeout
-                c_key = self._reach(child, c_left, c_t_left)
+                c_key = self.reach(child, c_left, c_t_left)
                 if child.head < state.head:  # the reader saw the head fall: the schedule ends
                     orders, rewinding, prefixes = orders + 1, rewinding + 1, prefixes + 1
                     if _better((label,), best):
@@ -367,11 +367,13 @@ def explore_with_stats(
     skews: dict[int, float] | None = None,
 ) -> tuple[Exploration, SearchStats]:
     """`explore_fast`, plus how many prefixes, reached states and distinct states it took."""
+    if n < 0:
+        raise ValueError(f"n (deliveries per schedule) must be >= 0, got {n}")
     model = LoopModel(design, window=window, ticks=ticks, first_request=1, skews=skews)
     search = _Search(model, n, copies, timeouts)
     root = model.start()
-    key = search._reach(root, n, timeouts)
-    found = _Below(1, 0, None, 1) if n <= 0 else search.below(root, n, timeouts, key)
+    key = search.reach(root, n, timeouts)
+    found = _Below(1, 0, None, 1) if n == 0 else search.below(root, n, timeouts, key)
     shortest = None if found.best is None else list(found.best)
     return (
         Exploration(design, found.orders, found.rewinding, shortest),
@@ -469,6 +471,8 @@ def verify_against_sqlite(
     (at most `copies` times each) and `timeout` (up to `timeouts`) they may hold up to `crashes`
     crashes and, with `stale`, first deliveries of a stale body (`stale N`).
     """
+    from labkit.arrivals import run_schedule  # the real code; the search itself never needs it
+
     kwargs = {"window": window, "ticks": ticks, "skews": skews}
     model = LoopModel(design, **kwargs)
     found = _schedules(model, n, copies, timeouts, crashes, stale)

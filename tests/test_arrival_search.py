@@ -126,6 +126,8 @@ def test_stats_count_every_reached_state() -> None:
 def test_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown design 'nope'"):
         explore_fast("nope", 3)
+    with pytest.raises(ValueError, match="must be >= 0, got -1"):
+        explore_fast("ballot", -1)
 
 
 # --- the model against SQLite -----------------------------------------------------------------
