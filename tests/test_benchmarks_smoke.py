@@ -20,6 +20,8 @@ EXPECTED_ROWS = {
     "ballot_throughput": 5,
     # delivery orders for n = 4, 5; arrival orders for n = 2 on each of 4 designs
     "explorers": 6,
+    # memoised arrival explorer: n = 2, 3 on each of 4 designs
+    "arrival_search": 8,
 }
 
 

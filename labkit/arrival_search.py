@@ -1,0 +1,500 @@
+"""Every arrival order of a small run, searched on an in-memory model of the four designs.
+
+`labkit.arrivals.explore` replays each schedule prefix on SQLite from scratch. Here each
+design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
+step by step against the real designs on SQLite by `verify_against_sqlite`. `explore_fast`
+walks the same schedules depth first and memoises, per state, how many schedules lie below it,
+how many of them rewind and the best rewinding suffix, so a state that many prefixes reach is
+expanded once while its schedules are still counted once per prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from labkit.arrivals import Exploration, ScheduleError
+from labkit.designs import DESIGNS
+
+_NEG_INF = float("-inf")
+
+
+class Sent(NamedTuple):
+    """One request the loop sent: the head it was based on, and what became of its response."""
+
+    rid: int
+    base: int  # the head when it was sent (for a ballot also its observed watermark)
+    delivered: int = 0
+    stamp: float | None = None  # updated_at of the produced response; None until delivered
+    stale: bool = False  # the produced body is based on `base - 1`
+
+
+class LoopState(NamedTuple):
+    """Everything about one design's loop that affects later steps (hashable).
+
+    `sent[i]` is request `first_request + i`. `awaited` holds the current request (unguarded
+    designs) or the in-flight ballots' requests (ballot designs), oldest first; `forgotten`
+    are in-flight ballots whose request a crash erased from memory (named `-ballot_id`).
+    """
+
+    now: int
+    head: int
+    sent: tuple[Sent, ...]
+    awaited: tuple[int, ...]
+    forgotten: frozenset[int] = frozenset()
+    updated_at: float = _NEG_INF  # lww: the newest updated_at written
+
+
+class StepOutcome(NamedTuple):
+    """What one step did: `kind` is deliver, timeout or crash; `rid` the request it touched."""
+
+    kind: str
+    rid: int | None
+    committed: bool = False
+    reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The outcome as `arrivals.run_schedule` words it (e.g. ``"2:commit"``)."""
+        if self.kind == "crash":
+            return "crash+restart"
+        if self.kind == "timeout":
+            return "timeout: nothing awaited" if self.rid is None else f"timeout {self.rid}"
+        return f"{self.rid}:{'commit' if self.committed else self.reason}"
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One schedule played on the model: the head and the outcome after every step."""
+
+    design: str
+    steps: list[str]
+    heads: list[int]
+    outcomes: list[StepOutcome]
+    first_rewind: int | None
+
+
+class LoopModel:
+    """One design's loop behaviour on schedule steps, as `labkit.designs` + `run_schedule` do.
+
+    Unguarded designs (`callback`, `lww`) write `base + 1` on every response they accept and
+    send the next request when the current one answers or times out. Ballot designs (`ballot`,
+    `fenced`) follow `WatermarkLoop`: a response commits only if its ballot is in flight, the
+    head still equals its watermark and its body is based on the head; then the window refills.
+    """
+
+    def __init__(
+        self,
+        design: str,
+        *,
+        window: int = 2,
+        ticks: int = 1000,
+        first_request: int = 1,
+        skews: dict[int, float] | None = None,
+    ) -> None:
+        if design not in DESIGNS:
+            raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
+        if design == "fenced" and window < 2:
+            raise ValueError(f"the fenced design needs window >= 2, got {window}")
+        self.design = design
+        self.guarded = design in ("ballot", "fenced")
+        self.lww = design == "lww"
+        self.window = window if design == "fenced" else 1
+        self.ticks = ticks
+        self.first = first_request
+        self.skews = dict(skews or {})
+
+    # --- building blocks ---------------------------------------------------------------------
+
+    def _send(self, state: LoopState) -> LoopState:
+        """Send requests as the design does after a step: one current request, or fill the window."""
+        sent, awaited, head = state.sent, state.awaited, state.head
+        while head < self.ticks and len(awaited) < self.window:
+            rid = self.first + len(sent)
+            sent = (*sent, Sent(rid, head))
+            awaited = (*awaited, rid)
+        return state._replace(sent=sent, awaited=awaited)
+
+    def awaited_names(self, state: LoopState) -> list[int]:
+        """The request ids the loop awaits, as `Design.awaited()` names them."""
+        return [self.first - 1 - r if r in state.forgotten else r for r in state.awaited]
+
+    def _drop_awaited(self, state: LoopState, rid: int) -> LoopState:
+        awaited = tuple(r for r in state.awaited if r != rid)
+        forgotten = state.forgotten - {rid} if rid in state.forgotten else state.forgotten
+        return state._replace(awaited=awaited, forgotten=forgotten)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def start(self) -> LoopState:
+        """The state after the loop sent its first request(s), before any step."""
+        return self._send(LoopState(now=0, head=0, sent=(), awaited=()))
+
+    def deliver(
+        self, state: LoopState, rid: int, *, stale: bool = False, raw: str = ""
+    ) -> tuple[LoopState, StepOutcome]:
+        """Deliver request `rid`'s response (first delivery produces it; `stale`: from base - 1)."""
+        raw = raw or f"{'stale' if stale else 'deliver'} {rid}"
+        now = state.now + 1
+        index = rid - self.first
+        if not 0 <= index < len(state.sent):
+            raise ScheduleError(f"step {raw!r}: request {rid} has not been sent")
+        req = state.sent[index]
+        if req.stamp is None:
+            if stale and req.base < 1:
+                raise ScheduleError(f"step {raw!r}: request {rid} is based on version 0")
+            req = req._replace(stamp=now + self.skews.get(rid, 0.0), stale=stale)
+        elif stale:
+            raise ScheduleError(f"step {raw!r}: request {rid}'s response was already produced")
+        req = req._replace(delivered=req.delivered + 1)
+        state = state._replace(now=now, sent=_put(state.sent, index, req))
+        body_base = req.base - 1 if req.stale else req.base
+        if self.guarded:
+            return self._apply(state, req, body_base)
+        if self.lww and req.stamp <= state.updated_at:
+            outcome = StepOutcome("deliver", rid, False, "older_updated_at")
+        else:
+            state = state._replace(head=body_base + 1)
+            if self.lww:
+                state = state._replace(updated_at=max(state.updated_at, req.stamp))
+            outcome = StepOutcome("deliver", rid, True)
+        if state.awaited and state.awaited[0] == rid:
+            state = self._send(state._replace(awaited=()))
+        return state, outcome
+
+    def _apply(self, state: LoopState, req: Sent, body_base: int) -> tuple[LoopState, StepOutcome]:
+        """`WatermarkLoop.apply` plus `BallotDesign.on_response`: decide, leave flight, refill."""
+        if req.rid not in state.awaited:
+            return state, StepOutcome("deliver", req.rid, False, "unknown_ballot")
+        if req.base != state.head:
+            outcome = StepOutcome("deliver", req.rid, False, "stale_watermark")
+        elif body_base != state.head:
+            outcome = StepOutcome("deliver", req.rid, False, "stale_base")
+        else:
+            state = state._replace(head=state.head + 1)
+            outcome = StepOutcome("deliver", req.rid, True)
+        return self._send(self._drop_awaited(state, req.rid)), outcome
+
+    def timeout(
+        self, state: LoopState, rid: int | None = None, *, raw: str = ""
+    ) -> tuple[LoopState, StepOutcome]:
+        """The loop gives up on its oldest wait (or on request `rid`'s) and sends a replacement."""
+        state = state._replace(now=state.now + 1)
+        names = self.awaited_names(state)
+        if rid is None and not names:
+            return state, StepOutcome("timeout", None)
+        pos = 0 if rid is None else names.index(rid) if rid in names else -1
+        if pos < 0:
+            raise ScheduleError(f"step {raw or f'timeout {rid}'!r}: request {rid} is not awaited")
+        given_up = state.awaited[pos]
+        if self.guarded:
+            state = self._drop_awaited(state, given_up)
+        else:
+            state = state._replace(awaited=())
+        return self._send(state), StepOutcome("timeout", names[pos])
+
+    def crash(self, state: LoopState) -> tuple[LoopState, StepOutcome]:
+        """The loop dies and restarts: ballots in flight survive in SQLite, memory does not."""
+        state = state._replace(now=state.now + 1)
+        if self.guarded:
+            state = state._replace(forgotten=frozenset(state.awaited))
+        else:
+            state = state._replace(awaited=())
+        return self._send(state), StepOutcome("crash", None)
+
+    def step(self, state: LoopState, raw: str) -> tuple[LoopState, StepOutcome]:
+        """Play one schedule step written as `run_schedule` accepts it."""
+        verb, rid = _parse(raw)
+        if verb == "crash":
+            return self.crash(state)
+        if verb == "timeout":
+            return self.timeout(state, rid, raw=raw)
+        assert rid is not None
+        return self.deliver(state, rid, stale=verb == "stale", raw=raw)
+
+    # --- what the search needs ---------------------------------------------------------------
+
+    def key(self, state: LoopState, copies: int) -> tuple:
+        """`state` with what cannot affect later steps dropped, so equivalent states merge.
+
+        Responses delivered `copies` times can never be chosen again; only `lww` reads the
+        clock (the step index and the produced `updated_at` stamps).
+        """
+        if self.lww:
+            live = tuple(s for s in state.sent if s.delivered < copies)
+            return (state.now, state.head, state.updated_at, state.awaited, live)
+        live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
+        return (state.head, state.awaited, state.forgotten, live)
+
+
+def _put(items: tuple[Sent, ...], index: int, item: Sent) -> tuple[Sent, ...]:
+    return (*items[:index], item, *items[index + 1 :])
+
+
+def _parse(raw: str) -> tuple[str, int | None]:
+    """(verb, request id) of one step; the forms `arrivals.run_schedule` documents."""
+    words = str(raw).replace(":", " ").split()
+    if len(words) == 1 and words[0].lower() in ("crash", "timeout"):
+        return words[0].lower(), None
+    if len(words) == 1:
+        words = ["deliver", *words]
+    if len(words) == 2 and words[0].lower() in ("deliver", "dup", "stale", "timeout"):
+        num = words[1].lstrip("r")
+        if num.isdigit():
+            verb = words[0].lower()
+            return ("deliver" if verb == "dup" else verb), int(num)
+    raise ScheduleError(f"step {raw!r} is not 'deliver N', 'stale N', 'timeout [N]' or 'crash'")
+
+
+def run_model(
+    design: str,
+    steps: Sequence[str],
+    *,
+    window: int = 2,
+    ticks: int = 1000,
+    first_request: int = 1,
+    skews: dict[int, float] | None = None,
+) -> ModelRun:
+    """Play a schedule on the model (the in-memory twin of `arrivals.run_schedule`)."""
+    model = LoopModel(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
+    state = model.start()
+    max_seen, first_rewind = state.head, None
+    heads: list[int] = []
+    outcomes: list[StepOutcome] = []
+    for raw in steps:
+        state, outcome = model.step(state, raw)
+        heads.append(state.head)
+        outcomes.append(outcome)
+        if state.head < max_seen and first_rewind is None:
+            first_rewind = len(heads) - 1
+        max_seen = max(max_seen, state.head)
+    return ModelRun(design, [str(s) for s in steps], heads, outcomes, first_rewind)
+
+
+# --- the search ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """How much work `explore_with_stats` did.
+
+    `prefixes` is how many schedule prefixes a walk without memo visits (what the SQLite
+    replay plays, each from scratch); `visited` is how many states this search reached (a memo
+    hit included); `distinct` is how many of those were different states.
+    """
+
+    prefixes: int
+    visited: int
+    distinct: int
+
+
+class _Below(NamedTuple):
+    orders: int
+    rewinding: int
+    best: tuple[str, ...] | None  # shortest, then smallest, rewinding suffix
+    prefixes: int
+
+
+def _better(cand: tuple[str, ...], best: tuple[str, ...] | None) -> bool:
+    return best is None or (len(cand), cand) < (len(best), best)
+
+
+class _Search:
+    """Depth-first walk of every schedule with one memo entry per distinct state."""
+
+    def __init__(self, model: LoopModel, n: int, copies: int, timeouts: int) -> None:
+        self.model, self.n, self.copies, self.timeouts = model, n, copies, timeouts
+        self.memo: dict[tuple, _Below] = {}
+        self.seen: set[tuple] = set()
+        self.visited = 0
+
+    def reach(self, state: LoopState, left: int, t_left: int) -> tuple:
+        key = (self.model.key(state, self.copies), left, t_left)
+        self.visited += 1
+        self.seen.add(key)
+        return key
+
+    def below(self, state: LoopState, left: int, t_left: int, key: tuple) -> _Below:
+        """Schedules from `state` with `left` deliveries and `t_left` timeouts still allowed."""
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        model = self.model
+        moves: list[tuple[str, LoopState]] = []
+        for req in state.sent:
+            if req.delivered < self.copies:
+                moves.append((f"deliver {req.rid}", model.deliver(state, req.rid)[0]))
+        if t_left and state.awaited:
+            moves.append(("timeout", model.timeout(state)[0]))
+        if not moves:
+            result = _Below(1, 0, None, 1)
+        else:
+            orders = rewinding = 0
+            prefixes = 1
+            best: tuple[str, ...] | None = None
+            for label, child in moves:
+                is_timeout = label == "timeout"
+                c_left, c_t_left = left - (not is_timeout), t_left - is_timeout
+                c_key = self.reach(child, c_left, c_t_left)
+                if child.head < state.head:  # the reader saw the head fall: the schedule ends
+                    orders, rewinding, prefixes = orders + 1, rewinding + 1, prefixes + 1
+                    if _better((label,), best):
+                        best = (label,)
+                    continue
+                if c_left == 0:
+                    orders, prefixes = orders + 1, prefixes + 1
+                    continue
+                sub = self.below(child, c_left, c_t_left, c_key)
+                orders += sub.orders
+                rewinding += sub.rewinding
+                prefixes += sub.prefixes
+                if sub.best is not None and _better((label, *sub.best), best):
+                    best = (label, *sub.best)
+            result = _Below(orders, rewinding, best, prefixes)
+        self.memo[key] = result
+        return result
+
+
+def explore_with_stats(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> tuple[Exploration, SearchStats]:
+    """`explore_fast`, plus how many prefixes, reached states and distinct states it took."""
+    if n < 0:
+        raise ValueError(f"n (deliveries per schedule) must be >= 0, got {n}")
+    model = LoopModel(design, window=window, ticks=ticks, first_request=1, skews=skews)
+    search = _Search(model, n, copies, timeouts)
+    root = model.start()
+    key = search.reach(root, n, timeouts)
+    found = _Below(1, 0, None, 1) if n == 0 else search.below(root, n, timeouts, key)
+    shortest = None if found.best is None else list(found.best)
+    return (
+        Exploration(design, found.orders, found.rewinding, shortest),
+        SearchStats(found.prefixes, search.visited, len(search.seen)),
+    )
+
+
+def explore_fast(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> Exploration:
+    """Every schedule of `n` deliveries (each response at most `copies` times, up to `timeouts`
+    give-ups), counted as `arrivals.explore` counts them, on the model with a memo per state.
+
+    A schedule ends at its first rewind, after `n` deliveries, or when no step is left;
+    `shortest` is the shortest schedule ending at a rewind (ties: smallest list of steps).
+    """
+    return explore_with_stats(
+        design, n, copies=copies, timeouts=timeouts, window=window, ticks=ticks, skews=skews
+    )[0]
+
+
+# --- the model against the real code ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """How `verify_against_sqlite` went: schedules and steps compared, disagreements described."""
+
+    design: str
+    n: int
+    schedules: int
+    steps: int
+    mismatches: tuple[str, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return not self.mismatches
+
+
+def _schedules(
+    model: LoopModel, n: int, copies: int, timeouts: int, crashes: int, stale: bool
+) -> list[list[str]]:
+    """Every schedule of `n` deliveries that the model allows, without stopping at rewinds.
+
+    Steps: `deliver N` (each response at most `copies` times), `timeout` (up to `timeouts`,
+    while something is awaited), and optionally `crash` (up to `crashes`) and `stale N` (a
+    first delivery with an older body, for requests not based on version 0).
+    """
+    out: list[list[str]] = []
+
+    def walk(state: LoopState, path: list[str], left: int, t_left: int, c_left: int) -> None:
+        moves = []
+        for req in state.sent:
+            if req.delivered < copies:
+                moves.append((f"deliver {req.rid}", 1, 0, 0))
+            if stale and req.delivered == 0 and req.base >= 1:
+                moves.append((f"stale {req.rid}", 1, 0, 0))
+        if t_left and state.awaited:
+            moves.append(("timeout", 0, 1, 0))
+        if c_left:
+            moves.append(("crash", 0, 0, 1))
+        if left == 0 or not moves:
+            out.append(path)
+            return
+        for label, d, t, c in moves:
+            child = model.step(state, label)[0]
+            walk(child, [*path, label], left - d, t_left - t, c_left - c)
+
+    walk(model.start(), [], n, timeouts, crashes)
+    return out
+
+
+def verify_against_sqlite(
+    design: str,
+    n: int,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    crashes: int = 0,
+    stale: bool = False,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> ModelCheck:
+    """Play every schedule of `n` deliveries on the real design (`arrivals.run_schedule`,
+    SQLite for the ballot designs) and on the model: the head and the outcome after every step,
+    and the first rewind, must match. Schedules do not stop at a rewind; besides `deliver N`
+    (at most `copies` times each) and `timeout` (up to `timeouts`) they may hold up to `crashes`
+    crashes and, with `stale`, first deliveries of a stale body (`stale N`).
+    """
+    from labkit.arrivals import run_schedule  # the real code; the search itself never needs it
+
+    kwargs = {"window": window, "ticks": ticks, "skews": skews}
+    model = LoopModel(design, **kwargs)
+    found = _schedules(model, n, copies, timeouts, crashes, stale)
+    steps = 0
+    mismatches: list[str] = []
+    for sched in found:
+        real = run_schedule(design, sched, **kwargs)
+        mine = run_model(design, sched, **kwargs)
+        steps += len(sched)
+        for i, step in enumerate(sched):
+            got = (mine.heads[i], mine.outcomes[i].text)
+            want = (real.heads[i], str(real.outcomes[i]))
+            if got != want:
+                mismatches.append(
+                    f"{design} {sched}, step {i} ({step!r}): SQLite (head, outcome) = {want}, "
+                    f"model = {got}"
+                )
+                break
+        else:
+            if mine.first_rewind != real.first_rewind:
+                mismatches.append(
+                    f"{design} {sched}: first rewind SQLite {real.first_rewind}, "
+                    f"model {mine.first_rewind}"
+                )
+    return ModelCheck(design, n, len(found), steps, tuple(mismatches))

@@ -1,0 +1,214 @@
+"""The memoised arrival explorer against the SQLite replay, and its loop model against SQLite."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit import arrival_search
+from labkit.arrival_search import (
+    LoopModel,
+    explore_fast,
+    explore_with_stats,
+    run_model,
+    verify_against_sqlite,
+)
+from labkit.arrivals import ScheduleError, explore, run_schedule
+from labkit.designs import DESIGNS
+
+NON_DEFAULT = [
+    {"copies": 1},
+    {"copies": 3},
+    {"timeouts": 0},
+    {"timeouts": 2},
+    {"window": 1},
+    {"window": 3},
+    {"skews": {2: 5.0}},
+    {"skews": {1: 3.0, 3: -1.5, 4: 0.5}},
+    {"ticks": 2},
+]
+
+
+def _kwargs_id(kwargs: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in kwargs.items()).replace(" ", "")
+
+
+# --- explore_fast gives the SQLite replay's answers -------------------------------------------
+
+
+@pytest.mark.parametrize("n", range(6))
+@pytest.mark.parametrize("design", DESIGNS)
+def test_same_answers_as_the_sqlite_replay(design: str, n: int) -> None:
+    assert explore_fast(design, n) == explore(design, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", DESIGNS)
+def test_same_answers_as_the_sqlite_replay_at_six(design: str) -> None:
+    fast = explore_fast(design, 6)
+    assert fast == explore(design, 6)
+    if design == "fenced":
+        assert fast.orders == 18_900  # the count the issue measured on the slow replay
+
+
+@pytest.mark.parametrize("kwargs", NON_DEFAULT, ids=_kwargs_id)
+@pytest.mark.parametrize("design", DESIGNS)
+def test_same_answers_with_other_settings(design: str, kwargs: dict) -> None:
+    if design == "fenced" and kwargs.get("window") == 1:
+        for fn in (explore, explore_fast):
+            with pytest.raises(ValueError, match="window >= 2"):
+                fn(design, 3, **kwargs)
+        return
+    n = 3 if design == "fenced" else 4  # fenced at n = 4 is in the slow test below
+    assert explore_fast(design, n, **kwargs) == explore(design, n, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kwargs", [k for k in NON_DEFAULT if k.get("window") != 1], ids=_kwargs_id)
+def test_same_answers_with_other_settings_fenced_at_four(kwargs: dict) -> None:
+    assert explore_fast("fenced", 4, **kwargs) == explore("fenced", 4, **kwargs)
+
+
+def test_skews_change_what_breaks_lww() -> None:
+    plain, skewed = explore_fast("lww", 5), explore_fast("lww", 5, skews={2: 5.0})
+    assert plain.shortest == ["timeout", "deliver 2", "deliver 3", "deliver 1"]
+    assert skewed.shortest == ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]
+    assert skewed.rewinding != plain.rewinding
+
+
+def _tree_walk(design: str, n: int, copies: int, timeouts: int) -> tuple[int, int, list, int]:
+    """The same walk without a memo: every prefix expanded, on the model."""
+    model = LoopModel(design)
+    orders = rewinding = prefixes = 0
+    shortest: list[str] | None = None
+
+    def walk(state, path: list[str], left: int, t_left: int) -> None:
+        nonlocal orders, rewinding, prefixes, shortest
+        prefixes += 1
+        moves = [f"deliver {s.rid}" for s in state.sent if s.delivered < copies]
+        moves += ["timeout"] if t_left and state.awaited else []
+        if not moves:
+            orders += 1
+        for move in moves:
+            child, _ = model.step(state, move)
+            if child.head < state.head or (left == 1 and move != "timeout"):
+                orders, prefixes = orders + 1, prefixes + 1
+                if child.head < state.head:
+                    rewinding += 1
+                    cand = [*path, move]
+                    if shortest is None or (len(cand), cand) < (len(shortest), shortest):
+                        shortest = cand
+                continue
+            walk(child, [*path, move], left - (move != "timeout"), t_left - (move == "timeout"))
+
+    walk(model.start(), [], n, timeouts)
+    return orders, rewinding, shortest, prefixes
+
+
+@pytest.mark.parametrize(
+    ("design", "n"), [("callback", 7), ("lww", 7), ("ballot", 7), ("fenced", 5)]
+)
+def test_memo_counts_through_shared_states(design: str, n: int) -> None:
+    """Beyond what the replay can reach: the memo changes no answer, only the work done."""
+    found, stats = explore_with_stats(design, n, timeouts=2)
+    orders, rewinding, shortest, prefixes = _tree_walk(design, n, copies=2, timeouts=2)
+    assert (found.orders, found.rewinding, found.shortest) == (orders, rewinding, shortest)
+    assert stats.prefixes == prefixes
+    assert stats.distinct < stats.visited < stats.prefixes
+    assert found.orders > stats.distinct  # schedules counted through states, not per state
+
+
+def test_stats_count_every_reached_state() -> None:
+    found, stats = explore_with_stats("callback", 1)
+    # the start, then deliver 1 (done) or timeout, then deliver 1 or deliver 2 (done)
+    assert (found.orders, stats.prefixes, stats.visited, stats.distinct) == (3, 5, 5, 5)
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown design 'nope'"):
+        explore_fast("nope", 3)
+    with pytest.raises(ValueError, match="must be >= 0, got -1"):
+        explore_fast("ballot", -1)
+
+
+# --- the model against SQLite -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_model_matches_sqlite_on_every_schedule_up_to_four(design: str) -> None:
+    for n in range(1, 5):
+        check = verify_against_sqlite(design, n)
+        assert check.agrees, check.mismatches[:3]
+        assert check.schedules >= explore_fast(design, n).orders > 0
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_model_matches_sqlite_with_crashes_stale_bodies_and_skews(design: str) -> None:
+    for kwargs in (
+        {"crashes": 1, "stale": True},
+        {"crashes": 1, "stale": True, "skews": {1: 5.0, 3: -2.5}, "ticks": 2, "copies": 1},
+    ):
+        check = verify_against_sqlite(design, 3, **kwargs)
+        assert check.agrees, check.mismatches[:3]
+        assert check.schedules > 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", DESIGNS)
+def test_model_matches_sqlite_with_crashes_and_stale_bodies_at_four(design: str) -> None:
+    check = verify_against_sqlite(design, 4, crashes=1, stale=True)
+    assert check.agrees, check.mismatches[:3]
+
+
+def test_verify_reports_a_model_that_drifts(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_apply = LoopModel._apply
+
+    def lenient(self, state, req, body_base):  # forgets the watermark fence
+        return real_apply(self, state, req._replace(base=state.head), body_base)
+
+    monkeypatch.setattr(arrival_search.LoopModel, "_apply", lenient)
+    check = verify_against_sqlite("fenced", 3)
+    assert not check.agrees
+    assert "stale_watermark" in check.mismatches[0]
+
+
+@pytest.mark.parametrize(
+    ("design", "steps", "ticks"),
+    [
+        ("fenced", ["crash", "timeout", "deliver 1", "timeout", "deliver 4", "dup 4"], 1000),
+        ("ballot", ["1", "2", "stale 3", "crash", "timeout", "deliver 4", "deliver 5"], 1000),
+        ("fenced", ["timeout 2", "deliver 1", "deliver 3", "stale 4", "r5", "timeout 6"], 1000),
+        ("lww", ["timeout 1", "deliver 2", "crash", "deliver 1", "timeout", "deliver 4"], 1000),
+        ("callback", ["deliver 1", "crash", "stale 3", "timeout", "2"], 1000),
+        ("callback", ["1", "timeout", "dup 1", "crash", "timeout"], 1),
+        ("fenced", ["1", "2", "timeout", "crash", "dup 1"], 1),
+    ],
+)
+def test_hand_written_schedules_match_sqlite(design: str, steps: list[str], ticks: int) -> None:
+    real = run_schedule(design, steps, skews={2: 4.0}, ticks=ticks)
+    mine = run_model(design, steps, skews={2: 4.0}, ticks=ticks)
+    assert mine.heads == real.heads
+    assert [o.text for o in mine.outcomes] == [str(o) for o in real.outcomes]
+    assert mine.first_rewind == real.first_rewind
+
+
+def test_a_crash_names_surviving_ballots_by_their_ballot_id() -> None:
+    run = run_model("fenced", ["crash", "timeout", "timeout"])
+    assert [o.text for o in run.outcomes] == ["crash+restart", "timeout -1", "timeout -2"]
+
+
+@pytest.mark.parametrize(
+    ("design", "steps", "match"),
+    [
+        ("ballot", ["deliver 7"], "'deliver 7'.*not been sent"),
+        ("ballot", ["jump 1"], "'jump 1'"),
+        ("ballot", ["stale 1"], "'stale 1'.*version 0"),
+        ("callback", ["1", "2", "stale 2"], "'stale 2'.*already produced"),
+        ("fenced", ["timeout 7"], "'timeout 7'.*not awaited"),
+        ("fenced", ["crash", "timeout 1"], "'timeout 1'.*not awaited"),
+    ],
+)
+def test_model_refuses_the_steps_sqlite_refuses(design: str, steps: list[str], match: str) -> None:
+    with pytest.raises(ScheduleError):
+        run_schedule(design, steps)
+    with pytest.raises(ScheduleError, match=match):
+        run_model(design, steps)
