@@ -39,12 +39,12 @@ def measure(design: str, n: int, repeats: int) -> dict[str, object]:
 
     replay_s: float | str = ""
     if n <= REPLAY_MAX_N:
-        slow = arrivals.explore(design, n)
+        slow = arrivals.explore_by_replay(design, n)
         if slow != found:
             raise AssertionError(f"{design} n={n}: replay {slow} != fast {found}")
         rounds = repeats if n < REPLAY_MAX_N else 1
         t = time_interleaved(
-            {"fast": fast, "replay": lambda: arrivals.explore(design, n)}, repeats=rounds
+            {"fast": fast, "replay": lambda: arrivals.explore_by_replay(design, n)}, repeats=rounds
         )
         fast_s, replay_s = t["fast"].median, t["replay"].median
     else:

@@ -2,7 +2,7 @@
 
 `labkit.arrivals.explore` replays each schedule prefix on SQLite from scratch. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
-step by step against the real designs on SQLite by `verify_against_sqlite`. `explore_fast`
+step by step against the real designs on SQLite by `check_model` (called as `arrivals.verify_model_against_sqlite`). `explore_fast`
 walks the same schedules depth first and memoises, per state, how many schedules lie below it,
 how many of them rewind and the best rewinding suffix, so a state that many prefixes reach is
 expanded once while its schedules are still counted once per prefix.
@@ -10,12 +10,12 @@ expanded once while its schedules are still counted once per prefix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from labkit.arrivals import Exploration, ScheduleError
 from labkit.designs import DESIGNS
+from labkit.schedules import Exploration, ScheduleError, parse_step
 
 _NEG_INF = float("-inf")
 
@@ -205,7 +205,7 @@ class LoopModel:
 
     def step(self, state: LoopState, raw: str) -> tuple[LoopState, StepOutcome]:
         """Play one schedule step written as `run_schedule` accepts it."""
-        verb, rid = _parse(raw)
+        verb, rid = parse_step(raw)
         if verb == "crash":
             return self.crash(state)
         if verb == "timeout":
@@ -230,21 +230,6 @@ class LoopModel:
 
 def _put(items: tuple[Sent, ...], index: int, item: Sent) -> tuple[Sent, ...]:
     return (*items[:index], item, *items[index + 1 :])
-
-
-def _parse(raw: str) -> tuple[str, int | None]:
-    """(verb, request id) of one step; the forms `arrivals.run_schedule` documents."""
-    words = str(raw).replace(":", " ").split()
-    if len(words) == 1 and words[0].lower() in ("crash", "timeout"):
-        return words[0].lower(), None
-    if len(words) == 1:
-        words = ["deliver", *words]
-    if len(words) == 2 and words[0].lower() in ("deliver", "dup", "stale", "timeout"):
-        num = words[1].lstrip("r")
-        if num.isdigit():
-            verb = words[0].lower()
-            return ("deliver" if verb == "dup" else verb), int(num)
-    raise ScheduleError(f"step {raw!r} is not 'deliver N', 'stale N', 'timeout [N]' or 'crash'")
 
 
 def run_model(
@@ -407,7 +392,7 @@ def explore_fast(
 
 @dataclass(frozen=True)
 class ModelCheck:
-    """How `verify_against_sqlite` went: schedules and steps compared, disagreements described."""
+    """How `check_model` (called as `arrivals.verify_model_against_sqlite`) went: schedules and steps compared, disagreements described."""
 
     design: str
     n: int
@@ -453,10 +438,11 @@ def _schedules(
     return out
 
 
-def verify_against_sqlite(
+def check_model(
     design: str,
     n: int,
     *,
+    real: Callable[..., Any],
     copies: int = 2,
     timeouts: int = 1,
     crashes: int = 0,
@@ -465,26 +451,24 @@ def verify_against_sqlite(
     ticks: int = 1000,
     skews: dict[int, float] | None = None,
 ) -> ModelCheck:
-    """Play every schedule of `n` deliveries on the real design (`arrivals.run_schedule`,
-    SQLite for the ballot designs) and on the model: the head and the outcome after every step,
+    """Play every schedule of `n` deliveries on the real design (`real`, i.e.
+    `arrivals.run_schedule`: SQLite for the ballot designs) and on the model: the head and the outcome after every step,
     and the first rewind, must match. Schedules do not stop at a rewind; besides `deliver N`
     (at most `copies` times each) and `timeout` (up to `timeouts`) they may hold up to `crashes`
     crashes and, with `stale`, first deliveries of a stale body (`stale N`).
     """
-    from labkit.arrivals import run_schedule  # the real code; the search itself never needs it
-
     kwargs = {"window": window, "ticks": ticks, "skews": skews}
     model = LoopModel(design, **kwargs)
     found = _schedules(model, n, copies, timeouts, crashes, stale)
     steps = 0
     mismatches: list[str] = []
     for sched in found:
-        real = run_schedule(design, sched, **kwargs)
+        got_real = real(design, sched, **kwargs)
         mine = run_model(design, sched, **kwargs)
         steps += len(sched)
         for i, step in enumerate(sched):
             got = (mine.heads[i], mine.outcomes[i].text)
-            want = (real.heads[i], str(real.outcomes[i]))
+            want = (got_real.heads[i], got_real.outcomes[i].label)
             if got != want:
                 mismatches.append(
                     f"{design} {sched}, step {i} ({step!r}): SQLite (head, outcome) = {want}, "
@@ -492,9 +476,9 @@ def verify_against_sqlite(
                 )
                 break
         else:
-            if mine.first_rewind != real.first_rewind:
+            if mine.first_rewind != got_real.first_rewind:
                 mismatches.append(
-                    f"{design} {sched}: first rewind SQLite {real.first_rewind}, "
+                    f"{design} {sched}: first rewind SQLite {got_real.first_rewind}, "
                     f"model {mine.first_rewind}"
                 )
     return ModelCheck(design, n, len(found), steps, tuple(mismatches))

@@ -22,14 +22,11 @@ from typing import Any
 
 import pandas as pd
 
+from labkit.arrival_search import ModelCheck, check_model, explore_fast
 from labkit.designs import DESIGNS, Design, Request, check_design, make_design
 from labkit.planner_model import HeadReader, respond
+from labkit.schedules import Exploration, ScheduleError, parse_step
 from labkit.watermark_loop import Response
-
-
-class ScheduleError(ValueError):
-    """A step names a request the loop has not sent, or is not a known step."""
-
 
 DELIVER, TIMEOUT, CRASH = "deliver", "timeout", "crash"
 
@@ -101,16 +98,6 @@ class ScheduleResult:
         return [o.label for o in self.outcomes]
 
 
-@dataclass(frozen=True)
-class Exploration:
-    """Every arrival order of a small run for one design."""
-
-    design: str
-    orders: int
-    rewinding: int
-    shortest: list[str] | None
-
-
 class _Runner:
     """Drives one design through schedule steps, tracking what a reader sees."""
 
@@ -143,7 +130,7 @@ class _Runner:
 
     def step(self, raw: str) -> None:
         self.now += 1
-        verb, rid = _parse(raw)
+        verb, rid = parse_step(raw)
         committed: bool | None = None
         reason: str | None = None
         if verb == "crash":
@@ -210,25 +197,6 @@ class _Runner:
             self.step(f"deliver {todo[0].request_id}")
 
 
-def _parse(raw: str) -> tuple[str, int | None]:
-    parts = str(raw).replace(":", " ").split()
-    if not parts:
-        raise ScheduleError(f"empty step {raw!r}")
-    if len(parts) == 1 and parts[0].lstrip("r").isdigit():
-        return "deliver", int(parts[0].lstrip("r"))
-    verb = parts[0].lower()
-    if verb in ("crash", "timeout") and len(parts) == 1:
-        return verb, None
-    if verb in ("deliver", "dup", "stale", "timeout") and len(parts) == 2:
-        num = parts[1].lstrip("r")
-        if num.isdigit():
-            return ("deliver" if verb == "dup" else verb), int(num)
-    raise ScheduleError(
-        f"step {raw!r} is not one of 'deliver N' (or 'N', 'dup N'), 'stale N', 'timeout [N]', "
-        "'crash'"
-    )
-
-
 def run_schedule(
     design: str,
     steps: Sequence[str],
@@ -270,10 +238,38 @@ def explore(
     ticks: int = 1000,
     skews: dict[int, float] | None = None,
 ) -> Exploration:
-    """Enumerate every schedule of `n` deliveries (each response at most `copies` times, up to
-    `timeouts` give-ups) and count those where a reader sees the catalog head fall.
+    """Every schedule of `n` deliveries (each response at most `copies` times, up to `timeouts`
+    give-ups), counting those where a reader sees the catalog head fall.
 
     `shortest` is a shortest schedule prefix ending at a rewind (ties broken alphabetically).
+    Runs the memoised search on the loop model (`arrival_search`), which
+    `verify_model_against_sqlite` checks against the real designs; `explore_by_replay` gives
+    the same answer the slow way.
+    """
+    return explore_fast(
+        design, n, copies=copies, timeouts=timeouts, window=window, ticks=ticks, skews=skews
+    )
+
+
+def verify_model_against_sqlite(design: str, n: int, **kwargs: Any) -> ModelCheck:
+    """Every schedule of `n` deliveries, played on the loop model and on the real design (SQLite
+    for the ballot designs): the head and outcome after every step must agree."""
+    return check_model(design, n, real=run_schedule, **kwargs)
+
+
+def explore_by_replay(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> Exploration:
+    """`explore` the slow way: replay every schedule prefix on the real designs from scratch.
+
+    The reference `explore` is tested against; exponential in `n` (fenced, n = 6: ~40 s).
     """
     orders = rewinding = 0
     shortest: list[str] | None = None

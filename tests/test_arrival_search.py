@@ -10,9 +10,9 @@ from labkit.arrival_search import (
     explore_fast,
     explore_with_stats,
     run_model,
-    verify_against_sqlite,
 )
-from labkit.arrivals import ScheduleError, explore, run_schedule
+from labkit.arrivals import ScheduleError, run_schedule, verify_model_against_sqlite
+from labkit.arrivals import explore_by_replay as explore
 from labkit.designs import DESIGNS
 
 NON_DEFAULT = [
@@ -136,7 +136,7 @@ def test_bad_input_is_refused() -> None:
 @pytest.mark.parametrize("design", DESIGNS)
 def test_model_matches_sqlite_on_every_schedule_up_to_four(design: str) -> None:
     for n in range(1, 5):
-        check = verify_against_sqlite(design, n)
+        check = verify_model_against_sqlite(design, n)
         assert check.agrees, check.mismatches[:3]
         assert check.schedules >= explore_fast(design, n).orders > 0
 
@@ -147,7 +147,7 @@ def test_model_matches_sqlite_with_crashes_stale_bodies_and_skews(design: str) -
         {"crashes": 1, "stale": True},
         {"crashes": 1, "stale": True, "skews": {1: 5.0, 3: -2.5}, "ticks": 2, "copies": 1},
     ):
-        check = verify_against_sqlite(design, 3, **kwargs)
+        check = verify_model_against_sqlite(design, 3, **kwargs)
         assert check.agrees, check.mismatches[:3]
         assert check.schedules > 100
 
@@ -155,7 +155,7 @@ def test_model_matches_sqlite_with_crashes_stale_bodies_and_skews(design: str) -
 @pytest.mark.slow
 @pytest.mark.parametrize("design", DESIGNS)
 def test_model_matches_sqlite_with_crashes_and_stale_bodies_at_four(design: str) -> None:
-    check = verify_against_sqlite(design, 4, crashes=1, stale=True)
+    check = verify_model_against_sqlite(design, 4, crashes=1, stale=True)
     assert check.agrees, check.mismatches[:3]
 
 
@@ -166,7 +166,7 @@ def test_verify_reports_a_model_that_drifts(monkeypatch: pytest.MonkeyPatch) -> 
         return real_apply(self, state, req._replace(base=state.head), body_base)
 
     monkeypatch.setattr(arrival_search.LoopModel, "_apply", lenient)
-    check = verify_against_sqlite("fenced", 3)
+    check = verify_model_against_sqlite("fenced", 3)
     assert not check.agrees
     assert "stale_watermark" in check.mismatches[0]
 
