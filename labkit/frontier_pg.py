@@ -251,7 +251,9 @@ INSERT_SUMMARY_SQL = (
     "INSERT INTO summaries (channel_key, policy, start_id, end_id) VALUES (%s, %s, %s, %s) "
     "RETURNING id"
 )
-INSERT_ITEM_SQL = "INSERT INTO summary_items (summary_id, conversation_id) VALUES (%s, %s)"
+INSERT_ITEMS_SQL = (
+    "INSERT INTO summary_items (summary_id, conversation_id) SELECT %s, unnest(%s::bigint[])"
+)
 UPSERT_CHECKPOINT_SQL = (
     "INSERT INTO checkpoints (channel_key, policy, coverage_end) VALUES (%s, %s, %s) "
     "ON CONFLICT (channel_key, policy) DO UPDATE SET coverage_end = excluded.coverage_end"
@@ -299,8 +301,7 @@ def summarize_to(conn: Any, channel_key: str, policy: str, end: int) -> PgSummar
         sid = int(
             conn.execute(INSERT_SUMMARY_SQL, (channel_key, policy, start + 1, end)).fetchone()[0]
         )
-        with conn.cursor() as cur:
-            cur.executemany(INSERT_ITEM_SQL, [(sid, i) for i in items])
+        conn.execute(INSERT_ITEMS_SQL, (sid, list(items)))
         conn.execute(UPSERT_CHECKPOINT_SQL, (channel_key, policy, end))
     return PgSummary(sid, start + 1, end, items)
 
