@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from labkit.commit_order import RULES, LabState
 from labkit.pg_stress import StressResult
-from labkit.plots.style import COLORS, RIGHT_LEGEND, new_figure, single_axes, styled
+from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
 RULE_STYLE = {
     "id_order": (COLORS["max"], "id order"),
