@@ -138,6 +138,15 @@ def shared_server() -> Server:
     return _shared["server"]
 
 
+def server_or_reason() -> tuple[Server | None, str]:
+    """For notebooks: the shared server and a one-line status, or None and the reason why not."""
+    try:
+        found = shared_server()
+    except PgUnavailable as exc:
+        return None, f"No PostgreSQL server, so the live cells below are skipped: {exc}"
+    return found, f"PostgreSQL {found.version} ({found.source}) is ready."
+
+
 @contextmanager
 def scratch_schema(dsn: str, prefix: str = "wb") -> Iterator[str]:
     """A fresh, empty schema on the server for one experiment; dropped afterwards.
