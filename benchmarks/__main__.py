@@ -14,7 +14,14 @@ from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, machine_line
 
-NAMES = ("frontier_lookup", "trigger_poll", "widget_latency", "ballot_throughput", "explorers")
+NAMES = (
+    "frontier_lookup",
+    "trigger_poll",
+    "widget_latency",
+    "ballot_throughput",
+    "explorers",
+    "pg_commit_order",
+)
 
 
 def run_one(name: str, smoke: bool, out: Path) -> BenchResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import importlib
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ EXPECTED_ROWS = {
     "ballot_throughput": 5,
     # delivery orders for n = 4, 5; arrival orders for n = 2 on each of 4 designs
     "explorers": 6,
+    # one stress run per rule: id order, lock, fence
+    "pg_commit_order": 3,
 }
 
 
@@ -32,7 +35,14 @@ def _run(name: str, out: Path):
     module = importlib.import_module(f"benchmarks.{name}")
     if name == "widget_latency" and not module.available():
         pytest.skip("the widget apps are not in labkit.widgets yet")
-    return module.run(smoke=True, out=out)
+    from labkit.pg import PgUnavailable
+
+    try:
+        return module.run(smoke=True, out=out)
+    except PgUnavailable as exc:  # only pg_commit_order needs a server
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no PostgreSQL server: {exc}")
 
 
 @pytest.mark.parametrize("name", NAMES)
