@@ -160,7 +160,8 @@ def scratch_schema(dsn: str, prefix: str = "wb") -> Iterator[str]:
     try:
         yield name
     finally:
-        with connect(dsn, autocommit=True) as conn:
+        # a session still holding a lock in it fails the drop in seconds instead of hanging
+        with connect(dsn, autocommit=True, options="-c lock_timeout=10s") as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
