@@ -21,6 +21,7 @@ NAMES = (
     "ballot_throughput",
     "explorers",
     "arrival_search",
+    "pg_commit_order",
 )
 
 

@@ -125,6 +125,37 @@ def _restarts() -> tuple[Figure, Any]:
     return restarts_figure(traces), _traces_data(traces)
 
 
+# Part three runs on a real server (`labkit.pg.shared_server()`: LABKIT_PG_DSN or the
+# pip-installed one). Its figures come from fixed scripted interleavings counted in steps, so
+# ids, coverage and orphans are the same on every run; no timing is drawn.
+FIX_SCRIPTS = 4
+FIX_SCRIPT_STEPS = 40
+
+
+def _commit_order_timeline() -> tuple[Figure, Any]:
+    from dataclasses import asdict
+
+    from labkit import commit_order as co
+    from labkit.pg import shared_server
+    from labkit.plots.part3_postgres import commit_order_timeline_figure
+
+    with co.CommitOrderLab(shared_server().dsn) as lab:
+        state = lab.run(co.LATE_COMMIT)
+    return commit_order_timeline_figure(state), asdict(state)
+
+
+def _fixes_compared() -> tuple[Figure, Any]:
+    from dataclasses import asdict
+
+    from labkit import commit_order as co
+    from labkit.pg import shared_server
+    from labkit.plots.part3_postgres import fixes_figure
+
+    scripts = [co.random_script(FIX_SCRIPT_STEPS, seed) for seed in range(FIX_SCRIPTS)]
+    outcomes = co.compare_fixes(shared_server().dsn, scripts)
+    return fixes_figure(outcomes), [asdict(o) for o in outcomes]
+
+
 SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("frontier_timeline", "MAX jumps past pending rows; the frontier waits.", _timeline),
     FigureSpec("checkpoint_ranges", "Chained summaries per policy, orphans ringed.", _checkpoints),
@@ -140,4 +171,9 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("arrival_explorer", "Arrival orders that rewind the catalog, per design.",
                _arrival_explorer),
     FigureSpec("crash_restart", "Head version across a loop crash and restart.", _restarts),
+    FigureSpec("commit_order_timeline",
+               "PostgreSQL: a smaller id commits late; id order orphans it, the fence waits.",
+               _commit_order_timeline),
+    FigureSpec("fixes_compared", "PostgreSQL: orphans and cost of id order, a lock, the fence.",
+               _fixes_compared),
 )

@@ -99,8 +99,22 @@ class TerminalStateError(TransitionError):
         )
 
 
+def _pg(conn: object):
+    """`labkit.frontier_pg` when `conn` is not a sqlite3 connection (psycopg), else None.
+
+    Imported on first use, so SQLite-only work never loads psycopg.
+    """
+    if isinstance(conn, sqlite3.Connection):
+        return None
+    from labkit import frontier_pg
+
+    return frontier_pg
+
+
 def create_schema(conn: sqlite3.Connection) -> None:
     """Create the log table, both indexes and the checkpoint tables; safe to call twice."""
+    if (pg := _pg(conn)) is not None:
+        return pg.create_schema(conn)
     conn.executescript(SCHEMA_SQL)
 
 
@@ -120,7 +134,9 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_
 def enqueue(
     conn: sqlite3.Connection, channel_key: str, priority: int, direction: str = "inbound"
 ) -> int:
-    """Append a pending row to a shard and return its id."""
+    """Append a pending row to a shard and return its id (on PostgreSQL: never commits)."""
+    if (pg := _pg(conn)) is not None:
+        return pg.enqueue(conn, channel_key, priority, direction)
     with atomic(conn):
         cur = conn.execute(
             "INSERT INTO conversations (channel_key, direction, status, priority) "
@@ -143,6 +159,13 @@ def _transition(
 ) -> None:
     """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
     first, last = allowed[0], allowed[-1]  # one or two allowed source statuses
+    if (pg := _pg(conn)) is not None:
+        moved, current = pg.transition(conn, row_id, allowed, to)
+        if moved:
+            return
+        if current is None:
+            raise TransitionError(f"conversation {row_id} does not exist")
+        _refuse(row_id, current, to)
     with atomic(conn):
         cur = conn.execute(
             "UPDATE conversations SET status = ? WHERE id = ? AND status IN (?, ?)",
@@ -151,6 +174,11 @@ def _transition(
         if cur.rowcount == 1:
             return
         current = status_of(conn, row_id)
+    _refuse(row_id, current, to)
+
+
+def _refuse(row_id: int, current: str, to: str) -> None:
+    """Raise the precise reason `row_id` (now `current`) may not move to `to`."""
     if current in TERMINAL:
         raise TerminalStateError(row_id, current, to)
     raise TransitionError(f"conversation {row_id} is {current!r}; cannot move it to {to!r}")
@@ -189,8 +217,10 @@ def dispatch_next(conn: sqlite3.Connection, channel_key: str | None = None) -> i
     """Claim the next pending row `ORDER BY priority, id`: mark it running, return its id.
 
     Safe with several workers on one file: each row is handed out exactly once, and a worker
-    that finds the log locked waits for it (see `atomic`).
+    that finds the log locked waits for it (see `atomic`). On PostgreSQL: FOR UPDATE SKIP LOCKED.
     """
+    if (pg := _pg(conn)) is not None:
+        return pg.dispatch_next(conn, channel_key)
     with atomic(conn):
         if channel_key is None:
             row = conn.execute(DISPATCH_SQL).fetchone()
@@ -233,7 +263,11 @@ def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base
     One less than the smallest non-terminal id above the base; if none, the largest id above
     the base; if no rows above the base, the base itself. At most two index seeks, no scan,
     in one statement (`FRONTIER_LOOKUP_SQL` = `FRONTIER_SQL` then `FALLBACK_SQL`).
+    On PostgreSQL it is also commit-order safe: it never passes an id that a transaction still
+    in progress may yet commit (`labkit.frontier_pg.delivered_frontier`).
     """
+    if (pg := _pg(conn)) is not None:
+        return pg.delivered_frontier(conn, channel_key, coverage_base)
     return int(conn.execute(FRONTIER_LOOKUP_SQL, (channel_key, coverage_base)).fetchone()[0])
 
 
@@ -244,8 +278,23 @@ def max_delivered_watermark(conn: sqlite3.Connection, channel_key: str) -> int |
     this value jumps past still-open rows, which then become orphans: terminal, yet in no
     summary, forever. Never use it as a checkpoint. None if nothing was delivered.
     """
+    if (pg := _pg(conn)) is not None:
+        return pg.max_delivered_watermark(conn, channel_key)
     value = conn.execute(MAX_DELIVERED_SQL, (channel_key,)).fetchone()[0]
     return None if value is None else int(value)
+
+
+def id_order_frontier(conn: sqlite3.Connection, channel_key: str, base: int = 0) -> int:
+    """Seed one's rule verbatim: one less than the smallest open id above `base`, else the
+    largest id above it, else `base`, over the rows visible now.
+
+    On SQLite (one writer, ids visible in id order) it equals `delivered_frontier`. On
+    PostgreSQL it passes an id whose transaction has not committed yet: the row shows up later
+    below the frontier and is orphaned (notebook 07).
+    """
+    if (pg := _pg(conn)) is not None:
+        return pg.id_order_frontier(conn, channel_key, base)
+    return int(conn.execute(FRONTIER_LOOKUP_SQL, (channel_key, base)).fetchone()[0])
 
 
 # --- query plans -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import importlib
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ EXPECTED_ROWS = {
     "explorers": 6,
     # memoised arrival explorer: n = 2, 3 on each of 4 designs
     "arrival_search": 8,
+    # one stress run per rule: id order, lock, fence
+    "pg_commit_order": 3,
 }
 
 
@@ -34,7 +37,14 @@ def _run(name: str, out: Path):
     module = importlib.import_module(f"benchmarks.{name}")
     if name == "widget_latency" and not module.available():
         pytest.skip("the widget apps are not in labkit.widgets yet")
-    return module.run(smoke=True, out=out)
+    from labkit.pg import PgUnavailable
+
+    try:
+        return module.run(smoke=True, out=out)
+    except PgUnavailable as exc:  # only pg_commit_order needs a server
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no PostgreSQL server: {exc}")
 
 
 @pytest.mark.parametrize("name", NAMES)

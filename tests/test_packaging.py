@@ -25,11 +25,12 @@ def environment_deps() -> dict[str, str]:
     deps = {}
     text = (ROOT / "environment.yml").read_text()
     for line in text.split("\ndependencies:\n", 1)[1].splitlines():
-        m = re.match(r"^\s{2}- ([A-Za-z0-9_.\-]+[^#]*?)\s*(#.*)?$", line)
+        # conda packages at two spaces; pip-only ones in the `- pip:` list at six
+        m = re.match(r"^(?:\s{2}|\s{6})- ([A-Za-z0-9_.\-]+[^#]*?)\s*(#.*)?$", line)
         if m and not line.strip().startswith("- pip:"):
             req = m.group(1).strip()
             name = _name(req)
-            if name in {"python", "pip"}:
+            if name in {"python", "pip", "-e"}:
                 continue
             deps[name] = req.replace(" ", "")
     return deps

@@ -1,0 +1,69 @@
+"""Commit order on PostgreSQL: seed one's rule, a lock and the snapshot fence under load.
+
+Each rule runs `labkit.pg_stress.run_stress` on the same server (LABKIT_PG_DSN or the embedded
+one): writer processes insert and commit after seeded random delays (one in ten commits
+slowly), a dispatcher delivers, a summarizer advances its checkpoint. Reported per rule: rows,
+orphans (terminal rows in no summary) and rows/s committed and summarized. The rules run one
+after another on one machine, so the ratios compare like with like; the absolute numbers are
+this machine's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.common import FIGURES, BenchResult, finish, print_table
+from labkit import pg
+from labkit import pg_stress as ps
+
+NAME = "pg_commit_order"
+WRITERS, ROWS_PER_WRITER = 4, 500
+SMOKE_WRITERS, SMOKE_ROWS_PER_WRITER = 2, 40
+
+
+def measure(dsn: str, writers: int, rows_per_writer: int) -> list[ps.StressResult]:
+    """One stress run per rule, same sizes and seed."""
+    return [ps.run_stress(dsn, rule, writers, rows_per_writer, seed=0) for rule in ps.RULES]
+
+
+def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
+    """Run every rule, print the table, write CSV and figure."""
+    from labkit.plots.part3_postgres import throughput_figure
+
+    writers, per = (SMOKE_WRITERS, SMOKE_ROWS_PER_WRITER) if smoke else (WRITERS, ROWS_PER_WRITER)
+    with pg.server() as dsn:
+        print(f"  PostgreSQL {pg.probe(dsn)}, {writers} writers x {per} rows per rule")
+        results = measure(dsn, writers, per)
+    rows: list[dict[str, object]] = [
+        {
+            "rule": r.rule,
+            "writers": r.writers,
+            "rows": r.rows,
+            "orphans": r.orphans,
+            "committed_rows_per_s": round(r.committed_per_s, 1),
+            "summarized_rows_per_s": round(r.summarized_per_s, 1),
+            "seconds": round(r.seconds, 3),
+        }
+        for r in results
+    ]
+    print_table(rows, list(rows[0]))
+    by = {r.rule: r for r in results}
+    ratios = {
+        f"{rule}: committed rows/s vs id order": by[rule].committed_per_s
+        / by["id_order"].committed_per_s
+        for rule in ("lock", "fence")
+    }
+    ratios.update(
+        {
+            f"{rule}: summarized rows/s vs id order": by[rule].summarized_per_s
+            / by["id_order"].summarized_per_s
+            for rule in ("lock", "fence")
+        }
+    )
+    targets = {
+        "id order orphans rows": by["id_order"].orphans > 0,
+        "lock orphans none": by["lock"].orphans == 0,
+        "fence orphans none": by["fence"].orphans == 0,
+    }
+    fig = throughput_figure(results, title=f"{writers} writers x {per} rows: throughput per rule")
+    return finish(NAME, rows, ratios, targets, fig, out)

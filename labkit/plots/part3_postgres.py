@@ -1,0 +1,109 @@
+"""Figures of part three: the commit-order timeline and the fixes compared.
+
+Each takes what `labkit.commit_order` or `labkit.pg_stress` returned and draws it; nothing
+here talks to a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+from labkit.commit_order import RULES, LabState
+from labkit.pg_stress import StressResult
+from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
+
+RULE_STYLE = {
+    "id_order": (COLORS["max"], "id order"),
+    "frontier": (COLORS["frontier"], "delivered_frontier"),
+}
+WRITER_COLORS = {"A": "#7b3294", "B": "#008837"}
+
+
+@styled
+def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
+    """Id against step: each row drawn from its insert (hollow) to its commit (filled), the
+    delivery as a tick, each rule's coverage as a step line, orphans ringed in red."""
+    ax = single_axes(8.4, 4.0, left=0.07, right=0.66, top=0.9, bottom=0.2)
+    fig = ax.figure
+    last = max(len(state.events) - 1, 1)
+    for row in state.rows:
+        color = WRITER_COLORS.get(row.writer, "black")
+        end = row.committed if row.committed is not None else last
+        ax.plot([row.inserted, end], [row.row_id] * 2, ":", color=color, lw=1.5)
+        ax.plot(row.inserted, row.row_id, "o", mfc="white", mec=color, ms=7)
+        if row.committed is not None:
+            ax.plot(row.committed, row.row_id, "o", color=color, ms=7)
+        if row.delivered is not None:
+            ax.plot(row.delivered, row.row_id, "|", color=COLORS["delivered"], ms=14, mew=2)
+    steps = [e.step for e in state.events]
+    for rule in RULES:
+        color, label = RULE_STYLE[rule]
+        ax.step(steps, [e.coverage[rule] for e in state.events], where="post", color=color,
+                lw=2, label=f"coverage: {label}")
+        lost = state.orphans[rule]
+        if lost:
+            ax.plot([last] * len(lost), lost, "o", ms=16, mfc="none", mec=COLORS["orphan"],
+                    mew=2, label=f"orphaned by {label}")
+    for writer, color in WRITER_COLORS.items():
+        ax.plot([], [], "o", color=color, label=f"writer {writer}: insert ○ → commit ●")
+    ax.plot([], [], "|", color=COLORS["delivered"], ms=10, mew=2, label="delivered")
+    ax.set_xlabel("step")
+    ax.set_ylabel("row id")
+    top = max([r.row_id for r in state.rows] + [1])
+    ax.set_ylim(-0.3, top + 0.7)
+    ax.set_yticks(range(0, top + 1))
+    ax.set_xticks(steps)
+    ax.set_xticklabels([f"{e.actor[0]}:{e.action[:3]}" for e in state.events], rotation=60,
+                       fontsize=7)
+    ax.set_title(title or "A smaller id commits late: id order passes it, the fence waits")
+    ax.legend(**RIGHT_LEGEND)
+    return fig
+
+
+@styled
+def fixes_figure(outcomes: Sequence, title: str = "") -> Figure:
+    """Orphans per fix on the same scripted interleavings, each bar labelled with its cost."""
+    ax = single_axes(6.4, 3.4, left=0.1, right=0.97, top=0.86, bottom=0.2)
+    names = [o.fix for o in outcomes]
+    lost = [o.orphans for o in outcomes]
+    colors = [COLORS["max"] if n.startswith("id order") else COLORS["frontier"] for n in names]
+    ax.bar(range(len(names)), lost, color=colors, width=0.6)
+    for i, o in enumerate(outcomes):
+        cost = (
+            f"{o.waits} writer waits" if o.waits
+            else f"{o.held} summaries held" if o.held else "never waits"
+        )
+        ax.text(i, o.orphans + 0.3, f"{o.orphans} of {o.rows} rows lost\n{cost}", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("orphaned rows")
+    ax.set_ylim(0, max(lost + [1]) * 1.5 + 1)
+    ax.set_title(title or "Same interleavings, three rules: who loses rows, and what it costs")
+    return ax.figure
+
+
+@styled
+def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figure:
+    """Rows/s committed and summarized per rule in the stress test, orphans written on top."""
+    ax = single_axes(6.8, 3.6, left=0.1, right=0.72, top=0.86, bottom=0.14)
+    fig = ax.figure
+    xs = range(len(results))
+    width = 0.38
+    ax.bar([x - width / 2 for x in xs], [r.committed_per_s for r in results], width,
+           color="#9ecae1", label="rows/s committed")
+    ax.bar([x + width / 2 for x in xs], [r.summarized_per_s for r in results], width,
+           color=COLORS["frontier"], label="rows/s summarized")
+    for x, r in zip(xs, results, strict=True):
+        top = max(r.committed_per_s, r.summarized_per_s)
+        ax.text(x, top * 1.03, f"{r.orphans} orphans / {r.rows}", ha="center", va="bottom",
+                fontsize=8, color=COLORS["orphan"] if r.orphans else "black")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r.rule for r in results])
+    ax.set_ylabel("rows per second")
+    ax.set_ylim(0, max(max(r.committed_per_s, r.summarized_per_s) for r in results) * 1.25)
+    ax.set_title(title or f"{results[0].writers} writers, late commits: throughput per rule")
+    ax.legend(**RIGHT_LEGEND)
+    return fig
