@@ -1,4 +1,4 @@
-"""Commit order on PostgreSQL: seed one's rule, a lock and the snapshot fence under load.
+"""Commit order on PostgreSQL: Article 1's rule, a lock and the snapshot fence under load.
 
 Each rule runs `labkit.pg_stress.run_stress` on the same server (LABKIT_PG_DSN or the embedded
 one): writer processes insert and commit after seeded random delays (one in ten commits

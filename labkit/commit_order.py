@@ -1,7 +1,7 @@
 """The commit-order gap, stepped by hand: two writer connections and a summarizer on a real server.
 
 `CommitOrderLab` owns a private schema with two writer connections (A, B) and one worker
-connection that delivers rows and runs two summarizers side by side: seed one's id-order rule
+connection that delivers rows and runs two summarizers side by side: Article 1's id-order rule
 (policy "id_order") and the commit-order-safe `delivered_frontier` (policy "frontier", asked
 with no wait so a held fence shows at once). Time is counted in steps, not seconds, so every
 run of the same script gives the same ids, frontiers and orphans (the docs figures rely on it).
@@ -220,8 +220,8 @@ class FixOutcome:
 
 
 def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> list[FixOutcome]:
-    """Seed one's rule, the lock and the snapshot fence over the same scripted interleavings."""
-    totals = {name: [0, 0, 0, 0] for name in ("id order (seed one)", "lock", "snapshot fence")}
+    """Article 1's rule, the lock and the snapshot fence over the same scripted interleavings."""
+    totals = {name: [0, 0, 0, 0] for name in ("id order (Article 1)", "lock", "snapshot fence")}
     for script in scripts:
         for lock in (False, True):
             with CommitOrderLab(dsn, lock=lock) as lab:
@@ -229,7 +229,7 @@ def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> lis
             picks = (
                 [("lock", "id_order")]
                 if lock
-                else [("id order (seed one)", "id_order"), ("snapshot fence", "frontier")]
+                else [("id order (Article 1)", "id_order"), ("snapshot fence", "frontier")]
             )
             for name, rule in picks:
                 t = totals[name]

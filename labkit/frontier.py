@@ -285,7 +285,7 @@ def max_delivered_watermark(conn: sqlite3.Connection, channel_key: str) -> int |
 
 
 def id_order_frontier(conn: sqlite3.Connection, channel_key: str, base: int = 0) -> int:
-    """Seed one's rule verbatim: one less than the smallest open id above `base`, else the
+    """Article 1's rule verbatim: one less than the smallest open id above `base`, else the
     largest id above it, else `base`, over the rows visible now.
 
     On SQLite (one writer, ids visible in id order) it equals `delivered_frontier`. On

@@ -5,7 +5,7 @@ comes here. Two things differ from SQLite, where one writer at a time hides them
 
 * An id is taken from a sequence when a row is inserted, but the row becomes visible when its
   transaction commits. A smaller id can therefore appear *after* a larger one was delivered;
-  seed one's rule (`id_order_frontier`) then walks past it, and the row is orphaned.
+  Article 1's rule (`id_order_frontier`) then walks past it, and the row is orphaned.
 * `delivered_frontier` here is a snapshot fence (see its docstring): it never passes an id that a
   transaction still in progress may yet commit.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 NON_TERMINAL = ("pending", "running")
-# Rules the PostgreSQL checkpoint table accepts: the two of part one plus seed one's id order.
+# Rules the PostgreSQL checkpoint table accepts: the two of part one plus Article 1's id order.
 PG_POLICIES = ("frontier", "max", "id_order")
 FENCE_WAIT_S = 5.0
 FENCE_POLL_S = 0.002
@@ -95,7 +95,7 @@ DISPATCH_SHARD_SQL = (
     "SELECT id FROM conversations WHERE channel_key = %s AND status = 'pending' "
     "ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
 )
-# Seed one's rule, the same two seeks as on SQLite: the smallest open id above the base (partial
+# Article 1's rule, the same two seeks as on SQLite: the smallest open id above the base (partial
 # index idx_conv_active), else the largest id above it (idx_conv_shard_id), else the base.
 FRONTIER_LOOKUP_SQL = (
     "SELECT COALESCE("
@@ -114,7 +114,7 @@ FENCE_OPEN_SQL = (
     "pg_current_xact_id(), current_setting('transaction_isolation')"
 )
 # Fence, step 2, one statement so both answers come from one snapshot: has every transaction
-# older than the fence ended, and seed one's rule over what is visible now.
+# older than the fence ended, and Article 1's rule over what is visible now.
 FENCE_CHECK_SQL = (
     "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= %(fence)s::xid8, " + FRONTIER_LOOKUP_SQL[7:]
 )
@@ -156,7 +156,7 @@ def dispatch_next(conn: Any, channel_key: str | None = None) -> int | None:
 
 
 def id_order_frontier(conn: Any, channel_key: str, base: int = 0) -> int:
-    """Seed one's rule verbatim over the rows visible now; passes ids still being committed."""
+    """Article 1's rule verbatim over the rows visible now; passes ids still being committed."""
     row = conn.execute(FRONTIER_LOOKUP_SQL, {"key": channel_key, "base": base}).fetchone()
     return int(row[0])
 
@@ -229,7 +229,7 @@ def delivered_frontier(
     transaction id `g`. Every id <= v was taken before that snapshot, by a transaction that
     already had its xact id (the statement trigger makes sure), so by one with xact id < g.
     Step 2 polls until `pg_snapshot_xmin(pg_current_snapshot()) >= g`, i.e. every transaction
-    older than g has ended; then seed one's rule over that same snapshot, capped at v, is final.
+    older than g has ended; then Article 1's rule over that same snapshot, capped at v, is final.
     After `wait` seconds (a session idle in a transaction holds it forever) it returns `base`:
     it holds back, never skips. Needs READ COMMITTED and a transaction that has not written.
 

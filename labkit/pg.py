@@ -132,10 +132,24 @@ def shared_server() -> Server:
     if "server" not in _shared:
         cm = server()
         dsn = cm.__enter__()
-        atexit.register(cm.__exit__, None, None, None)
+        atexit.register(stop_shared_server)
+        _shared["cm"] = cm
         source = "env" if os.environ.get(ENV) else "embedded"
         _shared["server"] = Server(dsn, source, probe(dsn))
     return _shared["server"]
+
+
+def stop_shared_server() -> str:
+    """Stop the shared server now (an embedded one is shut down; an `LABKIT_PG_DSN` one is only
+    let go) and say so in one line; safe to call twice."""
+    cm = _shared.pop("cm", None)
+    found = _shared.pop("server", None)
+    if cm is None or found is None:
+        return "No PostgreSQL server of this notebook is running."
+    cm.__exit__(None, None, None)
+    if found.source == "embedded":
+        return "The embedded PostgreSQL server is stopped and its data directory removed."
+    return f"Disconnected from {mask_dsn(found.dsn)} (the server named by {ENV} keeps running)."
 
 
 def server_or_reason() -> tuple[Server | None, str]:

@@ -5,8 +5,8 @@ committing after a seeded random delay, so ids commit out of order. A dispatcher
 whatever it can see; a summarizer advances its checkpoint by the rule under test. At the end
 every row is terminal, and an audit counts the rows that are terminal but in no summary.
 
-Rules: "id_order" (seed one's rule, plain writers), "lock" (writers serialise on a
-transaction-level advisory lock taken before the insert; seed one's rule is then safe) and
+Rules: "id_order" (Article 1's rule, plain writers), "lock" (writers serialise on a
+transaction-level advisory lock taken before the insert; Article 1's rule is then safe) and
 "fence" (plain writers, `delivered_frontier`'s snapshot fence).
 """
 
