@@ -1,4 +1,4 @@
-"""The concurrent stress test on a real server: seed one's rule orphans rows, each fix none."""
+"""The concurrent stress test on a real server: Article 1's rule orphans rows, each fix none."""
 
 from __future__ import annotations
 
@@ -10,14 +10,31 @@ from labkit import pg_stress as ps
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
+# One late commit in five, long enough that other writers commit larger ids meanwhile, so the
+# race is there to be lost even on a loaded machine (a busy CI box slows the summarizer too).
+DELAYS = ps.Delays(fast_s=0.004, slow_share=0.2, slow_s=0.08)
+
+
 @pytest.fixture(scope="module")
 def results(pg_dsn: str) -> dict[str, ps.StressResult]:
-    return {rule: ps.run_stress(pg_dsn, rule, writers=4, rows_per_writer=500) for rule in ps.RULES}
+    return {
+        rule: ps.run_stress(pg_dsn, rule, writers=4, rows_per_writer=500, delays=DELAYS)
+        for rule in ps.RULES
+    }
 
 
-def test_seed_ones_rule_orphans_rows_under_late_commits(results) -> None:
+def test_article_1_rule_orphans_rows_under_late_commits(results, pg_dsn: str) -> None:
     naive = results["id_order"]
-    assert naive.rows == 2000 and naive.orphans > 0
+    assert naive.rows == 2000
+    # Whether the summarizer runs inside a late commit's window is up to the scheduler: if the
+    # first run lost nothing, the same test with the next random seeds must (it always has).
+    runs = [naive]
+    for seed in (1, 2):
+        if runs[-1].orphans:
+            break
+        runs.append(ps.run_stress(pg_dsn, "id_order", writers=4, rows_per_writer=500,
+                                  delays=DELAYS, seed=seed))
+    assert runs[-1].orphans > 0, runs
 
 
 @pytest.mark.parametrize("rule", ["lock", "fence"])
@@ -48,7 +65,7 @@ def test_scripted_comparison_is_deterministic(pg_dsn: str) -> None:
     first = co.compare_fixes(pg_dsn, scripts)
     assert first == co.compare_fixes(pg_dsn, scripts)
     by = {o.fix: o for o in first}
-    assert by["id order (seed one)"].orphans > 0
+    assert by["id order (Article 1)"].orphans > 0
     assert by["lock"].orphans == by["snapshot fence"].orphans == 0
     assert by["lock"].waits > 0 and by["snapshot fence"].held > 0
 
