@@ -6,15 +6,15 @@ Kill points (`POINTS`):
 - ``after_reserve``: the ballot is persisted and the planner call is "in flight";
 - ``mid_commit``: inside `apply`'s transaction, after the catalog row was inserted and before
   COMMIT.
-The child waits at the point and the parent kills it with `Popen.kill()` (SIGKILL on POSIX):
-no handler, no cleanup, no COMMIT.
+The child waits at the point and the parent kills it with `Popen.kill()`, which works on every
+platform (SIGKILL on Linux and macOS, TerminateProcess on Windows): no handler, no cleanup, no
+COMMIT.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -27,21 +27,22 @@ from labkit.db import connect
 from labkit.watermark_loop import Ballot, Response
 
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
-# What `Popen.kill()` leaves as the exit code: -SIGKILL on POSIX, 1 from TerminateProcess.
-KILLED_RETURNCODE = -signal.SIGKILL if hasattr(signal, "SIGKILL") else 1
+# What `Popen.kill()` leaves as the exit code: minus the signal number (SIGKILL is 9) where the
+# operating system kills by signal, 1 from TerminateProcess on Windows.
+KILLED_RETURNCODE = 1 if os.name == "nt" else -9
 
 
 @dataclass(frozen=True)
 class Killed:
-    """A child loop that died: its exit code (-9 for SIGKILL) and the ballot it reserved."""
+    """A child loop that died: its exit code and the ballot it reserved before it died."""
 
     point: str
     returncode: int
     ballot: Ballot | None
 
     @property
-    def sigkilled(self) -> bool:
-        """True if the process was killed outright (SIGKILL), i.e. it had no chance to clean up."""
+    def killed_outright(self) -> bool:
+        """True if the operating system ended the process: it had no chance to clean up."""
         return self.returncode == KILLED_RETURNCODE
 
     def response(self, tools: list[Any]) -> Response:

@@ -7,6 +7,8 @@ than trusting an object's word for it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -39,3 +41,11 @@ def table(source: sqlite3.Connection | str | Path, name: str) -> pd.DataFrame:
         raise KeyError(f"no table {name!r}; the file has: {', '.join(sorted(db.table_names()))}")
     columns = [c.name for c in db[name].columns]
     return pd.DataFrame(list(db[name].rows), columns=columns)
+
+
+@contextmanager
+def uncut(width: int = 160) -> Iterator[None]:
+    """Inside the block, tables display every cell in full: pandas otherwise cuts text longer
+    than 50 characters to `...` (the `columns` of `overview`), and wraps wide tables early."""
+    with pd.option_context("display.max_colwidth", None, "display.width", width):
+        yield

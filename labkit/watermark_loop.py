@@ -65,6 +65,9 @@ INFLIGHT_SQL = (
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
 
+# The watermark an in-flight ballot observed (its fence); no row if it is not in flight.
+FENCE_SQL = "SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight'"
+
 
 class WindowFullError(RuntimeError):
     """`reserve()` was called while `window` ballots are already in flight."""
@@ -110,6 +113,33 @@ class Outcome:
     committed: bool
     reason: Reason | None
     version: int
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The commit rule's three conditions for one response, each tested on its own.
+
+    `WatermarkLoop.checks` builds it without deciding or recording anything, so a notebook can
+    show which condition a response fails. `fence` is the watermark the ballot observed (None
+    when the ballot is not in flight) and `head` the current head, which is the watermark.
+    """
+
+    in_flight: bool
+    watermark_current: bool
+    base_current: bool
+    fence: int | None
+    head: int
+
+    @property
+    def reason(self) -> Reason | None:
+        """What `apply` answers: the first condition that fails, in the order it tests them."""
+        if not self.in_flight:
+            return "unknown_ballot"
+        if not self.watermark_current:
+            return "stale_watermark"
+        if not self.base_current:
+            return "stale_base"
+        return None
 
 
 def _fence_int(response: Response, name: str) -> int:
@@ -221,6 +251,19 @@ class WatermarkLoop:
             self.conn.execute("UPDATE wm_store SET next_ballot = ? WHERE id = 1", (ballot_id + 1,))
         return Ballot(ballot_id, watermark, watermark)
 
+    def checks(self, response: Response) -> Checks:
+        """Test each commit condition for `response` on its own; read-only, nothing is decided.
+
+        `watermark_current`: the ballot's fence is the head and the response echoes that fence.
+        `base_current`: the body is based on the head. Malformed fields raise `ResponseError`.
+        """
+        ballot_id, observed, base = _check_envelope(response)
+        head = catalog.head(self.conn)
+        row = self.conn.execute(FENCE_SQL, (ballot_id,)).fetchone()
+        fence = None if row is None else int(row[0])
+        watermark_current = fence is not None and fence == head and observed == fence
+        return Checks(fence is not None, watermark_current, base == head, fence, head)
+
     def apply(self, response: Response) -> Outcome:
         """Decide and, if the ballot still owns the watermark, commit, all in one transaction.
 
@@ -242,11 +285,7 @@ class WatermarkLoop:
         now = self.clock()
         with self._writing():
             current = catalog.head(self.conn)
-            row = self.conn.execute(
-                "SELECT observed_watermark FROM wm_ballots"
-                " WHERE ballot_id = ? AND status = 'inflight'",
-                (ballot_id,),
-            ).fetchone()
+            row = self.conn.execute(FENCE_SQL, (ballot_id,)).fetchone()
             reason: Reason | None
             fenced_out = row is not None and row[0] != current
             if row is None:

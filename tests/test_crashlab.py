@@ -1,4 +1,4 @@
-"""What notebook 06 teaches about real SIGKILLs, asserted: nothing half-written, nothing lost."""
+"""What notebook 06 teaches about real kills, asserted: nothing half-written, nothing lost."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def db(tmp_path: Path) -> Path:
 
 def test_kill_after_reserve_leaves_the_ballot_in_flight(db: Path) -> None:
     killed = crashlab.kill_loop(db, "after_reserve")
-    assert killed.sigkilled and killed.ballot is not None
+    assert killed.killed_outright and killed.ballot is not None
     loop = WatermarkLoop(connect(db))
     assert loop.inflight() == [killed.ballot]
     assert loop.apply(killed.response(["late"])).committed  # the late answer still commits
@@ -32,7 +32,7 @@ def test_kill_after_reserve_leaves_the_ballot_in_flight(db: Path) -> None:
 
 def test_kill_mid_commit_leaves_no_half_written_version(db: Path) -> None:
     killed = crashlab.kill_loop(db, "mid_commit", tools=["search"])
-    assert killed.sigkilled
+    assert killed.killed_outright
     loop = WatermarkLoop(connect(db))
     assert loop.head_version() == 0 and catalog.verify(loop.conn) == 0
     assert loop.inflight() == [killed.ballot]

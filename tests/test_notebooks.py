@@ -38,11 +38,18 @@ SHOWS = {
     "04_late_tick_rewinds": [
         r"refused: UNIQUE constraint failed: catalog_versions.version",
         r"window of 1 in-flight ballot\(s\) is full",
+        r"1:unknown_ballot → v2",  # the story on run_schedule: ballot 1 lands late, head stays 2
+        r"now late +stale_watermark",  # a fenced-out ballot is refused when its answer arrives
+        r"pass +FAIL +stale_base",  # each check alone lets one wrong response through
+        r"FAIL +pass +stale_watermark",
     ],
     "05_four_designs": [
         r"\nballot +0 +[\d.]+\nfenced +0 +[\d.]+",  # rewinds per design: none for the ballots
     ],
     "06_crashes_and_restarts": [
+        r"killed outright by the OS: True",
+        r"after the restart: head version 3, log verified up to version 3",
+        r"reserved_at, decided_at",  # the on-disk overview lists every column, none cut
         r"RewindError: catalog rewound",
         r"final_head",
     ],

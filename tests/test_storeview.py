@@ -57,3 +57,12 @@ def test_odd_file_names_open_that_file_read_only(db: Path, tmp_path: Path, name:
     sidecars = {f"{name}-wal", f"{name}-shm"}  # WAL's own files of that same database
     assert {p.name for p in tmp_path.iterdir()} - sidecars == names  # no 'run', no 'what'
     assert odd.read_bytes() == db.read_bytes()
+
+
+def test_uncut_shows_every_column_name_in_full(db: Path) -> None:
+    frame = storeview.overview(db)
+    widest = max(frame["columns"], key=len)
+    assert len(widest) > 50 and widest not in repr(frame)  # pandas' default cuts it
+    with storeview.uncut():
+        assert widest in repr(frame) and widest in frame.to_html()
+    assert widest not in repr(frame)  # the option does not leak out of the block

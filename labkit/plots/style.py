@@ -173,8 +173,9 @@ class FrameCache:
         return buf.getvalue()
 
 
-def show(fig: Figure, dpi: int = 100) -> None:
-    """Display a labkit figure in a notebook as a PNG (no pyplot state involved)."""
+def show(fig: Figure, dpi: int = 100, alt: str | None = None) -> None:
+    """Display a labkit figure in a notebook as a PNG (no pyplot state involved); `alt` is
+    the image's text alternative for screen readers."""
     from IPython.display import Image, display
 
-    display(Image(data=png_bytes(fig, dpi=dpi)))
+    display(Image(data=png_bytes(fig, dpi=dpi), alt=alt))
