@@ -96,6 +96,16 @@ def write_csv(name: str, rows: Sequence[dict[str, object]], out: Path = FIGURES)
     return path
 
 
+def read_csv(name: str, out: Path = FIGURES) -> list[dict[str, str]]:
+    """The rows a run wrote to `out/bench_<name>.csv`, every value a string (each `plot`
+    converts what it draws, so a figure redrawn from its CSV matches the run's bytes)."""
+    path = out / f"bench_{name}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no CSV to redraw from (run the benchmark first)")
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def fmt_s(seconds: float) -> str:
     """Seconds in the unit a person reads fastest."""
     if seconds < 1e-3:
