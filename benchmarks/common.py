@@ -89,7 +89,7 @@ def write_csv(name: str, rows: Sequence[dict[str, object]], out: Path = FIGURES)
     """Write benchmark rows to `out/bench_<name>.csv`."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_{name}.csv"
-    with path.open("w", newline="") as fh:
+    with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -102,7 +102,7 @@ def read_csv(name: str, out: Path = FIGURES) -> list[dict[str, str]]:
     path = out / f"bench_{name}.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no CSV to redraw from (run the benchmark first)")
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 
 
