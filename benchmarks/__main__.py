@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import FIGURES, BenchResult, machine_line, read_csv
+from benchmarks.common import FIGURES, BenchResult, figure_from_csv, machine_line
 
 NAMES = (
     "frontier_lookup",
@@ -37,11 +37,15 @@ def run_one(name: str, smoke: bool, out: Path) -> BenchResult:
 
 
 def replot_one(name: str, out: Path) -> list[Path]:
-    """Redraw `bench_<name>.svg/.png` in `out` from `bench_<name>.csv` there, measuring nothing."""
+    """Redraw `bench_<name>.svg/.png` in `out` from `bench_<name>.csv` there, measuring nothing
+    (nothing written for a benchmark whose figure needs its measured objects)."""
     from labkit.plots.style import save_figure
 
-    module = importlib.import_module(f"benchmarks.{name}")
-    paths = save_figure(module.plot(read_csv(name, out)), out / f"bench_{name}")
+    fig = figure_from_csv(name, out)
+    if fig is None:
+        print(f"{name}: drawn from measured objects, not its CSV; rerun it to redraw", flush=True)
+        return []
+    paths = save_figure(fig, out / f"bench_{name}")
     print(f"{name}: " + ", ".join(str(p) for p in paths), flush=True)
     return paths
 

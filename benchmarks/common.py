@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import math
 import os
 import platform
@@ -104,6 +105,14 @@ def read_csv(name: str, out: Path = FIGURES) -> list[dict[str, str]]:
         raise FileNotFoundError(f"{path}: no CSV to redraw from (run the benchmark first)")
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+def figure_from_csv(name: str, out: Path = FIGURES) -> Figure | None:
+    """Benchmark `name`'s figure redrawn by its module's `plot(rows)` from the CSV in `out`,
+    measuring nothing; None for a benchmark without `plot(rows)` (its figure needs the
+    measured objects: rerun it)."""
+    plot = getattr(importlib.import_module(f"benchmarks.{name}"), "plot", None)
+    return None if plot is None else plot(read_csv(name, out))
 
 
 def fmt_s(seconds: float) -> str:
