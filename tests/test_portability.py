@@ -30,6 +30,13 @@ POSIX_ATTRIBUTES = {
                "SIGSTOP", "SIGCONT", "alarm", "setitimer", "pthread_kill"},
 }
 POSIX_PATHS = ("/tmp", "/usr/", "/dev/", "/var/", "/proc/", "/etc/")
+# Known gaps, each with its reason and said in the README's Platforms section: (file, what).
+KNOWN_GAPS = {
+    ("labkit/pg_stress.py", "get_context('fork')"): (
+        "part three's stress run forks its writers: under spawn they start about a second apart"
+        " and the late commits it exists to show no longer overlap (needs a start barrier)"
+    ),
+}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -106,11 +113,16 @@ def _sources() -> list[Path]:
     return sorted(p for d in SCANNED for p in (ROOT / d).rglob("*.py"))
 
 
+def _known(hit: str) -> bool:
+    return any(hit.startswith(f"{file}:") and what in hit for file, what in KNOWN_GAPS)
+
+
 def test_labkit_and_benchmarks_use_no_posix_only_calls() -> None:
     found = [
         hit
         for path in _sources()
-        for hit in posix_only(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        for hit in posix_only(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+        if not _known(hit)
     ]
     assert not found, "POSIX-only code:\n" + "\n".join(found)
 
