@@ -1,7 +1,9 @@
-"""Run the benchmarks: `python -m benchmarks [--smoke] [--only NAME ...] [--out DIR]`.
+"""Run the benchmarks: `python -m benchmarks [--smoke | --replot] [--only NAME ...] [--out DIR]`.
 
 A full run writes `docs/figures/bench_<name>.csv/.svg/.png`; `--smoke` uses tiny sizes and
-writes into a temporary directory (or `--out`), never into docs/figures.
+writes into a temporary directory (or `--out`), never into docs/figures. `--replot` measures
+nothing: it redraws each figure from the CSV already in `--out` (default docs/figures), for
+when only the plot code changed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import FIGURES, BenchResult, machine_line
+from benchmarks.common import FIGURES, BenchResult, figure_from_csv, machine_line
 
 NAMES = (
     "frontier_lookup",
@@ -35,12 +37,35 @@ def run_one(name: str, smoke: bool, out: Path) -> BenchResult:
     return result
 
 
+def replot_one(name: str, out: Path) -> list[Path]:
+    """Redraw `bench_<name>.svg/.png` in `out` from `bench_<name>.csv` there, measuring nothing
+    (nothing written for a benchmark whose figure needs its measured objects)."""
+    from labkit.plots.style import save_figure
+
+    fig = figure_from_csv(name, out)
+    if fig is None:
+        print(f"{name}: drawn from measured objects, not its CSV; rerun it to redraw", flush=True)
+        return []
+    paths = save_figure(fig, out / f"bench_{name}")
+    print(f"{name}: " + ", ".join(str(p) for p in paths), flush=True)
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds in total")
+    parser.add_argument(
+        "--replot", action="store_true", help="redraw the figures from the CSVs, measure nothing"
+    )
     parser.add_argument("--only", action="append", choices=NAMES, help="run just this one")
     parser.add_argument("--out", type=Path, help="output directory (default: docs/figures)")
     args = parser.parse_args(argv)
+    if args.replot:
+        if args.smoke:
+            parser.error("--replot measures nothing; it cannot be a smoke run")
+        for name in args.only or NAMES:
+            replot_one(name, args.out or FIGURES)
+        return 0
     out = args.out
     if out is None:
         out = Path(tempfile.mkdtemp(prefix="bench-smoke-")) if args.smoke else FIGURES

@@ -68,9 +68,8 @@ def plot(rows: list[dict[str, object]]):
     counted vs distinct states, per design."""
     from labkit.plots.style import COLORS, new_figure
 
-    fig = new_figure(8.0, 3.6)
-    left = fig.add_axes((0.08, 0.15, 0.38, 0.72))
-    right = fig.add_axes((0.58, 0.15, 0.38, 0.72))
+    fig = new_figure(8.0, 3.6, layout="constrained")
+    left, right = fig.subplots(1, 2)
     for design in DESIGNS:
         mine = [r for r in rows if r["design"] == design]
         ns = [int(r["n"]) for r in mine]

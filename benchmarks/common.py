@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import math
 import os
 import platform
@@ -89,11 +90,29 @@ def write_csv(name: str, rows: Sequence[dict[str, object]], out: Path = FIGURES)
     """Write benchmark rows to `out/bench_<name>.csv`."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_{name}.csv"
-    with path.open("w", newline="") as fh:
+    with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def read_csv(name: str, out: Path = FIGURES) -> list[dict[str, str]]:
+    """The rows a run wrote to `out/bench_<name>.csv`, every value a string (each `plot`
+    converts what it draws, so a figure redrawn from its CSV matches the run's bytes)."""
+    path = out / f"bench_{name}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no CSV to redraw from (run the benchmark first)")
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def figure_from_csv(name: str, out: Path = FIGURES) -> Figure | None:
+    """Benchmark `name`'s figure redrawn by its module's `plot(rows)` from the CSV in `out`,
+    measuring nothing; None for a benchmark without `plot(rows)` (its figure needs the
+    measured objects: rerun it)."""
+    plot = getattr(importlib.import_module(f"benchmarks.{name}"), "plot", None)
+    return None if plot is None else plot(read_csv(name, out))
 
 
 def fmt_s(seconds: float) -> str:

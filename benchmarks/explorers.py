@@ -64,9 +64,8 @@ def plot(rows: list[dict[str, object]]):
     """Left: delivery-order explorer time per n. Right: arrival explorer time per design."""
     from labkit.plots.style import COLORS, new_figure
 
-    fig = new_figure(8.0, 3.6)
-    left = fig.add_axes((0.08, 0.15, 0.36, 0.72))
-    right = fig.add_axes((0.58, 0.15, 0.38, 0.72))
+    fig = new_figure(8.0, 3.6, layout="constrained")
+    left, right = fig.subplots(1, 2)
     orders = [r for r in rows if r["explorer"] == "delivery orders"]
     left.bar(
         [f"n={r['n']}\n{r['orders']} orders" for r in orders],

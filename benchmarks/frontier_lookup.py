@@ -109,8 +109,8 @@ def plot(rows: list[dict[str, object]]):
     """Per-lookup time against settled history, log-log, floor included."""
     from labkit.plots.style import COLORS, new_figure
 
-    fig = new_figure(7.0, 4.0)
-    ax = fig.add_axes((0.11, 0.13, 0.6, 0.77))
+    fig = new_figure(7.0, 4.0, layout="constrained")
+    ax = fig.add_subplot()
     sizes = sorted({int(r["rows"]) for r in rows})
     styles = {
         ("active", "with_partial_index"): (COLORS["frontier"], "-", "o"),

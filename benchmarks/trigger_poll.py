@@ -127,8 +127,8 @@ def plot(rows: list[dict[str, object]]):
     """Seconds per tick against dormant shards, log-log, both triggers."""
     from labkit.plots.style import COLORS, new_figure
 
-    fig = new_figure(6.5, 4.0)
-    ax = fig.add_axes((0.12, 0.13, 0.84, 0.77))
+    fig = new_figure(6.5, 4.0, layout="constrained")
+    ax = fig.add_subplot()
     xs = [int(r["dormant_shards"]) for r in rows]
     lines = (
         ("per_shard_tick_s", "-o", COLORS["frontier"], "per-shard newly_covered_count"),

@@ -98,8 +98,8 @@ def plot(rows: list[dict[str, object]]):
     """Each update's latency per app, with p50, p95 and the 100 ms line."""
     from labkit.plots.style import COLORS, new_figure
 
-    fig = new_figure(7.0, 3.8)
-    ax = fig.add_axes((0.1, 0.14, 0.86, 0.76))
+    fig = new_figure(7.0, 3.8, layout="constrained")
+    ax = fig.add_subplot()
     colors = (COLORS["frontier"], COLORS["fenced"])
     for row, color in zip(rows, colors, strict=True):
         ms = [float(x) * 1e3 for x in str(row["samples"]).split()]

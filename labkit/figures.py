@@ -77,5 +77,7 @@ def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[s
             **{p.suffix[1:]: _sha(p) for p in paths},
         }
         print(f"[{i}/{len(specs)}] {spec.name}: " + ", ".join(str(p) for p in paths), flush=True)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (out / MANIFEST).write_text(
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8", newline="\n"
+    )
     return manifest

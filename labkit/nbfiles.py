@@ -71,7 +71,7 @@ def read_notebook(path: Path) -> tuple[str, Any]:
 
 def _write(path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        path.write_text(text, encoding="utf-8", newline="\n")  # LF on Windows too: no spurious diff
     except OSError as exc:
         raise NotebookFileError(path, f"cannot write: {exc.strerror}") from exc
 

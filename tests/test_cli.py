@@ -91,7 +91,10 @@ def test_figures_refuses_an_impossible_path(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "file").read_text() == "keep me"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory anyway")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root writes into a read-only directory anyway; Windows has no POSIX mode bits",
+)
 def test_figures_refuses_a_read_only_directory(tmp_path: Path, capsys) -> None:
     out = tmp_path / "ro"
     out.mkdir()

@@ -77,3 +77,27 @@ def test_figure_specs_stand_below_the_build() -> None:
     probe = "import sys, labkit.figure_specs; print('labkit.figures' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_committed_benchmark_figures_match_their_csvs(tmp_path: Path) -> None:
+    """`python -m benchmarks --replot` redraws each bench figure that has a `plot(rows)` from
+    its CSV alone; with the matplotlib that drew the committed figures, the bytes are the
+    committed ones."""
+    import shutil
+
+    from benchmarks.__main__ import NAMES, main
+
+    for name in NAMES:
+        shutil.copy(DEFAULT_OUT / f"bench_{name}.csv", tmp_path)
+    assert main(["--replot", "--out", str(tmp_path)]) == 0
+    committed = json.loads((DEFAULT_OUT / MANIFEST).read_text())
+    same_matplotlib = committed["matplotlib"] == metadata.version("matplotlib")
+    redrawn = sorted(p.name for p in tmp_path.glob("bench_*.png"))
+    assert "bench_ballot_throughput.png" in redrawn
+    for png in redrawn:
+        for fmt in ("svg", "png"):
+            drawn = tmp_path / png.replace(".png", f".{fmt}")
+            assert drawn.is_file(), f"--replot did not write {drawn.name}"
+            if same_matplotlib:
+                stale = drawn.read_bytes() != (DEFAULT_OUT / drawn.name).read_bytes()
+                assert not stale, f"{drawn.name} is out of date (python -m benchmarks --replot)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Python on Windows cannot start without SYSTEMROOT in its environment.
+_WINDOWS_ROOT = {"SYSTEMROOT": os.environ["SYSTEMROOT"]} if "SYSTEMROOT" in os.environ else {}
 OFFLINE = ("No matching distribution", "Could not find a version", "NewConnectionError")
 PROBE = """
 import labkit, labkit.scenarios as sc
@@ -57,7 +60,7 @@ def test_wheel_ships_the_scenarios_and_loads_them_outside_the_repo(tmp_path: Pat
     elsewhere.mkdir()
     run = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=False,
-        cwd=elsewhere, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        cwd=elsewhere, env={"PYTHONPATH": str(site), "PATH": os.defpath, **_WINDOWS_ROOT},
     )
     assert run.returncode == 0, run.stderr
     module, data_dir, stems, frontier = run.stdout.splitlines()

@@ -375,9 +375,13 @@ def explorer_figure(
     width: float = 7.0,
     height: float = 3.2,
 ) -> Figure:
-    """`arrivals.explore_all` as bars: per design, rewinding orders out of all orders."""
-    ax = single_axes(width, height, right=0.7, top=0.86, bottom=0.16)
-    fig = ax.figure
+    """`arrivals.explore_all` as bars: per design, rewinding orders out of all orders.
+
+    Constrained layout (no widget redraws this figure), so the legend of design names always
+    fits beside the axes, however long the names.
+    """
+    fig = new_figure(width, height, layout="constrained")
+    ax = fig.add_subplot()
     rows = list(table.itertuples(index=False))
     shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
     for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
