@@ -514,9 +514,8 @@ def run_scenario(scenario: Scenario) -> pd.DataFrame:
     coverage_end), coverage_frontier, coverage_max, orphans_frontier, orphans_max (counts)
     and orphan_ids_frontier, orphan_ids_max (tuples).
     """
-    conn = sqlite3.connect(":memory:")
+    conn = fr.connect()  # a fresh in-memory log with the schema, opened the one way (labkit.db)
     try:
-        fr.create_schema(conn)
         _enqueue_messages(conn, scenario)
         records = [
             {"step": 0, "event": "start", "op": "start_log", **shard_state(conn, key)}
