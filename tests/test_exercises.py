@@ -30,7 +30,7 @@ FRONTIER_SQL = f"""
 SELECT COALESCE(
   (SELECT MIN(id) - 1 FROM conversations
     WHERE channel_key = :shard AND id > :base AND {OPEN}),
-  (SELECT MAX(id) FROM conversations WHERE channel_key = :shard AND id > :base),
+  (SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard),
   :base)  -- trailing comment; and a semicolon
 ;"""
 MAX_RULE_SQL = (
@@ -39,7 +39,7 @@ MAX_RULE_SQL = (
 )
 PARTIAL_INDEX = (
     "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-    "WHERE status IN ('pending', 'running', 'retrying')"
+    "WHERE status IN ('pending', 'retrying', 'running')"
 )
 CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
 AFTER_RESTART = {
@@ -282,7 +282,7 @@ def test_predict_frontier_accepts_max_key() -> None:
         ("CREATE INDEX i ON conversations(tenant, channel_key, id)", "holds open rows only"),
         (
             "CREATE INDEX i ON conversations(tenant, channel_key) "
-            "WHERE status IN ('pending', 'running', 'retrying')",
+            "WHERE status IN ('pending', 'retrying', 'running')",
             "put id right after the shard columns",
         ),
         (
@@ -297,7 +297,7 @@ def test_predict_frontier_accepts_max_key() -> None:
         ),
         (
             "CREATE INDEX i ON conversations(channel_key, id) "
-            "WHERE status IN ('pending', 'running', 'retrying')",
+            "WHERE status IN ('pending', 'retrying', 'running')",
             "does not seek on tenant",
         ),
         ("CREATE INDEX i ON conversations(channel_key, id)", "does not seek on tenant"),

@@ -41,14 +41,13 @@ ODD_KEY = 'o\'brien "q" — ünï 🚀'
 
 _VARIANT_SCHEMA = """
 CREATE TABLE conversations (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,  -- rows are never deleted here, so ids only grow
     channel_key TEXT    NOT NULL,
-    direction   TEXT    NOT NULL,
+    priority    INTEGER NOT NULL,
     status      TEXT    NOT NULL CHECK (status IN
-        ('pending', 'leased', 'running', 'retrying', 'delivered', 'failed', 'cancelled')),
-    priority    INTEGER NOT NULL
+        ('pending', 'leased', 'running', 'retrying', 'delivered', 'failed', 'cancelled'))
 );
-CREATE INDEX idx_conv_shard_id ON conversations(channel_key, id);
+CREATE INDEX idx_shard_rows ON conversations(channel_key, id);
 """
 
 
@@ -86,8 +85,7 @@ def _build_frontier_cases(seed: int = 0) -> tuple[sqlite3.Connection, list[tuple
     for _ in range(60):
         steps.append((f"r{rng.randrange(4)}", rng.choice(OPEN_STATUSES + DONE_STATUSES)))
     conn.executemany(
-        "INSERT INTO conversations (channel_key, direction, status, priority) "
-        "VALUES (?, 'inbound', ?, ?)",
+        "INSERT INTO conversations (channel_key, status, priority) VALUES (?, ?, ?)",
         [(shard, status, rng.randint(1, 5)) for shard, status in steps],
     )
     conn.commit()
@@ -200,7 +198,7 @@ frontier_sql_ex = Exercise(
         "SELECT COALESCE(\n"
         "  (SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard AND id > :base\n"
         "     AND status IN ('pending', 'leased', 'running', 'retrying')),\n"
-        "  (SELECT MAX(id) FROM conversations WHERE channel_key = :shard AND id > :base),\n"
+        "  (SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard),\n"
         "  :base)"
     ),
 )
@@ -297,14 +295,14 @@ predict_frontier_ex = Exercise(
 # here a shard is (tenant, channel_key) and three statuses are open.
 
 INDEX_ROWS = 3000
-INDEX_OPEN = ("pending", "running", "retrying")
+INDEX_OPEN = ("pending", "retrying", "running")
 INDEX_QUERY = (
-    "SELECT MIN(id) FROM conversations WHERE tenant = ? AND channel_key = ? AND id > ? "
-    "AND status IN ('pending', 'running', 'retrying')"
+    "SELECT MIN(id) FROM conversations WHERE tenant = ? AND channel_key = ? "
+    "AND status IN ('pending', 'retrying', 'running') AND id > ?"
 )
 _INDEX_SCHEMA = """
 CREATE TABLE conversations (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          INTEGER PRIMARY KEY,
     tenant      TEXT    NOT NULL,
     channel_key TEXT    NOT NULL,
     status      TEXT    NOT NULL,
@@ -356,7 +354,7 @@ def _check_partial_index(sql: Any) -> str:
             extra = (
                 ". SQLite uses a partial index only when the query's WHERE implies the index's; "
                 "for an IN list that means the same values in the same order as the query's "
-                "('pending', 'running', 'retrying')"
+                "('pending', 'retrying', 'running')"
             )
         raise Wrong(f"SQLite does not use {name}: the plan is still {plan!r}{extra}")
     if not plan.startswith("SEARCH"):
@@ -380,7 +378,7 @@ def _check_partial_index(sql: Any) -> str:
             "index's WHERE so it holds open rows only"
         )
     entries = conn.execute(
-        "SELECT COUNT(*) FROM conversations WHERE status IN ('pending', 'running', 'retrying')"
+        "SELECT COUNT(*) FROM conversations WHERE status IN ('pending', 'retrying', 'running')"
     ).fetchone()[0]
     return f"plan {plan!r}; the index holds {entries} open rows out of {INDEX_ROWS}."
 
@@ -404,7 +402,7 @@ partial_index_ex = Exercise(
     ),
     solution_text=(
         "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-        "WHERE status IN ('pending', 'running', 'retrying')"
+        "WHERE status IN ('pending', 'retrying', 'running')"
     ),
 )
 
