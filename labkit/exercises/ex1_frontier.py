@@ -157,11 +157,15 @@ def _check_frontier_sql(sql: Any) -> str:
     conn, cases = _build_frontier_cases()
     for shard, label, base in cases:
         result = sandbox.run(conn, sql, {"shard": shard, "base": base})
-        if len(result) != 1 or len(result[0]) != 1:
-            many = "more than " if len(result) > sandbox.MAX_ROWS else ""
+        if len(result) > sandbox.MAX_ROWS:
             raise Wrong(
-                f"on shard {shard!r} with base {base} your query returned {many}{len(result)} "
-                f"row(s) of {len(result[0]) if result else 0} column(s); it must return one value"
+                f"on shard {shard!r} with base {base} your query returned more than "
+                f"{sandbox.MAX_ROWS} rows; it must return one value"
+            )
+        if len(result) != 1 or len(result[0]) != 1:
+            raise Wrong(
+                f"on shard {shard!r} with base {base} your query returned {len(result)} row(s) "
+                f"of {len(result[0]) if result else 0} column(s); it must return one value"
             )
         got = result[0][0]
         rows = _shard_rows(conn, shard, base)
