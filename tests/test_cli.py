@@ -131,7 +131,7 @@ def test_strip_refuses_missing_and_non_json_files(tmp_path: Path, capsys) -> Non
 
 
 def test_strip_changes_nothing_when_one_path_is_bad(solutions: Path, tmp_path: Path, capsys):
-    nb = solutions / "ex1_frontier.ipynb"
+    nb = solutions / "ex01_max_and_orphans.ipynb"
     dirty = nb.read_text().replace('"outputs": []', '"outputs": [{"output_type": "stream", '
                                    '"name": "stdout", "text": "hi"}]', 1)
     nb.write_text(dirty)

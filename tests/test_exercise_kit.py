@@ -23,7 +23,7 @@ def _checker(answer: object) -> str | None:
     return "the answer."
 
 
-EX = Exercise("Life", "What is it?", _checker, "six times seven", "42")
+EX = Exercise("Life", "What is it?", _checker, ("a number", "six times seven"), "42")
 
 
 def test_statuses() -> None:
@@ -42,7 +42,9 @@ def test_only_the_learners_code_is_blamed() -> None:
 
 
 def test_hint_solution_and_html() -> None:
-    assert str(EX.hint()) == "Hint: six times seven"
+    assert str(EX.hint()) == str(EX.hint(1)) == "Hint: (1 of 2) a number"
+    assert str(EX.hint(2)) == "Hint: (2 of 2) six times seven"
+    assert "two hints" in str(EX.hint(0)) and "two hints" in str(EX.hint(True))
     assert str(EX.solution()) == "Solution: 42"
     html = Feedback("incorrect", "a <b> & c\nd")._repr_html_()
     assert "&lt;b&gt; &amp; c<br>d" in html and "#b22222" in html

@@ -14,7 +14,8 @@ from labkit.exercises.kit import Wrong
 
 RIGHT = (
     "SELECT COALESCE((SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard "
-    "AND id > :base AND status IN ('pending','running')), (SELECT MAX(id) FROM conversations "
+    "AND id > :base AND status IN ('pending','leased','running','retrying')), "
+    "(SELECT MAX(id) FROM conversations "
     "WHERE channel_key = :shard AND id > :base), :base)"
 )
 ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "

@@ -10,12 +10,14 @@ from typing import Any
 
 import nbformat
 import pytest
+from apply_rules import decide
 from nbrun import execute_notebook
 
 from labkit import exercises as exs
 from labkit import frontier as fr
-from labkit.ballot import Response, WatermarkLoop
-from labkit.exercises import ____, ex2_ballots, sandbox
+from labkit.arrivals import run_schedule
+from labkit.ballot import WatermarkLoop
+from labkit.exercises import ____, ex1_frontier, ex2_ballots, sandbox
 from labkit.exercises.kit import Exercise, Feedback
 from labkit.nbfiles import make_student_copies
 
@@ -23,11 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))
 CORRECT, INCORRECT, BLANK = "✓ Correct", "✗ Not yet", "○ Not attempted"
 
-FRONTIER_SQL = """
+OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
+FRONTIER_SQL = f"""
 SELECT COALESCE(
   (SELECT MIN(id) - 1 FROM conversations
-    WHERE channel_key = :shard AND id > :base AND status IN ('pending','running')),
-  (SELECT MAX(id) FROM conversations WHERE channel_key = :shard AND id > :base),
+    WHERE channel_key = :shard AND id > :base AND {OPEN}),
+  (SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard),
   :base)  -- trailing comment; and a semicolon
 ;"""
 MAX_RULE_SQL = (
@@ -35,9 +38,17 @@ MAX_RULE_SQL = (
     "WHERE channel_key = :shard AND status = 'delivered' AND :base >= 0"
 )
 PARTIAL_INDEX = (
-    "CREATE INDEX idx_open ON conversations(channel_key, id) WHERE status IN ('pending','running')"
+    "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
+    "WHERE status IN ('pending', 'retrying', 'running')"
 )
-CLOSING = ["timeout", "deliver 13", "deliver 14", "deliver 12", "deliver 14"]
+CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
+AFTER_RESTART = {
+    "X": 4,
+    "A": "unknown_ballot",
+    "B": "commit",
+    "C": "stale_watermark",
+    "D": "unknown_ballot",
+}
 VERDICTS = {
     "A": "unknown_ballot",
     "B": "stale_base",
@@ -45,31 +56,6 @@ VERDICTS = {
     "D": "stale_watermark",
     "E": "stale_watermark",
 }
-
-
-def decide(inflight: dict[int, int], head: int, response: Response) -> str | None:
-    if response.ballot_id not in inflight:
-        return "unknown_ballot"
-    observed = inflight[response.ballot_id]
-    if observed != head or response.observed_watermark != observed:
-        return "stale_watermark"
-    if response.base_version != head:
-        return "stale_base"
-    return None
-
-
-def seed_sketch_rule(inflight: dict[int, int], head: int, response: Response) -> str | None:
-    return "stale_base" if response.base_version + 1 < head else None
-
-
-def base_before_watermark(inflight: dict[int, int], head: int, response: Response) -> str | None:
-    if response.ballot_id not in inflight:
-        return "unknown_ballot"
-    if response.base_version != head:
-        return "stale_base"
-    if inflight[response.ballot_id] != head:
-        return "stale_watermark"
-    return None
 
 
 def wrong(ex: Exercise, answer: Any, *needles: str) -> Feedback:
@@ -89,9 +75,10 @@ RIGHT: dict[str, Any] = {
     "partial_index_ex": PARTIAL_INDEX,
     "max_orphans_ex": {1, 2, 4, 6},
     "rejection_reasons_ex": VERDICTS,
-    "lww_rewind_ex": ["timeout", "deliver 2", "deliver 3", "deliver 1"],
+    "lww_rewind_ex": ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"],
     "closing_question_ex": {"schedule": CLOSING, "decision": "reject"},
     "apply_rule_ex": decide,
+    "crash_verdicts_ex": AFTER_RESTART,
 }
 ALL = exs.part1 + exs.part2
 BY_NAME = {name: getattr(exs, name) for name in RIGHT}
@@ -124,34 +111,82 @@ def test_junk_gets_a_friendly_message(ex: Exercise, junk: Any) -> None:
 
 
 @pytest.mark.parametrize("ex", ALL, ids=lambda e: e.name)
-def test_hint_and_solution_are_text(ex: Exercise) -> None:
-    assert ex.hint().status == "hint" and len(ex.hint().message) > 20
+def test_two_hints_and_a_solution(ex: Exercise) -> None:
+    nudge, near = ex.hint(1), ex.hint(2)
+    assert nudge.status == near.status == "hint" and nudge.message != near.message
+    assert nudge.message.startswith("(1 of 2)") and near.message.startswith("(2 of 2)")
+    assert len(nudge.message) > 40 and len(near.message) > 40
+    assert ex.hint().message == nudge.message and "two hints" in ex.hint(3).message
     assert ex.solution().status == "solution" and len(ex.solution().message) > 20
+
+
+def test_every_lesson_with_exercises_has_its_notebook() -> None:
+    assert sorted(exs.by_lesson) == [1, 2, 3, 4, 5, 6]
+    assert sorted(e.name for es in exs.by_lesson.values() for e in es) == sorted(
+        e.name for e in ALL
+    )
+    for n in exs.by_lesson:
+        assert len(list((ROOT / "exercises" / "solutions").glob(f"ex0{n}_*.ipynb"))) == 1
 
 
 # --- part one -------------------------------------------------------------------------------
 
 
-def test_frontier_sql_max_rule_passes_a_pending_id() -> None:
+def test_frontier_sql_max_rule_passes_an_open_id() -> None:
     wrong(
         exs.frontier_sql_ex,
         MAX_RULE_SQL,
-        "on shard 'late'",
-        "with base 0 your query returned 12, the frontier is 7: it passed the pending id 8",
+        "on shard 'lease'",
+        "with base 0 your query returned 4, the frontier is 1: it passed id 2, which is leased",
     )
+
+
+def test_frontier_sql_copied_from_notebook_02_misses_the_new_open_statuses() -> None:
+    four = FRONTIER_SQL.replace(OPEN, "status IN ('pending','running')")
+    wrong(exs.frontier_sql_ex, four, "it passed id 2, which is leased: still open")
+    with_leased = FRONTIER_SQL.replace(OPEN, "status IN ('pending','leased','running')")
+    wrong(exs.frontier_sql_ex, with_leased, "on shard 'retry'", "which is retrying")
 
 
 def test_frontier_sql_without_fallback_returns_null() -> None:
     only_min = (
         "SELECT MIN(id) - 1 FROM conversations "
-        "WHERE channel_key = :shard AND id > :base AND status IN ('pending','running')"
+        f"WHERE channel_key = :shard AND id > :base AND {OPEN}"
     )
-    wrong(exs.frontier_sql_ex, only_min, "returned None", "frontier stays at the base")
+    wrong(exs.frontier_sql_ex, only_min, "returned None", "the largest id above the base")
 
 
-def test_frontier_sql_that_lets_failed_block() -> None:
-    blocks = FRONTIER_SQL.replace("status IN ('pending','running')", "status <> 'delivered'")
-    wrong(exs.frontier_sql_ex, blocks, "failed is terminal")
+@pytest.mark.parametrize(
+    ("blocking", "needle"),
+    [
+        ("status NOT IN ('delivered', 'failed')", "cancelled is terminal"),
+        ("status <> 'delivered'", "is terminal: it must not hold the frontier back"),
+    ],
+)
+def test_frontier_sql_that_lets_a_terminal_status_block(blocking: str, needle: str) -> None:
+    wrong(exs.frontier_sql_ex, FRONTIER_SQL.replace(OPEN, blocking), needle)
+
+
+def test_reference_frontier_agrees_with_labkit_on_four_statuses() -> None:
+    conn, _ = ex1_frontier._build_frontier_cases()  # noqa: SLF001
+    log = fr.connect()
+    rows = conn.execute("SELECT channel_key, status FROM conversations ORDER BY id").fetchall()
+    for shard, status in rows:
+        row_id = fr.enqueue(log, shard, 5)
+        if status in ("running", "leased", "retrying"):
+            fr.mark_running(log, row_id)
+        elif status in ("delivered", "cancelled"):
+            fr.mark_delivered(log, row_id)
+        elif status == "failed":
+            fr.mark_failed(log, row_id)
+    for shard in ("a", "b", "r0", "r1", "lease", "cancel", "empty"):
+        for base in range(0, len(rows) + 2, 7):
+            mapped = [
+                (i, "running" if s in ("leased", "retrying") else s)
+                for i, s in ex1_frontier._shard_rows(log, shard, base)  # noqa: SLF001
+            ]
+            want = fr.delivered_frontier(log, shard, base)
+            assert ex1_frontier.reference_frontier(mapped, base) == want, (shard, base)
 
 
 @pytest.mark.parametrize(
@@ -181,19 +216,6 @@ def test_frontier_sql_never_writes() -> None:
     assert exs.frontier_sql_ex.check(FRONTIER_SQL).passed
 
 
-def test_learner_plan_is_explained_under_the_read_only_authorizer(monkeypatch) -> None:
-    seen: list[Any] = []
-    real = fr.explain
-
-    def spy(conn, sql, params=(), authorizer=None):
-        seen.append(authorizer)
-        return real(conn, sql, params, authorizer=authorizer)
-
-    monkeypatch.setattr(fr, "explain", spy)
-    assert exs.frontier_sql_ex.check(FRONTIER_SQL).passed
-    assert seen and all(a is sandbox.read_only for a in seen)
-
-
 def test_explain_with_an_authorizer_refuses_writes_and_lifts_it_after() -> None:
     conn = fr.connect()
     with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
@@ -212,7 +234,7 @@ def _broken(*_: Any, **__: Any) -> Any:
 @pytest.mark.parametrize(
     ("module", "helper", "ex", "answer"),
     [
-        (fr, "delivered_frontier", "frontier_sql_ex", FRONTIER_SQL),
+        (ex1_frontier, "reference_frontier", "frontier_sql_ex", FRONTIER_SQL),
         (ex2_ballots, "run_schedule", "lww_rewind_ex", ["timeout", "deliver 2"]),
         (WatermarkLoop, "apply", "apply_rule_ex", "decide"),
     ],
@@ -229,7 +251,7 @@ def test_a_labkit_bug_inside_a_check_propagates(
 def test_the_learners_own_errors_are_feedback_while_labkit_errors_are_not(monkeypatch) -> None:
     wrong(exs.apply_rule_ex, lambda inflight, head, r: 1 // 0, "your rule raised ZeroDivisionError")
     wrong(exs.frontier_sql_ex, "SELECT frob(:shard, :base)", "no such function: frob")
-    monkeypatch.setattr(fr, "delivered_frontier", _broken)  # now the checker itself is broken
+    monkeypatch.setattr(ex1_frontier, "reference_frontier", _broken)  # the checker is broken
     wrong(exs.frontier_sql_ex, "SELECT frob(:shard, :base)", "no such function: frob")
     with pytest.raises(RuntimeError, match="labkit bug"):
         exs.frontier_sql_ex.check(FRONTIER_SQL)
@@ -257,17 +279,28 @@ def test_predict_frontier_accepts_max_key() -> None:
 @pytest.mark.parametrize(
     ("sql", "needle"),
     [
-        ("CREATE INDEX i ON conversations(channel_key, id)", "make it partial"),
-        ("CREATE INDEX i ON conversations(channel_key)", "put id right after channel_key"),
+        ("CREATE INDEX i ON conversations(tenant, channel_key, id)", "holds open rows only"),
         (
-            "CREATE INDEX i ON conversations(channel_key, id) WHERE status = 'pending'",
+            "CREATE INDEX i ON conversations(tenant, channel_key) "
+            "WHERE status IN ('pending', 'retrying', 'running')",
+            "put id right after the shard columns",
+        ),
+        (
+            "CREATE INDEX i ON conversations(tenant, channel_key, id) "
+            "WHERE status IN ('pending', 'running')",
             "does not use i",
         ),
         (
-            "CREATE INDEX i ON conversations(id, channel_key) WHERE status IN ('pending','running')",
-            "lead the index with channel_key",
+            "CREATE INDEX i ON conversations(tenant, channel_key, id) "
+            "WHERE status IN ('retrying', 'pending', 'running')",
+            "same values in the same order",
         ),
-        ("CREATE INDEX i ON conversations(status, channel_key, id)", "make it partial"),
+        (
+            "CREATE INDEX i ON conversations(channel_key, id) "
+            "WHERE status IN ('pending', 'retrying', 'running')",
+            "does not seek on tenant",
+        ),
+        ("CREATE INDEX i ON conversations(channel_key, id)", "does not seek on tenant"),
         ("DROP TABLE conversations", "one CREATE INDEX"),
         ("CREATE INDEX i ON nowhere(x)", "no such table"),
         ("CREATE INDEX i ON conversations(channel_key, id); DROP TABLE conversations", "single"),
@@ -277,9 +310,16 @@ def test_partial_index_messages(sql: str, needle: str) -> None:
     wrong(exs.partial_index_ex, sql, needle)
 
 
-def test_partial_index_plan_is_named_in_the_note() -> None:
+def test_partial_index_accepts_either_order_of_the_shard_columns() -> None:
+    fb = exs.partial_index_ex.check(PARTIAL_INDEX.replace("tenant, channel_key", "channel_key, tenant"))
+    assert fb.passed, fb
     fb = exs.partial_index_ex.check(PARTIAL_INDEX)
-    assert "SEARCH conversations USING INDEX idx_open (channel_key=? AND id>?)" in fb.message
+    assert "USING INDEX idx_open (tenant=? AND channel_key=? AND id>?)" in fb.message
+
+
+def test_notebook_03_index_does_not_pass_the_variant() -> None:
+    shown = "CREATE INDEX i ON conversations(channel_key, id) WHERE status IN ('pending','running')"
+    wrong(exs.partial_index_ex, shown, "does not use i")
 
 
 @pytest.mark.parametrize(
@@ -323,10 +363,29 @@ def test_rejection_reasons_accept_none_for_commit() -> None:
 
 
 @pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"X": 3}, "reserve() returned 4"),
+        ({"A": "stale_watermark"}, "ballot 2 already left flight (the restarted loop abandoned"),
+        ({"B": "stale_watermark"}, "ballot 3 is in flight, observed 1 == head"),
+        ({"C": "commit"}, "ballot 4 observed watermark 1, but the head has moved to 2"),
+        ({"D": "commit"}, "ballot 3 already left flight (it committed at B)"),
+        ({"X": True}, "reserve() returned 4"),
+    ],
+)
+def test_crash_verdict_messages(change: dict[str, Any], needle: str) -> None:
+    wrong(exs.crash_verdicts_ex, {**AFTER_RESTART, **change}, needle)
+
+
+def test_crash_verdicts_need_x() -> None:
+    wrong(exs.crash_verdicts_ex, {"A": "unknown_ballot"}, "missing: X, B, C, D")
+
+
+@pytest.mark.parametrize(
     ("steps", "needle"),
     [
-        (["deliver 1", "deliver 2", "deliver 1"], "does rewind the callback design"),
-        (["deliver 1", "deliver 2"], "never saw the head fall"),
+        (["timeout", "deliver 2", "deliver 3", "deliver 1"], "host A, whose stamps run 10"),
+        (["deliver 1", "deliver 2", "deliver 1"], "never saw the head fall"),
         (["deliver 9"], "request 9 has not been sent"),
         (["jump 1"], "'jump 1'"),
         ("deliver 1", "list of steps"),
@@ -338,25 +397,32 @@ def test_lww_rewind_messages(steps: Any, needle: str) -> None:
     wrong(exs.lww_rewind_ex, steps, needle)
 
 
+def test_notebook_05_counterexample_rewinds_only_with_clocks_on_time() -> None:
+    steps = ["timeout", "deliver 2", "deliver 3", "deliver 1"]
+    assert run_schedule("lww", steps).rewinds
+    assert not run_schedule("lww", steps, skews=ex2_ballots.HOST_SKEWS).rewinds
+
+
 @pytest.mark.parametrize(
     ("answer", "needle"),
     [
         ({"schedule": CLOSING, "decision": "compensate"}, "nothing to compensate"),
         ({"schedule": CLOSING, "decision": "replay"}, "NEW ballot"),
         ({"schedule": CLOSING, "decision": "shrug"}, "must be one of"),
-        ({"schedule": ["timeout", "deliver 12"], "decision": "reject"}, "never committed"),
+        ({"schedule": ["timeout", "deliver 21"], "decision": "reject"}, "giving up on 20, 21"),
         (
-            {"schedule": ["timeout", "deliver 13", "deliver 12"], "decision": "reject"},
-            "never delivers 14",
+            {"schedule": ["timeout", "timeout", "deliver 22", "deliver 20"], "decision": "reject"},
+            "never delivers 21, 23",
         ),
         (
             {
-                "schedule": ["timeout", "deliver 13", "deliver 12", "deliver 14"],
+                "schedule": ["timeout", "timeout", "deliver 22", "deliver 20", "deliver 21",
+                             "deliver 23"],
                 "decision": "reject",
             },
-            "no naive design rewinds",
+            "lww never rewinds on that order",
         ),
-        ({"schedule": ["deliver 15"], "decision": "reject"}, "request 15 has not been sent"),
+        ({"schedule": ["deliver 25"], "decision": "reject"}, "request 25 has not been sent"),
         ({"decision": "reject"}, "'schedule'"),
         (CLOSING, "'schedule'"),
     ],
@@ -365,30 +431,28 @@ def test_closing_question_messages(answer: Any, needle: str) -> None:
     wrong(exs.closing_question_ex, answer, needle)
 
 
-def test_closing_question_accepts_a_pair() -> None:
-    assert exs.closing_question_ex.check((CLOSING, "Reject")).passed
+@pytest.mark.parametrize("decision", ["Reject", "reject, then replay"])
+def test_closing_question_accepts_reject_with_or_without_replay(decision: str) -> None:
+    assert exs.closing_question_ex.check((CLOSING, decision)).passed
 
 
-def test_apply_rule_seed_sketch_is_caught() -> None:
-    wrong(
-        exs.apply_rule_ex,
-        seed_sketch_rule,
-        "your rule said 'commit', WatermarkLoop.apply said 'unknown_ballot'",
-    )
-
-
-def test_apply_rule_check_order_matters() -> None:
-    wrong(exs.apply_rule_ex, base_before_watermark, "WatermarkLoop.apply said 'stale_watermark'")
+def test_notebook_05_closing_order_does_not_pass_the_variant() -> None:
+    shown = ["timeout", "deliver 13", "deliver 14", "deliver 12", "deliver 14"]
+    wrong(exs.closing_question_ex, {"schedule": shown, "decision": "reject"}, "has not been sent")
 
 
 def test_apply_rule_that_raises_or_has_wrong_arity() -> None:
-    wrong(exs.apply_rule_ex, lambda inflight, head, r: inflight[r.ballot_id], "KeyError")
+    def lookup(inflight: dict[int, int], head: int, r: Any) -> str | None:
+        return decide(inflight, head, r) if r.ballot_id in inflight else {}[r.ballot_id]
+
+    wrong(exs.apply_rule_ex, lookup, "[ballot fenced out earlier, echo below", "KeyError: 4")
     wrong(exs.apply_rule_ex, lambda r: None, "TypeError")
     wrong(exs.apply_rule_ex, lambda i, h, r: "nope", "'nope' is not a decision")
 
 
 def test_apply_rule_sees_every_outcome() -> None:
     note = exs.apply_rule_ex.check(decide).message
+    assert "all 54 boundary cases" in note
     for outcome in ("commit", "stale_base", "stale_watermark", "unknown_ballot"):
         assert outcome in note
 
@@ -398,7 +462,10 @@ def test_apply_rule_sees_every_outcome() -> None:
 # printed: every exercise's feedback, in order, with the status the notebook should show.
 
 CELL_TIMEOUT = 60
-CHECKS_PER_NOTEBOOK = 4
+
+
+def lesson_of(path: Path) -> int:
+    return int(path.name[2:4])
 
 
 def check_feedback(nb: Any) -> list[tuple[str, str]]:
@@ -413,23 +480,44 @@ def check_feedback(nb: Any) -> list[tuple[str, str]]:
     return found
 
 
-def assert_every_check_says(nb: Any, status: str) -> None:
-    """Every check cell printed one feedback line starting with `status`; there are four."""
+def assert_every_check_says(nb: Any, status: str, lesson: int) -> None:
+    """One check cell per exercise of the lesson, in order, each printing `status` first."""
     feedback = check_feedback(nb)
-    assert len(feedback) == CHECKS_PER_NOTEBOOK, feedback
+    names = [n for n, e in BY_NAME.items() for want in exs.by_lesson[lesson] if e is want]
+    order = {e.name: k for k, e in enumerate(exs.by_lesson[lesson])}
+    names.sort(key=lambda n: order[BY_NAME[n].name])
+    assert [call.split(".check(")[0] for call, _ in feedback] == names, feedback
     off = [(call, text) for call, text in feedback if not text.startswith(status)]
     assert not off, f"checks that did not say {status!r}: {off}"
 
 
 def test_there_are_solution_notebooks() -> None:
-    assert [p.name for p in SOLUTIONS] == ["ex1_frontier.ipynb", "ex2_ballots.ipynb"]
+    assert [p.name for p in SOLUTIONS] == [
+        "ex01_max_and_orphans.ipynb",
+        "ex02_frontier_sql.ipynb",
+        "ex03_partial_index.ipynb",
+        "ex04_ballots.ipynb",
+        "ex05_lww_and_late_ticks.ipynb",
+        "ex06_restart.ipynb",
+    ]
+
+
+def test_solution_notebooks_link_their_lesson_and_hide_no_starter_in_markdown() -> None:
+    for path in SOLUTIONS:
+        nb = nbformat.read(path, as_version=4)
+        lesson = next((ROOT / "notebooks").glob(f"{path.name[2:4]}_*.ipynb"))
+        assert f"../../notebooks/{lesson.name}" in nb.cells[0].source
+        assert "../../docs/glossary.md" in nb.cells[0].source
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                assert "def " not in cell.source and "```" not in cell.source, path.name
 
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_solution_notebook_checks_are_all_correct(path: Path, tmp_path: Path) -> None:
     nb = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)  # not saved; runs in tmp
-    assert_every_check_says(nb, CORRECT)
+    assert_every_check_says(nb, CORRECT, lesson_of(path))
 
 
 @pytest.mark.notebooks
@@ -441,7 +529,7 @@ def test_a_wrong_answer_in_a_solution_notebook_fails_the_assertion(tmp_path: Pat
     nbformat.write(nb, path)
     executed = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)
     with pytest.raises(AssertionError, match="predict_frontier_ex.check.*Not yet.*id 4"):
-        assert_every_check_says(executed, CORRECT)
+        assert_every_check_says(executed, CORRECT, 1)
 
 
 @pytest.mark.notebooks
@@ -454,4 +542,4 @@ def test_student_copies_start_not_attempted(tmp_path: Path) -> None:
         text = path.read_text(encoding="utf-8")
         assert "BEGIN SOLUTION" not in text and "= ____  # your answer here" in text
         nb = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)
-        assert_every_check_says(nb, BLANK)
+        assert_every_check_says(nb, BLANK, lesson_of(path))

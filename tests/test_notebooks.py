@@ -137,7 +137,7 @@ def test_notebook_02_shows_the_statement_delivered_frontier_runs() -> None:
 @pytest.mark.parametrize(
     ("relpath", "stale"),
     [
-        ("exercises/solutions/ex1_frontier.ipynb", "delivered_frontier` makes two index seeks"),
+        ("exercises/solutions/ex02_frontier_sql.ipynb", "delivered_frontier` makes two index seeks"),
         ("notebooks/03_triggers_shards_indexes.ipynb", "trigger walks the whole id range"),
     ],
 )

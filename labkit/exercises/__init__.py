@@ -7,9 +7,10 @@ In a notebook::
     frontier_sql = ____          # your answer
     frontier_sql_ex.check(frontier_sql)
 
-One module per exercise set (`ex1_frontier`, `ex2_ballots`); `kit` holds the machinery
-(`Exercise`, `Feedback`, `Wrong`, the `____` placeholder) and `sandbox` runs learner SQL.
-`part1` and `part2` list the exercises of each half of the workshop, in order.
+One module per part (`ex1_frontier`, `ex2_ballots`); `kit` holds the machinery (`Exercise`,
+`Feedback`, `Wrong`, the `____` placeholder) and `sandbox` runs learner SQL. `part1` and
+`part2` list each half's exercises; `by_lesson` maps a notebook number (1-6) to the exercises
+that practise it, in the order its notebook `exercises/solutions/ex0N_*.ipynb` asks them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from labkit.exercises.ex1_frontier import (
 from labkit.exercises.ex2_ballots import (
     apply_rule_ex,
     closing_question_ex,
+    crash_verdicts_ex,
     lww_rewind_ex,
     rejection_reasons_ex,
 )
@@ -35,7 +37,9 @@ __all__ = [
     "Feedback",
     "____",
     "apply_rule_ex",
+    "by_lesson",
     "closing_question_ex",
+    "crash_verdicts_ex",
     "frontier_sql_ex",
     "lww_rewind_ex",
     "max_orphans_ex",
@@ -48,3 +52,4 @@ __all__ = [
 
 part1: list[Exercise] = ex1_frontier.exercises
 part2: list[Exercise] = ex2_ballots.exercises
+by_lesson: dict[int, list[Exercise]] = {**ex1_frontier.by_lesson, **ex2_ballots.by_lesson}

@@ -1,6 +1,7 @@
-"""Exercise set one, the gap-free frontier (notebooks 01-03): predict it, write it as one SQL
-query, index it, and count what the MAX rule orphans. Every check runs the real thing: SQLite,
-`labkit.frontier`, the scenario runner and the explorer's model.
+"""Part one's exercises, the gap-free frontier: predict it and count what MAX orphans (after
+notebook 01), write it as one query for a log with more statuses (02), and index it for a
+two-column shard (03). Every check runs the learner's answer on real SQLite; the scenario
+runner and the explorer's model judge the predictions.
 """
 
 from __future__ import annotations
@@ -30,43 +31,70 @@ def _ids(answer: Any, what: str) -> set[int]:
     return out
 
 
-# --- part one, exercise 1: the frontier as one SQL query ------------------------------------
+# --- lesson 02: the frontier as one SQL query, for a log with more statuses ----------------
+# A transfer variant: notebook 02 prints the four-status query, so this log has two more open
+# statuses and one more terminal one. The learner has to decide which statuses block.
 
+OPEN_STATUSES = ("pending", "leased", "running", "retrying")
+DONE_STATUSES = ("delivered", "failed", "cancelled")
 ODD_KEY = 'o\'brien "q" — ünï 🚀'
+
+_VARIANT_SCHEMA = """
+CREATE TABLE conversations (
+    id          INTEGER PRIMARY KEY,  -- rows are never deleted here, so ids only grow
+    channel_key TEXT    NOT NULL,
+    priority    INTEGER NOT NULL,
+    status      TEXT    NOT NULL CHECK (status IN
+        ('pending', 'leased', 'running', 'retrying', 'delivered', 'failed', 'cancelled'))
+);
+CREATE INDEX idx_shard_rows ON conversations(channel_key, id);
+"""
+
+
+def reference_frontier(rows: Sequence[tuple[int, str]], base: int) -> int:
+    """The frontier by its definition, for a shard's `(id, status)` rows above `base` in id
+    order: one less than the first open id; else the last id; else `base`."""
+    frontier = base
+    for row_id, status in rows:
+        if status in OPEN_STATUSES:
+            return row_id - 1
+        frontier = row_id
+    return frontier
 
 
 def _build_frontier_cases(seed: int = 0) -> tuple[sqlite3.Connection, list[tuple[str, str, int]]]:
-    """A log with hand-made edge-case shards and random ones; (shard, label, base) to check."""
-    conn = fr.connect()
+    """A seven-status log with hand-made edge-case shards and random ones; (shard, label, base)
+    pairs to check, the most telling first."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(_VARIANT_SCHEMA)
     rng = random.Random(seed)
-    steps: list[tuple[str, str]] = []  # (shard, final status), in id order
+    steps: list[tuple[str, str]] = []  # (shard, status), in id order
 
     def rows(shard: str, statuses: Iterable[str]) -> None:
         steps.extend((shard, s) for s in statuses)
 
-    rows("done", ["delivered", "failed", "delivered"])
-    rows("tail", ["delivered", "delivered", "failed", "failed"])
-    rows("late", ["pending", "delivered", "delivered", "running", "delivered"])
-    rows(ODD_KEY, ["delivered", "pending", "delivered"])
-    # interleaved shards a and b: ids alternate between them
-    for i in range(8):
-        steps.append(("a" if i % 2 else "b", rng.choice(fr.STATUSES) if i > 1 else "delivered"))
-    rows("tail", ["pending"])  # after the dead-letter tail, a fresh pending row
+    rows("lease", ["delivered", "leased", "delivered", "delivered"])
+    rows("retry", ["delivered", "delivered", "retrying", "delivered"])
+    rows("cancel", ["cancelled", "delivered", "cancelled", "pending", "delivered"])
+    rows("done", ["delivered", "failed", "cancelled"])
+    rows("tail", ["delivered", "failed", "cancelled"])
+    rows(ODD_KEY, ["delivered", "running", "delivered"])
+    for i in range(8):  # shards a and b take turns, so their ids interleave
+        steps.append(("a" if i % 2 else "b", rng.choice(OPEN_STATUSES + DONE_STATUSES)))
+    rows("tail", ["retrying"])  # after the terminal tail, an open row
     for _ in range(60):
-        steps.append((f"r{rng.randrange(4)}", rng.choice(fr.STATUSES)))
-    for shard, status in steps:
-        row_id = fr.enqueue(conn, shard, rng.randint(1, 5))
-        if status == "running":
-            fr.mark_running(conn, row_id)
-        elif status == "delivered":
-            fr.mark_delivered(conn, row_id)
-        elif status == "failed":
-            fr.mark_failed(conn, row_id)
+        steps.append((f"r{rng.randrange(4)}", rng.choice(OPEN_STATUSES + DONE_STATUSES)))
+    conn.executemany(
+        "INSERT INTO conversations (channel_key, status, priority) VALUES (?, ?, ?)",
+        [(shard, status, rng.randint(1, 5)) for shard, status in steps],
+    )
     conn.commit()
-    labels = {  # most telling first: the MAX rule fails on "late" at base 0
-        "late": "a small pending id below delivered ones",
+    labels = {
+        "lease": "a leased row below delivered ones",
+        "retry": "a retrying row below a delivered one",
+        "cancel": "cancelled rows, then a pending one",
         "done": "all terminal",
-        "tail": "dead-letter tail, then a pending row",
+        "tail": "a terminal tail, then a retrying row",
         "empty": "empty shard",
         ODD_KEY: "a key with quotes and unicode",
         "a": "interleaved with shard 'b'",
@@ -75,18 +103,12 @@ def _build_frontier_cases(seed: int = 0) -> tuple[sqlite3.Connection, list[tuple
     cases: list[tuple[str, str, int]] = []
     last_id = len(steps)
     for shard, label in labels.items():
-        ids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM conversations WHERE channel_key = ? ORDER BY id", (shard,)
-            )
-        ]
+        ids = [row_id for row_id, _ in _shard_rows(conn, shard, 0)]
         bases = sorted({0, *(ids[:1]), *(ids[len(ids) // 2 : len(ids) // 2 + 1]), last_id + 5})
         cases.extend((shard, label, b) for b in bases)
     for k in range(4):
-        shard = f"r{k}"
         for _ in range(3):
-            cases.append((shard, "random shard", rng.randrange(0, last_id)))
+            cases.append((f"r{k}", "random shard", rng.randrange(0, last_id)))
     return conn, cases
 
 
@@ -106,16 +128,19 @@ def _explain_frontier_miss(rows: list[tuple[int, str]], base: int, got: Any, wan
             "it returned NULL; when no row above the base is open, the frontier is the largest "
             "id above the base"
         )
+    if not isinstance(got, int):
+        return f"it returned {type(got).__name__} {got!r}, not a whole-number id"
     if got > want:
-        blocker = next(((i, s) for i, s in rows if base < i <= got and s in fr.NON_TERMINAL), None)
+        blocker = next(((i, s) for i, s in rows if base < i <= got and s in OPEN_STATUSES), None)
         if blocker:
-            return f"it passed the {blocker[1]} id {blocker[0]}"
+            return f"it passed id {blocker[0]}, which is {blocker[1]}: still open"
         return f"no row of this shard has an id in ({want}, {got}]; the frontier never runs ahead"
     if got < base:
         return "it went below the coverage base; coverage never moves back"
-    failed = [i for i, s in rows if got < i <= want and s == "failed"]
-    if failed:
-        return f"id {failed[0]} is failed, and failed is terminal: it must not hold the frontier"
+    done = [(i, s) for i, s in rows if got < i <= want and s != "delivered"]
+    if done:
+        i, s = done[0]
+        return f"id {i} is {s}, and {s} is terminal: it must not hold the frontier back"
     return f"every row in ({base}, {want}] is terminal, so the frontier gets there"
 
 
@@ -130,10 +155,8 @@ def _check_frontier_sql(sql: Any) -> str:
         if not re.search(rf":{name}\b", code):
             raise Wrong(f"the query never uses :{name}; bind it instead of writing values in")
     conn, cases = _build_frontier_cases()
-    plans = set()
     for shard, label, base in cases:
-        params = {"shard": shard, "base": base}
-        result = sandbox.run(conn, sql, params)
+        result = sandbox.run(conn, sql, {"shard": shard, "base": base})
         if len(result) > sandbox.MAX_ROWS:
             raise Wrong(
                 f"on shard {shard!r} with base {base} your query returned more than "
@@ -145,50 +168,47 @@ def _check_frontier_sql(sql: Any) -> str:
                 f"of {len(result[0]) if result else 0} column(s); it must return one value"
             )
         got = result[0][0]
-        want = fr.delivered_frontier(conn, shard, base)
         rows = _shard_rows(conn, shard, base)
-        if got != want:
+        want = reference_frontier(rows, base)
+        if got != want or isinstance(got, bool):
             why = _explain_frontier_miss(rows, base, got, want)
             raise Wrong(
                 f"on shard {shard!r} ({label}) with base {base} your query returned {got}, "
                 f"the frontier is {want}: {why}"
             )
-        # the query just ran, so its EXPLAIN can only fail through a labkit bug: not guarded
-        plans.add(" | ".join(fr.explain(conn, sql, params, authorizer=sandbox.read_only)))
-    scans = [p for p in plans if "SCAN conversations" in p]
-    note = (
-        f"it matched delivered_frontier on {len(cases)} (shard, base) cases, edge cases included."
+    return (
+        f"it matched the frontier on {len(cases)} (shard, base) cases: leased and retrying rows "
+        "hold it back, cancelled ones do not."
     )
-    if scans:
-        note += f" One thing to tune: SQLite plans a full scan somewhere ({scans[0]})."
-    return note
 
 
 frontier_sql_ex = Exercise(
-    name="Frontier in one query",
+    name="Frontier with more statuses",
     question=(
-        "Write the gap-free frontier as ONE parameterised SELECT over `conversations`, using the "
-        "named parameters :shard and :base. It returns one value: one less than the smallest "
-        "pending/running id above :base; if none, the largest id above :base; if no rows "
-        "above :base, :base itself."
+        "A log whose rows can be pending, leased (claimed by a worker, not started), running or "
+        "retrying (waiting to try again): all open; or delivered, failed or cancelled (the "
+        "sender withdrew it): all terminal. Write its gap-free frontier as ONE SELECT over "
+        "`conversations` with the named parameters :shard and :base, returning one value."
     ),
     checker=_check_frontier_sql,
-    hint_text=(
-        "COALESCE(a, b, c) returns its first non-NULL argument. Make a = the smallest open id "
-        "above :base minus 1, b = the largest id above :base, c = :base. Scalar subqueries "
-        "(SELECT ... ) can be arguments. Filter every subquery on channel_key = :shard."
+    hints=(
+        "Notebook 02's rule still holds; only the set of statuses that block changes. Which of "
+        "the seven statuses can still change? Those, and only those, stop the frontier.",
+        "COALESCE(smallest open id above :base minus 1, largest id above :base, :base), where "
+        "'open' is status IN ('pending', 'leased', 'running', 'retrying'). Filter every "
+        "subquery on channel_key = :shard.",
     ),
     solution_text=(
         "SELECT COALESCE(\n"
-        "  (SELECT MIN(id) - 1 FROM conversations\n"
-        "    WHERE channel_key = :shard AND id > :base AND status IN ('pending','running')),\n"
-        "  (SELECT MAX(id) FROM conversations WHERE channel_key = :shard AND id > :base),\n"
+        "  (SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard AND id > :base\n"
+        "     AND status IN ('pending', 'leased', 'running', 'retrying')),\n"
+        "  (SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard),\n"
         "  :base)"
     ),
 )
 
 
-# --- part one, exercise 2: predict the frontier and MAX after some deliveries ---------------
+# --- lesson 01: predict the frontier and MAX after some deliveries --------------------------
 
 PREDICT_EVENTS: tuple[tuple[str, int], ...] = (
     ("deliver", 3),
@@ -201,8 +221,8 @@ PREDICT_EVENTS: tuple[tuple[str, int], ...] = (
 def _predict_timeline() -> Any:
     data = {
         "name": "predict",
-        "title": "Seed scenario, partly delivered",
-        "description": "The seed's six rows; 3, 5 and 1 delivered, 2 dead-lettered.",
+        "title": "Article 1's six rows, partly delivered",
+        "description": "Article 1's six rows; 3, 5 and 1 delivered, 2 dead-lettered.",
         "messages": [{"shard": "main", "priority": 1 if i == 3 else 5} for i in range(1, 7)],
         "events": [{"op": op, "id": i} for op, i in PREDICT_EVENTS],
     }
@@ -255,15 +275,17 @@ def _check_predict(answer: Any) -> str:
 predict_frontier_ex = Exercise(
     name="Predict the frontier",
     question=(
-        "The seed scenario: six rows in shard 'main', id 3 has priority 1, the rest 5. Then: "
+        "Article 1's scenario: six rows in shard 'main', id 3 at priority 1, the rest at 5. "
+        "Then: "
         + ", ".join(f"{op} id {i}" for op, i in PREDICT_EVENTS)
         + ". With coverage base 0, what are the frontier and MAX(id) WHERE status='delivered'? "
         "Answer {'frontier': ..., 'max_watermark': ...}."
     ),
     checker=_check_predict,
-    hint_text=(
-        "Write the six statuses in id order. The frontier stops just before the first row that "
-        "is pending or running; failed counts as done. MAX only looks at delivered rows."
+    hints=(
+        "Write the six statuses down in id order first. Which of them can still change?",
+        "The frontier stops one short of the first pending or running id; a failed row counts "
+        "as finished. MAX looks at delivered rows only, wherever they are.",
     ),
     solution_text=(
         "Statuses: 1 delivered, 2 failed, 3 delivered, 4 pending, 5 delivered, 6 pending. "
@@ -272,23 +294,40 @@ predict_frontier_ex = Exercise(
 )
 
 
-# --- part one, exercise 3: the index that makes the frontier query a SEARCH -----------------
+# --- lesson 03: the partial index, for another shard shape and status set -----------------
+# A transfer variant: notebook 03 shows the index for (channel_key, id) and two open statuses;
+# here a shard is (tenant, channel_key) and three statuses are open.
 
 INDEX_ROWS = 3000
+INDEX_OPEN = ("pending", "retrying", "running")
+INDEX_QUERY = (
+    "SELECT MIN(id) FROM conversations WHERE tenant = ? AND channel_key = ? "
+    "AND status IN ('pending', 'retrying', 'running') AND id > ?"
+)
+_INDEX_SCHEMA = """
+CREATE TABLE conversations (
+    id          INTEGER PRIMARY KEY,
+    tenant      TEXT    NOT NULL,
+    channel_key TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    priority    INTEGER NOT NULL
+);
+"""
 
 
 def _index_db() -> sqlite3.Connection:
-    """A log with lots of settled history, few open rows, and neither of the schema's indexes."""
-    conn = fr.connect()
+    """A two-tenant log with lots of settled history, a few open rows and no index at all."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(_INDEX_SCHEMA)
     rng = random.Random(3)
+    rows = []
     for i in range(1, INDEX_ROWS + 1):
-        conn.execute(
-            "INSERT INTO conversations (channel_key, direction, status, priority) "
-            "VALUES (?, 'inbound', ?, 5)",
-            (rng.choice("abc"), "pending" if i % 500 == 0 else "delivered"),
-        )
-    conn.execute("DROP INDEX idx_conv_active")
-    conn.execute("DROP INDEX idx_conv_shard_id")
+        status = INDEX_OPEN[i % 3] if i % 250 == 0 else rng.choice(("delivered", "failed"))
+        rows.append((rng.choice(("acme", "globex")), rng.choice("abc"), status))
+    conn.executemany(
+        "INSERT INTO conversations (tenant, channel_key, status, priority) VALUES (?, ?, ?, 5)",
+        rows,
+    )
     conn.commit()
     return conn
 
@@ -312,71 +351,67 @@ def _check_partial_index(sql: Any) -> str:
     if not new:
         raise Wrong("that statement created no index on conversations")
     name, partial = next(iter(new.items()))
-    plan = " | ".join(fr.explain(conn, fr.FRONTIER_SQL, ("a", 0)))
+    plan = " | ".join(fr.explain(conn, INDEX_QUERY, ("acme", "a", 0)))
     if f"INDEX {name} " not in plan + " ":
         extra = ""
         if partial:
             extra = (
-                ". A partial index is used only if the query's WHERE implies the index's WHERE; "
-                "the query says status IN ('pending','running')"
+                ". SQLite uses a partial index only when the query's WHERE implies the index's; "
+                "for an IN list that means the same values in the same order as the query's "
+                "('pending', 'retrying', 'running')"
             )
         raise Wrong(f"SQLite does not use {name}: the plan is still {plan!r}{extra}")
     if not plan.startswith("SEARCH"):
-        raise Wrong(f"the plan uses {name} but scans it: {plan!r}; lead with channel_key")
-    if "channel_key=?" not in plan:
+        raise Wrong(f"the plan uses {name} but scans it: {plan!r}; lead with the shard columns")
+    missing = [col for col in ("tenant", "channel_key") if f"{col}=?" not in plan]
+    if missing:
         raise Wrong(
-            f"the plan is {plan!r}: it does not seek the shard, so it reads open rows of every "
-            "shard; lead the index with channel_key"
+            f"the plan is {plan!r}: it does not seek on {' and '.join(missing)}, so it reads "
+            "the open rows of other shards too; a shard here is (tenant, channel_key), and "
+            "both columns come first"
         )
     if not re.search(r"\bid>\?", plan):
         raise Wrong(
             f"the plan is {plan!r}: it seeks the shard but then walks all of its rows; "
-            "put id right after channel_key so the seek starts above the base"
+            "put id right after the shard columns so the seek starts above the base"
         )
     if not partial:
         raise Wrong(
             f"the plan is a SEARCH ({plan!r}), but {name} holds all {INDEX_ROWS} rows, settled "
-            "history included, and grows forever; make it partial with "
-            "WHERE status IN ('pending','running') so it holds only open rows"
+            "history included, and grows forever; add the query's status condition as the "
+            "index's WHERE so it holds open rows only"
         )
     entries = conn.execute(
-        "SELECT COUNT(*) FROM conversations WHERE status IN ('pending','running')"
+        "SELECT COUNT(*) FROM conversations WHERE status IN ('pending', 'retrying', 'running')"
     ).fetchone()[0]
-    for shard in "abc":
-        want = conn.execute(
-            "SELECT MIN(id) FROM conversations NOT INDEXED "
-            "WHERE channel_key = ? AND status IN ('pending','running')",
-            (shard,),
-        ).fetchone()[0]
-        got = conn.execute(fr.FRONTIER_SQL, (shard, 0)).fetchone()[0]
-        if got != want:  # an index never changes an answer: this is a bug, not the learner's
-            raise RuntimeError(f"with index {name} FRONTIER_SQL answers {got} for {shard!r}")
     return f"plan {plan!r}; the index holds {entries} open rows out of {INDEX_ROWS}."
 
 
 partial_index_ex = Exercise(
-    name="Index for the frontier",
+    name="Index for a two-column shard",
     question=(
-        "On a log with both indexes dropped, the frontier query (labkit.frontier.FRONTIER_SQL) "
-        "plans as 'SEARCH conversations USING INTEGER PRIMARY KEY (rowid>?)': it reads every "
-        "row above the base, of every shard. Write the CREATE INDEX that makes it "
-        "'SEARCH conversations USING INDEX <yours> (channel_key=? AND id>?)' and holds open "
-        "rows only."
+        "A log where a shard is the pair (tenant, channel_key) and pending, running and "
+        "retrying rows are open. Its frontier seek is labkit.exercises.ex1_frontier.INDEX_QUERY. "
+        "With no index it plans as 'SEARCH conversations USING INTEGER PRIMARY KEY (rowid>?)'. "
+        "Write the CREATE INDEX after which it is a SEARCH on your index that seeks the shard "
+        "and the id range, and which holds open rows only."
     ),
     checker=_check_partial_index,
-    hint_text=(
-        "Column order follows the query: equality first (channel_key), then the range (id). "
-        "CREATE INDEX ... ON conversations(...) WHERE ... makes a partial index; its WHERE "
-        "must be implied by the query's WHERE, word for word is safest."
+    hints=(
+        "Equality columns come first in an index, the range column after them. Which columns "
+        "does INDEX_QUERY compare with '=' and which with '>'? And which rows does it ever "
+        "look at?",
+        "CREATE INDEX ... ON conversations(tenant, channel_key, id) WHERE <the query's status "
+        "condition, copied exactly, values in the same order>.",
     ),
     solution_text=(
-        "CREATE INDEX idx_open ON conversations(channel_key, id) "
-        "WHERE status IN ('pending','running')"
+        "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
+        "WHERE status IN ('pending', 'retrying', 'running')"
     ),
 )
 
 
-# --- part one, exercise 4: which ids does MAX orphan ----------------------------------------
+# --- lesson 01: which ids does MAX orphan -----------------------------------------------------
 
 ORPHAN_PRIORITIES: tuple[int, ...] = (5, 5, 1, 5, 2, 5, 5)
 ORPHAN_ORDER: tuple[int, ...] = (3, 5, 1, 7, 2, 4, 6)
@@ -425,9 +460,11 @@ max_orphans_ex = Exercise(
         "no summary? Answer a set of ids."
     ),
     checker=_check_max_orphans,
-    hint_text=(
-        "Track MAX after each delivery. Whenever it jumps, the summary covers everything up to "
-        "it; any id in the jump that is not yet delivered is skipped for good."
+    hints=(
+        "Keep a running MAX as the rows finish. What happens to the ids it jumps over?",
+        "Each time MAX jumps, the summary covers everything up to it; an id inside the jump "
+        "that had not finished yet is never summarised later. Write the statuses after each "
+        "finish and list the ids each jump passes.",
     ),
     solution_text=(
         "After 3: MAX 3, skips 1 and 2. After 5: MAX 5, skips 4. After 1: MAX stays 5. "
@@ -438,7 +475,13 @@ max_orphans_ex = Exercise(
 
 exercises: list[Exercise] = [
     predict_frontier_ex,
+    max_orphans_ex,
     frontier_sql_ex,
     partial_index_ex,
-    max_orphans_ex,
 ]
+# The notebook each exercise practises: notebooks/0N_... -> exercises/solutions/ex0N_...
+by_lesson: dict[int, list[Exercise]] = {
+    1: [predict_frontier_ex, max_orphans_ex],
+    2: [frontier_sql_ex],
+    3: [partial_index_ex],
+}

@@ -1,12 +1,16 @@
-"""Exercise set two, ballots and the catalog watermark (notebooks 04-06): predict
-`WatermarkLoop`'s verdicts, fool last-write-wins, answer seed two's closing question and fix a
-broken apply rule. Every check drives the real `WatermarkLoop` and `labkit.arrivals`.
+"""Part two's exercises, ballots and the catalog watermark: predict `WatermarkLoop`'s verdicts
+and fix a broken commit rule (after notebook 04), fool last-write-wins under skewed host clocks
+and answer Article 2's closing question with other numbers (05), and predict what survives a
+restart (06). Every check drives the real `WatermarkLoop` and `labkit.arrivals`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from labkit.arrivals import DELIVER, ScheduleError, ScheduleResult, run_schedule
@@ -15,20 +19,6 @@ from labkit.exercises.kit import Exercise, Wrong, learner_call, listing
 from labkit.watermark_loop import REASONS, Response, WatermarkLoop
 
 COMMIT = "commit"
-
-# --- part two, exercise 1: predict WatermarkLoop's decisions --------------------------------
-
-REJECT_SETUP = (
-    "WatermarkLoop(conn, window=3): reserve ballots 1 and 2 (both observe watermark 0); "
-    "ballot 1's response commits version 1; reserve ballots 3 and 4 (both observe 1)."
-)
-REJECT_RESPONSES: dict[str, Response] = {
-    "A": Response(1, 0, 0, ("search",)),
-    "B": Response(3, 1, 0, ("search", "mail")),
-    "C": Response(4, 1, 1, ("search", "calendar")),
-    "D": Response(2, 0, 0, ("search", "files")),
-    "E": Response(3, 1, 1, ("search", "mail")),
-}
 
 
 def _normalize_reason(value: Any, label: str) -> str:
@@ -41,80 +31,168 @@ def _normalize_reason(value: Any, label: str) -> str:
     )
 
 
+def _inflight(loop: WatermarkLoop) -> dict[int, int]:
+    """In-flight ballot id -> the watermark it observed."""
+    return {b.ballot_id: b.watermark for b in loop.inflight()}
+
+
 def _why(reason: str, resp: Response, head: int, inflight: dict[int, int], past: dict) -> str:
     b = resp.ballot_id
     if reason == "unknown_ballot":
         if b in past:
             return f"ballot {b} already left flight ({past[b]}); a late or repeated body is unknown"
-        return f"ballot {b} was never reserved"
+        return f"ballot {b} is not in flight (never reserved, or abandoned)"
     if reason == "stale_watermark":
-        return f"ballot {b} observed watermark {inflight[b]}, but the head has moved to {head}"
+        if inflight[b] != head:
+            return f"ballot {b} observed watermark {inflight[b]}, but the head has moved to {head}"
+        return (
+            f"ballot {b} observed watermark {inflight[b]}, but the response echoes "
+            f"{resp.observed_watermark}"
+        )
     if reason == "stale_base":
         return (
             f"its watermark still matches ({head}), but the body was computed from version "
-            f"{resp.base_version}, not the head {head}: applying it would rewind"
+            f"{resp.base_version}, not the head {head}"
         )
     return f"ballot {b} is in flight, observed {head} == head, and its base is the head"
 
 
-def _reject_loop() -> WatermarkLoop:
+# --- predicting verdicts: lesson 04 (no crash) and lesson 06 (a restart in the middle) --------
+
+
+@dataclass(frozen=True)
+class VerdictScenario:
+    """A loop brought into a known state, then labelled responses applied in order."""
+
+    setup: str
+    responses: dict[str, Response]
+    build: Callable[[Path], tuple[WatermarkLoop, dict[int, str]]]
+    new_ballot_key: str | None = None  # if set, the answer also predicts the next ballot id
+
+
+def _reject_loop(_: Path) -> tuple[WatermarkLoop, dict[int, str]]:
     loop = WatermarkLoop(connect(), window=3)
     loop.reserve()
     loop.reserve()
     loop.apply(Response(1, 0, 0, ("search",)))
     loop.reserve()
     loop.reserve()
-    return loop
+    return loop, {1: "it committed version 1"}
 
 
-def _check_rejections(answer: Any) -> str:
+REJECT = VerdictScenario(
+    setup=(
+        "WatermarkLoop(conn, window=3): reserve ballots 1 and 2 (both observe watermark 0); "
+        "ballot 1's response commits version 1; reserve ballots 3 and 4 (both observe 1)."
+    ),
+    responses={
+        "A": Response(1, 0, 0, ("search",)),
+        "B": Response(3, 1, 0, ("search", "mail")),
+        "C": Response(4, 1, 1, ("search", "calendar")),
+        "D": Response(2, 0, 0, ("search", "files")),
+        "E": Response(3, 1, 1, ("search", "mail")),
+    },
+    build=_reject_loop,
+)
+
+
+def _crash_loop(tmp: Path) -> tuple[WatermarkLoop, dict[int, str]]:
+    path = tmp / "catalog.db"
+    conn = connect(path)
+    loop = WatermarkLoop(conn, window=3)
+    loop.reserve()
+    loop.reserve()
+    loop.apply(Response(1, 0, 0, ("search",)))
+    loop.reserve()
+    conn.close()  # the process dies here; nothing of it survives but the file
+    loop = WatermarkLoop(connect(path), window=3)
+    loop.abandon(2)
+    return loop, {1: "it committed version 1", 2: "the restarted loop abandoned it"}
+
+
+CRASH = VerdictScenario(
+    setup=(
+        "WatermarkLoop on a database FILE, window=3: reserve ballots 1 and 2 (both observe 0); "
+        "ballot 1's response commits version 1; reserve ballot 3 (observes 1). The process is "
+        "killed and a new loop opens the same file; it abandons ballot 2 (stalled too long) and "
+        "reserves one new ballot, X."
+    ),
+    responses={
+        "A": Response(2, 0, 0, ("search", "files")),
+        "B": Response(3, 1, 1, ("search", "mail")),
+        "C": Response(4, 1, 1, ("search", "calendar")),
+        "D": Response(3, 1, 1, ("search", "mail")),
+    },
+    build=_crash_loop,
+    new_ballot_key="X",
+)
+
+
+def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
     if not isinstance(answer, Mapping):
         raise Wrong("give a dict from label to decision, e.g. {'A': 'unknown_ballot', ...}")
-    missing = [k for k in REJECT_RESPONSES if k not in answer]
+    keys = [*([scenario.new_ballot_key] if scenario.new_ballot_key else []), *scenario.responses]
+    missing = [k for k in keys if k not in answer]
     if missing:
-        raise Wrong(f"give a decision for every response; missing: {', '.join(missing)}")
-    loop = _reject_loop()
-    past: dict[int, str] = {1: "it committed version 1"}
-    for label, resp in REJECT_RESPONSES.items():
-        said = _normalize_reason(answer[label], label)
-        head = loop.head_version()
-        inflight = {b.ballot_id: b.watermark for b in loop.inflight()}
-        out = loop.apply(resp)
-        actual = COMMIT if out.committed else str(out.reason)
-        why = _why(actual, resp, head, inflight, past)
-        if said != actual:
-            raise Wrong(
-                f"response {label} (ballot {resp.ballot_id}, observed watermark "
-                f"{resp.observed_watermark}, base {resp.base_version}): you said {said!r}, "
-                f"WatermarkLoop.apply said {actual!r}: {why}"
-            )
-        if all(b.ballot_id != resp.ballot_id for b in loop.inflight()):
-            past.setdefault(
-                resp.ballot_id,
-                f"it committed at {label}" if out.committed else f"fenced out at {label}",
-            )
-    return f"all five match; the head ended at version {loop.head_version()}, never lower."
+        raise Wrong(f"give an entry for every label; missing: {', '.join(missing)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        loop, past = scenario.build(Path(tmp))
+        try:
+            if scenario.new_ballot_key:
+                key = scenario.new_ballot_key
+                ballot = loop.reserve()
+                said = answer[key]
+                if said != ballot.ballot_id or isinstance(said, bool):
+                    raise Wrong(
+                        f"{key}: you said the new ballot is {said!r}; reserve() returned "
+                        f"{ballot.ballot_id}, observing watermark {ballot.watermark}. Ballot ids "
+                        "live in the store, not in the process: a restart never reuses one"
+                    )
+            for label, resp in scenario.responses.items():
+                said = _normalize_reason(answer[label], label)
+                head, inflight = loop.head_version(), _inflight(loop)
+                out = loop.apply(resp)
+                actual = COMMIT if out.committed else str(out.reason)
+                if said != actual:
+                    why = _why(actual, resp, head, inflight, past)
+                    raise Wrong(
+                        f"response {label} (ballot {resp.ballot_id}, observed watermark "
+                        f"{resp.observed_watermark}, base {resp.base_version}): you said "
+                        f"{said!r}, WatermarkLoop.apply said {actual!r}: {why}"
+                    )
+                if resp.ballot_id not in _inflight(loop):
+                    past.setdefault(
+                        resp.ballot_id,
+                        f"it committed at {label}" if out.committed else f"fenced out at {label}",
+                    )
+            head = loop.head_version()
+        finally:
+            loop.conn.close()
+    return f"all {len(keys)} match; the head ended at version {head}, never lower."
+
+
+def _table(responses: Mapping[str, Response]) -> str:
+    return "; ".join(
+        f"{k}: ({r.ballot_id}, {r.observed_watermark}, {r.base_version})"
+        for k, r in responses.items()
+    )
 
 
 rejection_reasons_ex = Exercise(
     name="Predict the verdicts",
     question=(
-        REJECT_SETUP
+        REJECT.setup
         + " Then these responses arrive in order, as Response(ballot_id, observed_watermark, "
-        "base_version, tools): "
-        + "; ".join(
-            f"{k}: ({r.ballot_id}, {r.observed_watermark}, {r.base_version})"
-            for k, r in REJECT_RESPONSES.items()
-        )
-        + ". For each, what does apply() decide: 'commit', 'unknown_ballot', "
-        "'stale_watermark' or 'stale_base'?"
+        f"base_version, tools): {_table(REJECT.responses)}. For each, what does apply() decide: "
+        "'commit', 'unknown_ballot', 'stale_watermark' or 'stale_base'?"
     ),
-    checker=_check_rejections,
-    hint_text=(
-        "apply() checks in this order: is the ballot still in flight? does the watermark it "
-        "observed equal the head? is the body based on the head? A committed ballot leaves "
-        "flight; a rejected one leaves only once the head has passed its watermark (a bad body "
-        "alone does not evict the ballot that owns the watermark)."
+    checker=lambda answer: _check_verdicts(REJECT, answer),
+    hints=(
+        "apply() asks three questions in a fixed order, and each decision changes the state "
+        "the next response meets. Which ballots are in flight after each step?",
+        "Order: ballot in flight? its watermark == the head (and echoed back unchanged)? body "
+        "based on the head? A commit takes the ballot out of flight; a rejection does so only "
+        "when the head has passed the ballot's watermark, so a bad body does not evict it.",
     ),
     solution_text=(
         "A unknown_ballot (1 already committed); B stale_base (base 0, head 1); C commit "
@@ -124,8 +202,35 @@ rejection_reasons_ex = Exercise(
     ),
 )
 
+crash_verdicts_ex = Exercise(
+    name="What survives a restart",
+    question=(
+        CRASH.setup
+        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Give X (the new "
+        "ballot's id) and each response's verdict: {'X': ..., 'A': ..., 'B': ..., ...}."
+    ),
+    checker=lambda answer: _check_verdicts(CRASH, answer),
+    hints=(
+        "Everything the loop knows lives in the database file. What did the file hold when "
+        "the process died: which ballots, which next ballot id, which head?",
+        "Ballot 3 survives the restart in flight; ballot 2 was abandoned; the next ballot id "
+        "was stored as 4 when ballot 3 was reserved. Then apply the usual three checks.",
+    ),
+    solution_text=(
+        "X = 4 (ids are never reused). A unknown_ballot (2 was abandoned); B commit (3 survived "
+        "in flight and still owns watermark 1: version 2); C stale_watermark (4 observed 1, the "
+        "head is now 2); D unknown_ballot (3 already committed). "
+        "answer = {'X': 4, 'A': 'unknown_ballot', 'B': 'commit', 'C': 'stale_watermark', "
+        "'D': 'unknown_ballot'}"
+    ),
+)
 
-# --- part two, exercise 2: an arrival order that rewinds last-write-wins --------------------
+
+# --- lesson 05: an arrival order that rewinds last-write-wins under skewed host clocks -------
+
+# Odd requests go to planner host A, whose clock runs 10 behind; even ones to host B, on time.
+# Notebook 05's counterexample (the late body of request 1) does not work here.
+HOST_SKEWS: dict[int, float] = {rid: -10.0 for rid in range(1, 40, 2)}
 
 
 def _steps(answer: Any, what: str = "the schedule") -> list[str]:
@@ -151,155 +256,225 @@ def _trace(res: ScheduleResult) -> str:
 
 def _check_lww(answer: Any) -> str:
     steps = _steps(answer)
-    lww = _play("lww", steps)
+    lww = _play("lww", steps, skews=HOST_SKEWS)
     if not lww.rewinds:
-        callback = _play("callback", steps)
+        on_time = _play("lww", steps)
         extra = ""
-        if callback.rewinds:
+        if on_time.rewinds:
             extra = (
-                " It does rewind the callback design, but lww refused the late body: it was "
-                "not newer by updated_at (a duplicate keeps its first stamp)."
+                " With every clock on time it would rewind, but here the late body came from "
+                "host A, whose stamps run 10 behind, so lww refused it as older."
             )
         raise Wrong(f"under lww the reader never saw the head fall: {_trace(lww)}.{extra}")
-    ballot = _play("ballot", steps)
+    ballot = _play("ballot", steps, skews=HOST_SKEWS)
     k = lww.first_rewind or 0
     saw = max(lww.heads[:k]) if k else 0
     return (
-        f"at step {k + 1} ({steps[k]!r}) the reader saw version {lww.heads[k]} after {saw}: "
-        f"the late body carried a newer updated_at. The ballot design on the same steps: "
-        f"{_trace(ballot)}."
+        f"at step {k + 1} ({steps[k]!r}) the reader saw version {lww.heads[k]} after {saw}: the "
+        f"late body came from host B and carried the newest updated_at. The ballot design on "
+        f"the same steps: {_trace(ballot)}."
     )
 
 
 lww_rewind_ex = Exercise(
-    name="Fool last-write-wins",
+    name="Fool last-write-wins, skewed clocks",
     question=(
-        "Find a schedule (see labkit.arrivals.run_schedule: 'deliver N', 'stale N', "
-        "'timeout [N]', 'crash') under which the 'lww' design rewinds the catalog: an "
-        "independent reader sees the head version fall. Requests are numbered from 1; "
-        "updated_at is stamped when the planner produces a body."
+        "Two planner hosts: odd-numbered requests go to host A, whose clock runs 10 behind "
+        "(labkit.exercises.ex2_ballots.HOST_SKEWS); even ones to host B, on time. Find a "
+        "schedule ('deliver N', 'stale N', 'timeout [N]', 'crash'; requests numbered from 1) "
+        "under which run_schedule('lww', steps, skews=HOST_SKEWS) rewinds: an independent "
+        "reader sees the head fall."
     ),
     checker=_check_lww,
-    hint_text=(
-        "A duplicate keeps its first stamp, so duplicates alone do not fool lww. You need a "
-        "body that is old (computed from an early version) but produced late: let the loop "
-        "give up on request 1 first."
+    hints=(
+        "Try notebook 05's counterexample with skews=HOST_SKEWS first and read .labels: why "
+        "does the late body lose now? Which host must the late body come from?",
+        "The late body must be produced last and come from host B (an even request), while "
+        "its base is already out of date: let request 1 commit, give up on request 2, let "
+        "two more requests commit, then deliver 2.",
     ),
     solution_text=(
-        "['timeout', 'deliver 2', 'deliver 3', 'deliver 1']: the loop gives up on 1 and sends "
-        "2; 2 and 3 commit versions 1 and 2; request 1's body, produced last, has the newest "
-        "updated_at and writes version 1 again."
+        "['deliver 1', 'timeout', 'deliver 3', 'deliver 4', 'deliver 2']: 1 commits version 1; "
+        "the loop gives up on 2; 3 and 4 commit versions 2 and 3; request 2's body, based on "
+        "version 1 and produced last on the on-time host, has the newest updated_at and "
+        "writes version 2 over version 3."
     ),
 )
 
 
-# --- part two, exercise 3: seed two's closing question --------------------------------------
+# --- lesson 05: Article 2's closing question, with other numbers and two give-ups ------------
 
-CLOSING = {"window": 2, "ticks": 2, "first_request": 12}
-DECISIONS = ("reject", "replay", "compensate")
+CLOSING = {"window": 2, "ticks": 3, "first_request": 20}
+GIVEN_UP = (20, 21)
+FIRST_COMMIT = 22
+LATE = frozenset({20, 21, 23})
+RIGHT_DECISIONS = ("reject", "reject, then replay")
+DECISIONS = (*RIGHT_DECISIONS, "replay", "compensate")
 
 
-def _delivered_after(res: ScheduleResult, rid: int) -> tuple[int | None, set[int]]:
-    """The step at which request `rid` committed, and the requests delivered after it."""
-    done = next(
-        (k for k, o in enumerate(res.outcomes) if o.request_id == rid and o.committed), None
-    )
-    if done is None:
-        return None, set()
-    after = {o.request_id for o in res.outcomes[done + 1 :] if o.kind == DELIVER}
-    return done, after
+def _committed_at(res: ScheduleResult, rid: int) -> int | None:
+    """The step at which request `rid` committed, if it did."""
+    return next((k for k, o in enumerate(res.outcomes) if o.request_id == rid and o.committed), None)
+
+
+def _closing_parts(answer: Any) -> tuple[Any, Any]:
+    if isinstance(answer, Mapping) and "schedule" in answer and "decision" in answer:
+        return answer["schedule"], answer["decision"]
+    if isinstance(answer, tuple | list) and len(answer) == 2 and isinstance(answer[1], str):
+        return answer[0], answer[1]
+    raise Wrong(f"give {{'schedule': [...], 'decision': one of {list(DECISIONS)}}}")
 
 
 def _check_closing(answer: Any) -> str:
-    if isinstance(answer, Mapping):
-        if "schedule" not in answer or "decision" not in answer:
-            raise Wrong("give {'schedule': [...], 'decision': 'reject' | 'replay' | 'compensate'}")
-        schedule, decision = answer["schedule"], answer["decision"]
-    elif isinstance(answer, tuple | list) and len(answer) == 2 and isinstance(answer[1], str):
-        schedule, decision = answer
-    else:
-        raise Wrong("give {'schedule': [...], 'decision': 'reject' | 'replay' | 'compensate'}")
+    schedule, decision = _closing_parts(answer)
     steps = _steps(schedule)
-    naive = {d: _play(d, steps, **CLOSING) for d in ("callback", "lww")}
-    done, after = _delivered_after(naive["callback"], 13)
-    if done is None:
+    lww = _play("lww", steps, **CLOSING)
+    given_up = [o.request_id for o in lww.outcomes if o.kind != DELIVER]
+    done = _committed_at(lww, FIRST_COMMIT)
+    if done is None or given_up[: len(GIVEN_UP)] != list(GIVEN_UP):
         raise Wrong(
-            "request 13 never committed in your schedule; the question starts after 13 "
-            "committed (the loop gave up on 12 and sent 13): begin with 'timeout', 'deliver 13'"
+            f"the story starts with the loop giving up on {listing(GIVEN_UP)} and then "
+            f"{FIRST_COMMIT} committing; under lww your schedule did: {_trace(lww)}"
         )
-    if not {12, 14} <= after:
-        lacking = sorted({12, 14} - after)
+    after = {o.request_id for o in lww.outcomes[done + 1 :] if o.kind == DELIVER}
+    if not LATE <= after:
         raise Wrong(
-            f"after 13 committed, your schedule never delivers {listing(lacking)}; both 12 and "
-            "14 must arrive (again) after that"
+            f"after {FIRST_COMMIT} committed, your schedule never delivers "
+            f"{listing(sorted(LATE - after))}; all of {listing(sorted(LATE))} must arrive then"
         )
-    broken = {d: r for d, r in naive.items() if r.rewinds}
-    if not broken:
+    if not lww.rewinds:
+        callback = _play("callback", steps, **CLOSING)
+        extra = f" (callback does: {_trace(callback)})" if callback.rewinds else ""
         raise Wrong(
-            "no naive design rewinds on that order: "
-            + " | ".join(f"{d}: {_trace(r)}" for d, r in naive.items())
-            + ". Which body is the oldest, and when must it land?"
+            f"lww never rewinds on that order: {_trace(lww)}{extra}. Which late body carries "
+            "the newest updated_at, and what must have committed before it lands?"
         )
     safe = _play("ballot", steps, settle=True, **CLOSING)
     if safe.rewinds:  # the ballot invariant: a labkit bug, whatever the schedule
         raise RuntimeError(f"the ballot design rewound: {_trace(safe)}")
-    if not isinstance(decision, str) or decision.strip().lower() not in DECISIONS:
+    said = decision.strip().lower() if isinstance(decision, str) else decision
+    if said not in DECISIONS:
         raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {decision!r}")
-    decision = decision.strip().lower()
-    if decision == "compensate":
+    if said == "compensate":
         raise Wrong(
             "there is nothing to compensate: under the ballot design the late bodies never "
-            f"touched the catalog ({_trace(safe)}). Compensation is for a write already made."
+            f"touched the catalog ({_trace(safe)}). Compensation undoes a write already made."
         )
-    if decision == "replay":
+    if said == "replay":
         raise Wrong(
-            "the late responses themselves must be rejected first, and replaying them is not "
-            "needed here: 13 already replayed 12's tick and 14 committed, so re-sending would "
-            "redo finished work. A replay is a NEW ballot, only for work still wanted."
+            "a late response is never applied, not even later: first it is rejected; only "
+            "then may its tick's work be asked for again, as a NEW ballot on the current head "
+            "('reject, then replay')"
         )
-    name, res = next(iter(broken.items()))
-    k = res.first_rewind or 0
+    k = lww.first_rewind or 0
     return (
-        f"{name} rewound at step {k + 1} ({steps[k]!r}); the ballot design: {_trace(safe)}. "
-        "Reject, and leave the head alone."
+        f"lww rewound at step {k + 1} ({steps[k]!r}); the ballot design: {_trace(safe)}, with "
+        f"{safe.replays} replay(s), each a new ballot. Reject; replay only work still wanted."
     )
 
 
 closing_question_ex = Exercise(
-    name="Seed two's closing question",
+    name="The closing question, renumbered",
     question=(
-        "Tick 12 is in flight; the loop gives up on it and tick 13 commits; then 12 and 14 "
-        "both arrive (and may arrive again). Give a schedule (requests numbered from 12, "
-        "window 2, two ticks) that rewinds a naive design ('callback' or 'lww'), and the "
-        "decision the safe loop should take for those late responses: 'reject', 'replay' or "
-        "'compensate'. Answer {'schedule': [...], 'decision': ...}."
+        "Article 2 ends by asking what to do when late ticks return after a newer one "
+        "committed. Here: request 20 is out; the loop gives up on 20, then on 21; request 22 "
+        "commits; afterwards 20, 21 and 23 all arrive (some maybe twice). Give a schedule "
+        "(run_schedule(design, steps, window=2, ticks=3, first_request=20)) that makes 'lww' "
+        "rewind, and what the safe loop does with the late responses: 'reject', 'reject, then "
+        "replay', 'replay' or 'compensate'. Answer {'schedule': [...], 'decision': ...}."
     ),
     checker=_check_closing,
-    hint_text=(
-        "Start with 'timeout', 'deliver 13'. Which body is oldest? If it lands after a newer "
-        "version, the callback writes it anyway. For the decision: did the safe loop ever "
-        "write the late body?"
+    hints=(
+        "Start with 'timeout', 'timeout', 'deliver 22'. Under lww the newest stamp wins: a "
+        "body produced late wins even if it was computed from an old head. Which late "
+        "request has the oldest base, and what must commit before it lands?",
+        "Let 23 commit right after 22, and only then let 20 or 21 land for the first time: "
+        "its body is based on version 0 but stamped last. For the decision: did the safe "
+        "loop ever write a late body?",
     ),
     solution_text=(
-        "{'schedule': ['timeout', 'deliver 13', 'deliver 14', 'deliver 12', 'deliver 14'], "
-        "'decision': 'reject'}: callback and lww write 12's version-0 body after 14 committed "
-        "version 2, so the head falls to 1; the ballot loop answers unknown_ballot for 12 and "
-        "for 14's duplicate, and its head stays at 2."
+        "{'schedule': ['timeout', 'timeout', 'deliver 22', 'deliver 23', 'deliver 20', "
+        "'deliver 21'], 'decision': 'reject'}: lww writes 20's version-0 body, stamped last, "
+        "over version 2, so the head falls to 1; the ballot loop answers unknown_ballot to 20 "
+        "and 21 and keeps its head. 'reject, then replay' is right too: the work 20 and 21 "
+        "stood for was already sent again as new ballots."
     ),
 )
 
 
-# --- part two, exercise 4: fix a broken apply rule ------------------------------------------
+# --- lesson 04: fix a broken commit rule, boundaries first -----------------------------------
 
-RULE_SEEDS = 40
+RULE_SEEDS = 20
 RULE_STEPS = 30
+RULE_WINDOW = 4
+
+# Every boundary, applied to a loop in one fixed state (head 2): which ballot answers ...
+BALLOT_CASES: dict[str, int] = {
+    "in flight, owns the watermark": 5,
+    "in flight, fenced (the head has passed its watermark)": 3,
+    "fenced out earlier": 4,
+    "abandoned": 6,
+    "already committed": 2,
+    "never reserved": 9,
+}
+# ... what it echoes, relative to the watermark the ballot observed (the head, if none) ...
+ECHO_CASES = {"echo below": -1, "echo equal": 0, "echo above": 1}
+# ... and what its body is based on, relative to the head.
+BASE_CASES = {"base below the head": -1, "base equal to the head": 0, "base above the head": 1}
+
+
+def _boundary_loop() -> WatermarkLoop:
+    """Head 2; in flight: ballot 3 (observed 1, fenced) and 5 (observed 2, owns the watermark);
+    ballot 4 fenced out, 6 abandoned, 1 and 2 committed; 9 never reserved."""
+    loop = WatermarkLoop(connect(), window=RULE_WINDOW)
+    loop.reserve()
+    loop.apply(Response(1, 0, 0, ("v1",)))
+    for _ in range(3):
+        loop.reserve()
+    loop.apply(Response(2, 1, 1, ("v2",)))
+    loop.apply(Response(4, 1, 1, ("late",)))
+    loop.reserve()
+    loop.abandon(loop.reserve().ballot_id)
+    return loop
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    """One response to a loop in a known state, and what the real loop did with it."""
+
+    label: str
+    head: int
+    inflight: dict[int, int]
+    response: Response
+    verdict: str
+    inflight_after: dict[int, int]
+
+
+def _apply_case(loop: WatermarkLoop, resp: Response, label: str) -> RuleCase:
+    head, inflight = loop.head_version(), _inflight(loop)
+    out = loop.apply(resp)
+    verdict = COMMIT if out.committed else str(out.reason)
+    return RuleCase(label, head, inflight, resp, verdict, _inflight(loop))
+
+
+def boundary_cases() -> Iterator[RuleCase]:
+    """Every (ballot state, echo, base) combination, each on a fresh loop in the same state."""
+    for ballot_label, ballot in BALLOT_CASES.items():
+        for echo_label, echo in ECHO_CASES.items():
+            for base_label, base in BASE_CASES.items():
+                loop = _boundary_loop()
+                head = loop.head_version()
+                observed = _inflight(loop).get(ballot, head)
+                resp = Response(ballot, observed + echo, head + base, (f"body-{ballot}",))
+                label = f"ballot {ballot_label}, {echo_label}, {base_label}"
+                yield _apply_case(loop, resp, label)
 
 
 def _random_response(
     rng: random.Random, loop: WatermarkLoop, known: list[int], next_id: int
 ) -> Response:
     head = loop.head_version()
-    inflight = {b.ballot_id: b.watermark for b in loop.inflight()}
+    inflight = _inflight(loop)
     pick = rng.random()
     if inflight and pick < 0.6:
         b = rng.choice(sorted(inflight))
@@ -307,13 +482,13 @@ def _random_response(
         b = rng.choice(known)
     else:
         b = next_id + rng.randint(0, 3)
-    observed = inflight.get(b, head) if rng.random() < 0.8 else max(0, head - rng.randint(0, 2))
-    base = head if rng.random() < 0.7 else max(0, head - rng.randint(1, 2))
-    return Response(b, observed, base, (f"tool-{b}-{base}",))
+    observed = inflight.get(b, head) + (0 if rng.random() < 0.7 else rng.randint(-2, 1))
+    base = head + (0 if rng.random() < 0.7 else rng.randint(-2, 1))
+    return Response(b, max(0, observed), max(0, base), (f"tool-{b}-{base}",))
 
 
-def _rule_cases(seed: int) -> Iterable[tuple[int, dict[int, int], Response, str]]:
-    """Drive a real WatermarkLoop at random; yield (head, inflight, response, real verdict)."""
+def random_cases(seed: int) -> Iterator[RuleCase]:
+    """Drive a real WatermarkLoop at random with the given random seed; yield each response."""
     rng = random.Random(seed)
     loop = WatermarkLoop(connect(), rng.randint(1, 3))
     known: list[int] = []
@@ -324,11 +499,45 @@ def _rule_cases(seed: int) -> Iterable[tuple[int, dict[int, int], Response, str]
         elif roll < 0.4 and loop.inflight():
             loop.abandon(rng.choice(loop.inflight()).ballot_id)
         else:
-            head = loop.head_version()
-            inflight = {b.ballot_id: b.watermark for b in loop.inflight()}
             resp = _random_response(rng, loop, known, (max(known) if known else 0) + 1)
-            out = loop.apply(resp)
-            yield head, inflight, resp, COMMIT if out.committed else str(out.reason)
+            yield _apply_case(loop, resp, f"random run, random seed {seed}")
+
+
+def _judge(rule: Callable[..., Any], case: RuleCase) -> str:
+    """Run the learner's rule on one case; raise `Wrong` naming the case if it disagrees."""
+    resp = case.response
+    state = (
+        f"[{case.label}] with head {case.head} and ballots in flight {case.inflight or '{}'} "
+        f"(ballot: watermark it observed), the response (ballot {resp.ballot_id}, observed "
+        f"watermark {resp.observed_watermark}, base {resp.base_version})"
+    )
+    theirs = dict(case.inflight)
+    said = learner_call(f"{state}: your rule", rule, theirs, case.head, resp)
+    said = _normalize_reason(said, "your rule's answer")
+    if said != case.verdict:
+        raise Wrong(f"{state}: your rule said {said!r}, WatermarkLoop.apply said {case.verdict!r}")
+    if theirs != case.inflight_after:
+        b = resp.ballot_id
+        if b in case.inflight_after:
+            why = f"ballot {b} stays in flight: it still owns the watermark, so its real answer "
+            why += "may yet commit"
+        elif b in theirs:
+            why = f"ballot {b} leaves flight: " + (
+                "it committed" if said == COMMIT else "the head has passed its watermark"
+            )
+        else:
+            why = "only the answering ballot may leave flight, and only as apply() decides"
+        raise Wrong(
+            f"{state}: your rule said {said!r}, which is right, but left in flight "
+            f"{theirs or '{}'}; after apply() it is {case.inflight_after or '{}'}: {why}"
+        )
+    return said
+
+
+def _cases() -> Iterable[RuleCase]:
+    yield from boundary_cases()
+    for seed in range(RULE_SEEDS):
+        yield from random_cases(seed)
 
 
 def _check_rule(rule: Any) -> str:
@@ -337,55 +546,52 @@ def _check_rule(rule: Any) -> str:
             f"give a function decide(inflight, head, response), not a {type(rule).__name__}"
         )
     seen: dict[str, int] = {}
-    for seed in range(RULE_SEEDS):
-        for head, inflight, resp, actual in _rule_cases(seed):
-            state = (
-                f"with head {head} and ballots in flight {inflight or '{}'} (ballot: watermark "
-                f"it observed), the response (ballot {resp.ballot_id}, observed watermark "
-                f"{resp.observed_watermark}, base {resp.base_version})"
-            )
-            said = learner_call(f"{state}: your rule", rule, dict(inflight), head, resp)
-            said = _normalize_reason(said, "your rule's answer")
-            if said != actual:
-                raise Wrong(
-                    f"{state}: your rule said {said!r}, WatermarkLoop.apply said {actual!r}"
-                )
-            seen[actual] = seen.get(actual, 0) + 1
+    for case in _cases():
+        said = _judge(rule, case)
+        seen[said] = seen.get(said, 0) + 1
     counts = ", ".join(f"{k} {v}" for k, v in sorted(seen.items()))
+    n_edges = len(BALLOT_CASES) * len(ECHO_CASES) * len(BASE_CASES)
     return (
-        f"your rule agreed with WatermarkLoop.apply on {sum(seen.values())} responses ({counts})."
+        f"your rule agreed with WatermarkLoop.apply on all {n_edges} boundary cases and "
+        f"{sum(seen.values()) - n_edges} random ones ({counts}), in flight included."
     )
 
 
 apply_rule_ex = Exercise(
-    name="Fix the apply rule",
+    name="Fix the commit rule",
     question=(
-        "This rule, in the spirit of seed two's sketch, accepts anything whose proposed head is "
-        "not behind the current one:\n"
-        "    def decide(inflight, head, response):\n"
-        "        if response.base_version + 1 < head:\n"
-        "            return 'stale_base'\n"
-        "        return None\n"
-        "Fix it. `inflight` maps each in-flight ballot id to the watermark it observed, `head` "
-        "is the committed version. Return None to commit, else 'unknown_ballot', "
-        "'stale_watermark' or 'stale_base'. It is checked against the real WatermarkLoop on "
-        "random runs."
+        "The starter rule accepts any body whose proposed head is not behind the current one. "
+        "Rewrite decide(inflight, head, response) so it agrees with WatermarkLoop.apply. "
+        "`inflight` maps each in-flight ballot id to the watermark it observed; `head` is the "
+        "committed version. Return None to commit, else 'unknown_ballot', 'stale_watermark' or "
+        "'stale_base'; and delete from `inflight` the ballot if this response takes it out of "
+        "flight. The check tries every boundary (ballot in flight / fenced / decided / "
+        "abandoned / unknown; echo and base below, equal, above) and random runs."
     ),
     checker=_check_rule,
-    hint_text=(
-        "Three questions, in this order: is response.ballot_id in `inflight`? Did the ballot "
-        "observe the current head, and does the response carry that same watermark? Is the "
-        "body based on the head (not head - 1, and not head + anything)?"
+    hints=(
+        "Three questions, in a fixed order: is the ballot in flight? Is its watermark still "
+        "the head, and echoed back unchanged? Is the body based on exactly the head (not "
+        "below, not above)? Then: which outcomes mean this ballot can never commit?",
+        "unknown_ballot if response.ballot_id not in inflight; stale_watermark if "
+        "inflight[b] != head or the echo != inflight[b]; stale_base if base != head; else "
+        "commit. Delete b from inflight on a commit, and on stale_watermark only when "
+        "inflight[b] != head; a bad echo or a stale base leaves the owner in flight.",
     ),
     solution_text=(
         "def decide(inflight, head, response):\n"
-        "    if response.ballot_id not in inflight:\n"
+        "    b = response.ballot_id\n"
+        "    if b not in inflight:\n"
         "        return 'unknown_ballot'\n"
-        "    observed = inflight[response.ballot_id]\n"
-        "    if observed != head or response.observed_watermark != observed:\n"
+        "    observed = inflight[b]\n"
+        "    if observed != head:\n"
+        "        del inflight[b]  # fenced: it can never commit\n"
+        "        return 'stale_watermark'\n"
+        "    if response.observed_watermark != observed:\n"
         "        return 'stale_watermark'\n"
         "    if response.base_version != head:\n"
         "        return 'stale_base'\n"
+        "    del inflight[b]  # committed\n"
         "    return None"
     ),
 )
@@ -393,7 +599,14 @@ apply_rule_ex = Exercise(
 
 exercises: list[Exercise] = [
     rejection_reasons_ex,
+    apply_rule_ex,
     lww_rewind_ex,
     closing_question_ex,
-    apply_rule_ex,
+    crash_verdicts_ex,
 ]
+# The notebook each exercise practises: notebooks/0N_... -> exercises/solutions/ex0N_...
+by_lesson: dict[int, list[Exercise]] = {
+    4: [rejection_reasons_ex, apply_rule_ex],
+    5: [lww_rewind_ex, closing_question_ex],
+    6: [crash_verdicts_ex],
+}

@@ -73,16 +73,16 @@ def listing(items: Iterable[Any]) -> str:
 
 @dataclass
 class Exercise:
-    """One exercise: a question, a checker that raises `Wrong`, a hint and a worked solution.
+    """One exercise: a question, a checker that raises `Wrong`, two hints and a worked solution.
 
     The checker raises `Wrong` to explain a wrong answer; any other exception is a bug in the
-    checker or in labkit and propagates.
+    checker or in labkit and propagates. `hints` holds a nudge, then a near-answer.
     """
 
     name: str
     question: str
     checker: Callable[[Any], str | None]
-    hint_text: str
+    hints: tuple[str, str]
     solution_text: str
 
     def check(self, answer: Any = BLANK) -> Feedback:
@@ -91,7 +91,7 @@ class Exercise:
             return Feedback(
                 "not_attempted",
                 f"{self.name}: replace ____ with your answer, then run this cell again. "
-                f"Stuck? Call .hint().",
+                "Stuck? Call .hint(1) for a nudge, .hint(2) for a near-answer.",
             )
         try:
             note = self.checker(answer)
@@ -99,8 +99,11 @@ class Exercise:
             return Feedback("incorrect", f"{self.name}: {exc}")
         return Feedback("correct", f"{self.name}: {note or 'well done.'}")
 
-    def hint(self) -> Feedback:
-        return Feedback("hint", self.hint_text)
+    def hint(self, level: int = 1) -> Feedback:
+        """Hint 1 points the way without the answer; hint 2 all but gives it."""
+        if isinstance(level, bool) or level not in (1, 2):
+            return Feedback("hint", f"there are two hints: .hint(1) and .hint(2), not {level!r}")
+        return Feedback("hint", f"({level} of 2) {self.hints[level - 1]}")
 
     def solution(self) -> Feedback:
         return Feedback("solution", self.solution_text)
