@@ -1,5 +1,5 @@
 """Part-one figures: the delivery timeline, chained checkpoint ranges, the exhaustive orphan
-chart, the trigger cost and the busy loop.
+chart, the trigger cost (one worker, and K workers per tick) and the busy loop.
 
 Each function draws a DataFrame or dataclasses labkit computed and returns a Figure with a
 title, labelled axes and a legend. No layout engine (a widget redraw cannot pay for one):
@@ -426,6 +426,52 @@ def trigger_cost_figure(
     ax.set_ylabel(unit)
     ax.set_title(title)
     ax.legend(loc="center right", fontsize=8)
+    return fig
+
+
+@styled
+def fanout_cost_figure(
+    cost: pd.DataFrame,
+    title: str = "One poll tick of K workers: global poll vs per-shard count",
+    width: float = 7.6,
+    height: float = 3.6,
+) -> Figure:
+    """`triggers.fanout_cost`: VM steps per tick against K, one line per shard count and rule.
+
+    The global poll's lines climb with K and sit higher for every extra shard (K x shards);
+    the per-shard lines coincide whatever the shard count (K x 1).
+    """
+    ax = _axes(width, height, right=0.66)
+    fig = ax.figure
+    counts = sorted(cost["shards"].unique())
+    styles = ["-", "--", ":", "-."]
+    for i, count in enumerate(counts):
+        part = cost[cost["shards"] == count]
+        ls = styles[i % len(styles)]
+        ax.plot(
+            part["workers"],
+            part["global_poll_steps"],
+            marker="o",
+            ls=ls,
+            color=COLORS["max"],
+            label=f"global poll, {count} shards",
+            gid=f"global_poll_{count}",
+        )
+        ax.plot(
+            part["workers"],
+            part["per_shard_steps"],
+            marker="s",
+            ls=ls,
+            color=COLORS["frontier"],
+            label=f"per-shard count, {count} shards",
+            gid=f"per_shard_{count}",
+        )
+    ax.set_yscale("log")
+    ax.set_xticks(sorted(cost["workers"].unique()))
+    ax.set_xlabel("K: workers polling in the same tick")
+    ax.set_ylabel("SQLite VM steps per tick (log)")
+    ax.set_title(title)
+    ax.legend(**RIGHT_LEGEND)
     return fig
 
 
