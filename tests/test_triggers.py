@@ -108,7 +108,7 @@ def test_fanout_costs_k_times_shards_globally_and_k_times_one_per_shard() -> Non
         one = by.loc[(shards, 1)]
         four = by.loc[(shards, 4)]
         # each extra worker pays the same again: K times one worker's cost, both ways
-        assert four["global_poll_steps"] == pytest.approx(4 * one["global_poll_steps"], rel=0.02)
+        assert four["global_poll_steps"] == pytest.approx(4 * one["global_poll_steps"], rel=0.05)
         assert four["per_shard_steps"] == 4 * one["per_shard_steps"]
     # more shards: the global poll grows with them, the per-shard count does not move
     assert by.loc[(40, 4), "global_poll_steps"] > 3 * by.loc[(10, 4), "global_poll_steps"]
