@@ -442,37 +442,21 @@ def fanout_cost_figure(
     the per-shard lines coincide whatever the shard count (K x 1).
     """
     ax = _axes(width, height, right=0.66)
-    fig = ax.figure
-    counts = sorted(cost["shards"].unique())
+    rules = (
+        ("global_poll", "o", COLORS["max"], "global poll"),
+        ("per_shard", "s", COLORS["frontier"], "per-shard count"),
+    )
     styles = ["-", "--", ":", "-."]
-    for i, count in enumerate(counts):
+    for i, count in enumerate(sorted(cost["shards"].unique())):
         part = cost[cost["shards"] == count]
-        ls = styles[i % len(styles)]
-        ax.plot(
-            part["workers"],
-            part["global_poll_steps"],
-            marker="o",
-            ls=ls,
-            color=COLORS["max"],
-            label=f"global poll, {count} shards",
-            gid=f"global_poll_{count}",
-        )
-        ax.plot(
-            part["workers"],
-            part["per_shard_steps"],
-            marker="s",
-            ls=ls,
-            color=COLORS["frontier"],
-            label=f"per-shard count, {count} shards",
-            gid=f"per_shard_{count}",
-        )
-    ax.set_yscale("log")
-    ax.set_xticks(sorted(cost["workers"].unique()))
-    ax.set_xlabel("K: workers polling in the same tick")
-    ax.set_ylabel("SQLite VM steps per tick (log)")
-    ax.set_title(title)
+        for column, marker, color, name in rules:
+            ax.plot(part["workers"], part[f"{column}_steps"], marker=marker, color=color,
+                    ls=styles[i % len(styles)], label=f"{name}, {count} shards",
+                    gid=f"{column}_{count}")
+    ax.set(yscale="log", xticks=sorted(cost["workers"].unique()), title=title,
+           xlabel="K: workers polling in the same tick", ylabel="SQLite VM steps per tick (log)")
     ax.legend(**RIGHT_LEGEND)
-    return fig
+    return ax.figure
 
 
 @styled
