@@ -149,3 +149,22 @@ def test_notebook_03_explains_the_frontier_lookup_plan() -> None:
     prose = " ".join(text(c) for c in cells if c["cell_type"] == "markdown")
     assert "FRONTIER_LOOKUP_SQL" in prose and "SCALAR SUBQUERY" in prose
     assert "(coverage_end, frontier]" in prose and "every shard" in prose
+
+
+PART_ONE = sorted((ROOT / "notebooks").glob("0[0-3]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", PART_ONE, ids=lambda p: p.name)
+def test_part_one_links_the_glossary_and_names_articles_not_seeds(path: Path) -> None:
+    prose = "\n".join(text(c) for c in cells_of(str(path.relative_to(ROOT)))
+                      if c["cell_type"] == "markdown")
+    assert "](../docs/glossary.md)" in prose
+    stale = re.findall(r"the seed scenario|source article|seed (?:one|two)|the seed\b", prose, re.I)
+    assert not stale, f"{path.name}: call them Article 1 / Article 2 ({stale})"
+
+
+def test_start_here_names_both_articles_with_their_titles() -> None:
+    prose = text(cells_of("notebooks/00_start_here.ipynb")[0])
+    assert '**Article 1, "Gap-Free Delivery Frontiers"**' in prose
+    assert ('**Article 2, "Make Shared Catalog Version a Watermark Before a Late Loop Tick '
+            'Rewinds"**') in prose.replace("\n  ", " ")
