@@ -258,11 +258,13 @@ def redrive(conn: sqlite3.Connection, row_id: int) -> int:
 
 
 def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base: int = 0) -> int:
-    """Gap-free frontier: every row of the shard in (base, result] is terminal, maximally.
+    """Gap-free frontier: the largest value such that every row of the shard in (base, value]
+    is terminal.
 
-    One less than the smallest non-terminal id above the base; if none, the largest id above
-    the base; if no rows above the base, the base itself. At most two index seeks, no scan,
-    in one statement (`FRONTIER_LOOKUP_SQL` = `FRONTIER_SQL` then `FALLBACK_SQL`).
+    It stops just below the lowest open row past the base; when nothing past the base is open
+    it is the highest id there, and with no rows past the base it stays at the base. At most
+    two index seeks, no scan, in one statement (`FRONTIER_LOOKUP_SQL` = `FRONTIER_SQL` then
+    `FALLBACK_SQL`).
     On PostgreSQL it is also commit-order safe: it never passes an id that a transaction still
     in progress may yet commit (`labkit.frontier_pg.delivered_frontier`).
     """

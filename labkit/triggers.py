@@ -1,5 +1,6 @@
 """Every trigger in one place: the per-shard trigger queries, the busy-loop worker, and the
-measurements behind the trigger figures (per-shard count vs global poll, the busy loop, plans).
+measurements behind the trigger figures (per-shard count vs global poll, one tick of K workers,
+the busy loop, query plans, and the pages each index occupies).
 
 A trigger answers a shard worker's "is there work that can advance my checkpoint?". The queries
 read the log of `labkit.frontier`; the worker writes summaries through `labkit.summarizer`
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -246,22 +247,26 @@ PLAN_QUERIES = (
 )
 
 
-def query_plans(settled: int = 2000, active: int = 2) -> pd.DataFrame:
+def query_plans(settled: int = 2000, active: int = 2, shards: int = 2) -> pd.DataFrame:
     """`EXPLAIN QUERY PLAN` of the frontier lookup and the trigger, with and without their index.
 
-    The log holds `settled` delivered rows and `active` pending ones in shard "main" (plus a
-    second shard). Each index is dropped inside a savepoint that is rolled back, so the two
-    plans come from the same data. Columns: query, index, with_index, without_index.
+    The log holds `settled` delivered rows spread round-robin over `shards` shards ("main"
+    first; `shards=1` puts them all in "main"), then `active` pending rows in "main". Each
+    index is dropped inside a savepoint that is rolled back, so both plans come from the same
+    data. Columns: query, index, with_index, without_index, and with_steps / without_steps:
+    the SQLite VM steps one run of the query costs each way (work, not time).
     """
+    if shards < 1:
+        raise ValueError(f"query_plans: shards must be >= 1, got {shards}")
+    names = ["main", *(f"other-{k}" for k in range(1, shards))]
     conn = fr.connect()
     conn.executemany(
         "INSERT INTO conversations (channel_key, direction, status, priority) "
         "VALUES (?, 'inbound', 'delivered', 5)",
-        [("main" if k % 2 else "other",) for k in range(settled)],
+        [(names[k % shards],) for k in range(settled)],
     )
     for _ in range(active):
         fr.enqueue(conn, "main", 5)
-    conn.commit()
     end = settled // 2
     params = {
         "frontier lookup": ("main", end),
@@ -269,10 +274,14 @@ def query_plans(settled: int = 2000, active: int = 2) -> pd.DataFrame:
     }
     rows = []
     for name, sql, index, drop in PLAN_QUERIES:
-        with_index = fr.explain(conn, sql, params[name])
+
+        def run(sql: str = sql, args: tuple = params[name]) -> object:
+            return conn.execute(sql, args).fetchall()
+
+        with_index, with_steps = fr.explain(conn, sql, params[name]), vm_steps(conn, run)
         conn.execute("SAVEPOINT plan_without_index")
         conn.execute(drop)
-        without = fr.explain(conn, sql, params[name])
+        without, without_steps = fr.explain(conn, sql, params[name]), vm_steps(conn, run)
         conn.execute("ROLLBACK TO plan_without_index")
         conn.execute("RELEASE plan_without_index")
         rows.append(
@@ -281,7 +290,189 @@ def query_plans(settled: int = 2000, active: int = 2) -> pd.DataFrame:
                 "index": index,
                 "with_index": " | ".join(with_index),
                 "without_index": " | ".join(without),
+                "with_steps": with_steps,
+                "without_steps": without_steps,
             }
         )
     conn.close()
     return pd.DataFrame.from_records(rows)
+
+
+# --- what each index costs to keep -----------------------------------------------------------
+
+LOG_OBJECTS = ("conversations", "idx_conv_active", "idx_conv_shard_id")
+
+
+def _dbstat_pages(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, int] | None:
+    """Pages per object from SQLite's `dbstat` table, or None if this build lacks it."""
+    try:
+        rows = conn.execute("SELECT name, COUNT(*) FROM dbstat GROUP BY name").fetchall()
+    except sqlite3.OperationalError:
+        return None
+    found = dict(rows)
+    return {name: int(found.get(name, 0)) for name in names}
+
+
+def _pages_freed_by_dropping(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, int]:
+    """Pages per object without `dbstat`: on a private copy, what VACUUM frees when it goes.
+
+    A table is measured alone: its indexes are dropped (and vacuumed away) first.
+    """
+    pages = {}
+    for name in names:
+        copy = sqlite3.connect(":memory:", isolation_level=None)
+        conn.backup(copy)
+        (kind,) = copy.execute("SELECT type FROM sqlite_schema WHERE name = ?", (name,)).fetchone()
+        if kind == "table":
+            for (index,) in copy.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (name,),
+            ).fetchall():
+                copy.execute(f'DROP INDEX "{index}"')  # a name read from sqlite_schema
+        copy.execute("VACUUM")
+        before = copy.execute("PRAGMA page_count").fetchone()[0]
+        copy.execute(f'DROP {kind.upper()} "{name}"')  # kind and name from sqlite_schema
+        copy.execute("VACUUM")
+        pages[name] = int(before - copy.execute("PRAGMA page_count").fetchone()[0])
+        copy.close()
+    return pages
+
+
+def object_pages(
+    conn: sqlite3.Connection, names: Sequence[str] = LOG_OBJECTS, use_dbstat: bool = True
+) -> dict[str, int]:
+    """Database pages each table or index in `names` occupies right now.
+
+    Read from SQLite's `dbstat` virtual table when this build has it (and `use_dbstat`);
+    otherwise measured on a copy as the pages `VACUUM` frees when the object is dropped
+    (packed pages, so a little fewer for a table that has seen many updates).
+    """
+    unknown = [
+        n for n in names
+        if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (n,)).fetchone() is None
+    ]
+    if unknown:
+        raise ValueError(f"object_pages: no table or index named {unknown[0]!r}")
+    found = _dbstat_pages(conn, names) if use_dbstat else None
+    return found if found is not None else _pages_freed_by_dropping(conn, names)
+
+
+def index_sizes(
+    settled: Iterable[int] = (0, 1_000, 10_000, 50_000), active: int = 2
+) -> pd.DataFrame:
+    """Pages of the log table and of both indexes as settled history grows in one shard.
+
+    `active` rows stay pending throughout; the rest are delivered. The partial index holds only
+    the open rows, so its size follows `active`; the table and the full index follow history.
+    Columns: settled_rows, active_rows, table_pages, active_index_pages, shard_index_pages.
+    """
+    conn = fr.connect()
+    for _ in range(active):
+        fr.enqueue(conn, "main", 5)
+    records, have = [], 0
+    for count in sorted(set(settled)):
+        conn.executemany(
+            "INSERT INTO conversations (channel_key, direction, status, priority) "
+            "VALUES ('main', 'inbound', 'delivered', 5)",
+            [()] * (count - have),
+        )
+        have = count
+        pages = object_pages(conn)
+        records.append(
+            {
+                "settled_rows": count,
+                "active_rows": active,
+                "table_pages": pages["conversations"],
+                "active_index_pages": pages["idx_conv_active"],
+                "shard_index_pages": pages["idx_conv_shard_id"],
+            }
+        )
+    conn.close()
+    return pd.DataFrame.from_records(records)
+
+
+# --- K workers: one global poll each, or one per-shard count each ----------------------------
+
+
+def _fanout_log(shards: int, rows_per_shard: int) -> sqlite3.Connection:
+    """`shards` shards `s-0`.. whose delivered rows arrive round-robin, as mixed traffic does."""
+    conn = fr.connect()
+    conn.executemany(
+        "INSERT INTO conversations (channel_key, direction, status, priority) "
+        "VALUES (?, 'inbound', 'delivered', 5)",
+        [(f"s-{k}",) for _ in range(rows_per_shard) for k in range(shards)],
+    )
+    return conn
+
+
+def _worker_checkpoints(conn: sqlite3.Connection, workers: int) -> dict[str, tuple[int, int]]:
+    """Shards s-0..s-(workers - 1): (coverage_end halfway through the shard, its frontier)."""
+    checkpoints = {}
+    for k in range(workers):
+        key = f"s-{k}"
+        ids = [r[0] for r in conn.execute(
+            "SELECT id FROM conversations WHERE channel_key = ? ORDER BY id", (key,)
+        )]
+        end = ids[len(ids) // 2 - 1] if len(ids) > 1 else 0
+        checkpoints[key] = (end, fr.delivered_frontier(conn, key, end))
+    return checkpoints
+
+
+def _tick_steps(
+    conn: sqlite3.Connection, checkpoints: Mapping[str, tuple[int, int]], scoped: bool
+) -> int:
+    """VM steps of one tick in which every worker in `checkpoints` runs its trigger once."""
+
+    def tick() -> None:
+        for key, (end, frontier) in checkpoints.items():
+            if scoped:
+                newly_covered_count(conn, key, end, frontier)
+            else:
+                global_poll_counts(conn, {key: end})
+
+    return vm_steps(conn, tick)
+
+
+def fanout_cost(
+    workers: Iterable[int] = range(1, 9),
+    shards: Iterable[int] = (20, 100, 400),
+    rows_per_shard: int = 6,
+) -> pd.DataFrame:
+    """SQLite VM steps one poll tick costs when K workers each check their own shard.
+
+    For every shard count S (the table holds S shards of `rows_per_shard` delivered rows) and
+    every K, workers 1..K each run their trigger once: either the global `GROUP BY` poll,
+    filtered client-side (`global_poll_counts`), or the per-shard count of
+    (coverage_end, frontier] (`newly_covered_count`). Each worker's checkpoint sits halfway
+    through its shard. Columns: workers, shards, total_rows, global_poll_steps,
+    per_shard_steps, ratio. Steps are counted, not timed, so the table is the same everywhere.
+    """
+    ks = sorted(set(workers))
+    if not ks or ks[0] < 1:
+        raise ValueError(f"fanout_cost: workers must be >= 1, got {ks}")
+    records = []
+    for count in sorted(set(shards)):
+        if ks[-1] > count:
+            raise ValueError(
+                f"fanout_cost: {ks[-1]} workers need at least {ks[-1]} shards, got {count}"
+            )
+        conn = _fanout_log(count, rows_per_shard)
+        total = int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+        checkpoints = _worker_checkpoints(conn, ks[-1])
+        for k in ks:
+            mine = dict(list(checkpoints.items())[:k])
+            global_steps = _tick_steps(conn, mine, scoped=False)
+            own_steps = _tick_steps(conn, mine, scoped=True)
+            records.append(
+                {
+                    "workers": k,
+                    "shards": count,
+                    "total_rows": total,
+                    "global_poll_steps": global_steps,
+                    "per_shard_steps": own_steps,
+                    "ratio": global_steps / own_steps,
+                }
+            )
+        conn.close()
+    return pd.DataFrame.from_records(records)

@@ -22,18 +22,33 @@ STORED = sorted(
 )
 # What each notebook states as its result, as it appears in the outputs of a run (regexes).
 SHOWS = {
-    "00_start_here": [],  # two figures; the final cell must draw one (checked below)
+    # two figures; the final cell must draw one (checked below); Bug 1's carries its alt text
+    "00_start_here": [
+        r"MAX\(delivered\) line jumps to 5 while ids 1, 2 and 4 are open",
+    ],
     "01_max_is_not_a_watermark": [
         r"MAX\(delivered\) watermark: 5\ngap-free frontier: +0\n",
+        r"max: claims \[1, 5\], holds ids \[3, 5\]\nfrontier: no summary",
         r"orphans under max: +\[1, 2, 4\]\norphans under frontier: \[\]",
+        r"orphans under MAX: ids 1, 2, 4; under the frontier: none",  # the timeline's alt text
         r"orphan_ids_max +\(1, 2\)",
     ],
     "02_gap_free_frontier": [
         r"refusing 'failed' -> 'delivered'",
         r"the model agrees with SQLite on all n! orders for n <= 5",
+        r"max: \[\(1, 5, \[3, 5\]\), \(6, 6, \[6\]\)\] chain problems: none",
+        r"\(40,319 of 40,320 orders at n = 8\), the frontier 0%",
     ],
     "03_triggers_shards_indexes": [
         r"SEARCH conversations USING INDEX idx_conv_active",
+        # Article 1's scale check: still a SEARCH on the partial index at 50,000 settled rows
+        r"50,000 settled rows \+ 2 open, one shard:\n +SCAN CONSTANT ROW\n +SCALAR SUBQUERY 1\n"
+        r" +SEARCH conversations USING INDEX idx_conv_active",
+        r"VM steps per lookup: \d{1,3} with idx_conv_active, \d{3},\d{3} without it",
+        # the partial index stays at one page while 50,000 rows settle
+        r"\n50000 +2 +\d{3,} +1 +\d{3,}",
+        # K = 8 workers: the per-shard steps are the same for 20, 100 and 400 shards
+        r"\n8(?: +\d+){3} +(\d+) +\1 +\1\n",
     ],
     "04_late_tick_rewinds": [
         r"refused: UNIQUE constraint failed: catalog_versions.version",
@@ -150,3 +165,22 @@ def test_notebook_03_explains_the_frontier_lookup_plan() -> None:
     prose = " ".join(text(c) for c in cells if c["cell_type"] == "markdown")
     assert "FRONTIER_LOOKUP_SQL" in prose and "SCALAR SUBQUERY" in prose
     assert "(coverage_end, frontier]" in prose and "every shard" in prose
+
+
+PART_ONE = sorted((ROOT / "notebooks").glob("0[0-3]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", PART_ONE, ids=lambda p: p.name)
+def test_part_one_links_the_glossary_and_names_articles_not_seeds(path: Path) -> None:
+    prose = "\n".join(text(c) for c in cells_of(str(path.relative_to(ROOT)))
+                      if c["cell_type"] == "markdown")
+    assert "](../docs/glossary.md)" in prose
+    stale = re.findall(r"the seed scenario|source article|seed (?:one|two)|the seed\b", prose, re.I)
+    assert not stale, f"{path.name}: call them Article 1 / Article 2 ({stale})"
+
+
+def test_start_here_names_both_articles_with_their_titles() -> None:
+    prose = text(cells_of("notebooks/00_start_here.ipynb")[0])
+    assert '**Article 1, "Gap-Free Delivery Frontiers"**' in prose
+    assert ('**Article 2, "Make Shared Catalog Version a Watermark Before a Late Loop Tick '
+            'Rewinds"**') in prose.replace("\n  ", " ")

@@ -11,7 +11,7 @@ from labkit import explorer, triggers
 from labkit import summarizer as sm
 from labkit.frontier import POLICIES
 from labkit.plots import part1_frontier as pf
-from labkit.plots.style import label_share_bars, new_figure, png_bytes
+from labkit.plots.style import image_bundle, label_share_bars, new_figure, png_bytes
 from labkit.scenarios import load_scenario, replay_scenario, run_scenario, scenario_from_order
 
 
@@ -143,3 +143,27 @@ def test_custom_order_timeline_has_every_step() -> None:
     timeline = run_scenario(scenario_from_order([5, 5, 1, 5], [3, 1, 2, 4]))
     fig = pf.timeline_figure(timeline, step=100)  # clamped to the last step
     assert _line(fig, "frontier").get_xdata()[-1] == timeline["step"].max()
+
+
+def test_fanout_cost_figure() -> None:
+    cost = triggers.fanout_cost(workers=(1, 2, 3), shards=(10, 30), rows_per_shard=4)
+    fig = pf.fanout_cost_figure(cost)
+    _check_figure(fig)
+    assert fig.axes[0].get_yscale() == "log"
+    for shards in (10, 30):
+        part = cost[cost["shards"] == shards]
+        assert list(_line(fig, f"global_poll_{shards}").get_ydata()) == list(
+            part["global_poll_steps"]
+        )
+        assert list(_line(fig, f"per_shard_{shards}").get_ydata()) == list(part["per_shard_steps"])
+
+
+def test_image_bundle_carries_the_alt_text() -> None:
+    import base64
+
+    png = png_bytes(new_figure(2, 1))
+    bundle = image_bundle(png, 'ids 1 & 2 "orphaned" <for good>')
+    assert bundle["text/plain"] == 'ids 1 & 2 "orphaned" <for good>'
+    assert base64.b64decode(bundle["image/png"]) == png
+    assert 'alt="ids 1 &amp; 2 &quot;orphaned&quot; &lt;for good&gt;"' in bundle["text/html"]
+    assert f'src="data:image/png;base64,{bundle["image/png"]}"' in bundle["text/html"]

@@ -1,5 +1,5 @@
 """Part-one figures: the delivery timeline, chained checkpoint ranges, the exhaustive orphan
-chart, the trigger cost and the busy loop.
+chart, the trigger cost (one worker, and K workers per tick) and the busy loop.
 
 Each function draws a DataFrame or dataclasses labkit computed and returns a Figure with a
 title, labelled axes and a legend. No layout engine (a widget redraw cannot pay for one):
@@ -427,6 +427,36 @@ def trigger_cost_figure(
     ax.set_title(title)
     ax.legend(loc="center right", fontsize=8)
     return fig
+
+
+@styled
+def fanout_cost_figure(
+    cost: pd.DataFrame,
+    title: str = "One poll tick of K workers: global poll vs per-shard count",
+    width: float = 7.6,
+    height: float = 3.6,
+) -> Figure:
+    """`triggers.fanout_cost`: VM steps per tick against K, one line per shard count and rule.
+
+    The global poll's lines climb with K and sit higher for every extra shard (K x shards);
+    the per-shard lines coincide whatever the shard count (K x 1).
+    """
+    ax = _axes(width, height, right=0.66)
+    rules = (
+        ("global_poll", "o", COLORS["max"], "global poll"),
+        ("per_shard", "s", COLORS["frontier"], "per-shard count"),
+    )
+    styles = ["-", "--", ":", "-."]
+    for i, count in enumerate(sorted(cost["shards"].unique())):
+        part = cost[cost["shards"] == count]
+        for column, marker, color, name in rules:
+            ax.plot(part["workers"], part[f"{column}_steps"], marker=marker, color=color,
+                    ls=styles[i % len(styles)], label=f"{name}, {count} shards",
+                    gid=f"{column}_{count}")
+    ax.set(yscale="log", xticks=sorted(cost["workers"].unique()), title=title,
+           xlabel="K: workers polling in the same tick", ylabel="SQLite VM steps per tick (log)")
+    ax.legend(**RIGHT_LEGEND)
+    return ax.figure
 
 
 @styled

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import io
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from html import escape
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -173,9 +175,27 @@ class FrameCache:
         return buf.getvalue()
 
 
+def image_bundle(png: bytes, alt: str) -> dict[str, str]:
+    """A display bundle for a PNG that carries its text alternative.
+
+    JupyterLab's image renderer sets no `alt`, but it prefers `text/html` to `image/png`, and
+    its sanitizer keeps an `<img>`'s `alt` and a `data:` source; `text/plain` holds the same
+    words for plain-text front ends. `image/png` stays for tools that read the picture itself.
+    """
+    encoded = base64.b64encode(png).decode("ascii")
+    html = f'<img src="data:image/png;base64,{encoded}" alt="{escape(alt, quote=True)}"/>'
+    return {"text/html": html, "image/png": encoded, "text/plain": alt}
+
+
 def show(fig: Figure, dpi: int = 100, alt: str | None = None) -> None:
-    """Display a labkit figure in a notebook as a PNG (no pyplot state involved); `alt` is
-    the image's text alternative for screen readers."""
+    """Display a labkit figure in a notebook as a PNG (no pyplot state involved).
+
+    With `alt`, the image carries that text alternative (see `image_bundle`).
+    """
     from IPython.display import Image, display
 
-    display(Image(data=png_bytes(fig, dpi=dpi), alt=alt))
+    png = png_bytes(fig, dpi=dpi)
+    if alt is None:
+        display(Image(data=png))
+    else:
+        display(image_bundle(png, alt), raw=True)

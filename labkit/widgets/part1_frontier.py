@@ -34,7 +34,7 @@ PRESET = "preset:"
 _MODE_LABELS = {
     DISPATCH: "dispatch by priority (ORDER BY priority, id)",
     ID_ORDER: "id order (1, 2, 3, ...)",
-    RANDOM: "random order (from the seed)",
+    RANDOM: "random order (from a random seed)",
     CUSTOM: "custom: type the order",
 }
 NO_PRIORITY = "The priority sliders play no part here."
@@ -47,8 +47,8 @@ MODE_HELP = {
     ),
     ID_ORDER: f"<b>Id order.</b> Rows finish 1, 2, 3, ..., a summary after each. {NO_PRIORITY}",
     RANDOM: (
-        "<b>Random order.</b> Rows finish in a shuffled order drawn from the <b>seed</b>, a "
-        f"summary after each; type another seed for another order. {NO_PRIORITY}"
+        "<b>Random order.</b> Rows finish in a shuffled order drawn from the <b>random seed</b>, "
+        f"a summary after each; type another random seed for another order. {NO_PRIORITY}"
     ),
     CUSTOM: (
         "<b>Custom.</b> Type the order rows finish in, separated by spaces or commas: "
@@ -64,7 +64,7 @@ PRESET_HELP = (
 )
 WHY_PRIORITY = "priorities only matter in dispatch mode"
 WHY_PRIORITY_PRESET = "this preset fixes its own priorities"
-WHY_SEED = "the seed only drives the random order"
+WHY_SEED = "the random seed only drives the random order"
 WHY_CUSTOM = "pick 'custom' in the menu to type an order"
 
 
@@ -183,7 +183,12 @@ class FrontierTimelineApp(BatchedApp):
         ]
         self.why_priority = classed(widgets.HTML(), "wb-why-priority")
         self.seed_text = classed(
-            widgets.IntText(value=seed, description="seed", layout=widgets.Layout(width="160px")),
+            widgets.IntText(
+                value=seed,
+                description="random seed",
+                style={"description_width": "initial"},
+                layout=widgets.Layout(width="180px"),
+            ),
             "wb-seed",
         )
         self.why_seed = classed(widgets.HTML(), "wb-why-seed")
