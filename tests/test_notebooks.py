@@ -38,9 +38,17 @@ SHOWS = {
     "04_late_tick_rewinds": [
         r"refused: UNIQUE constraint failed: catalog_versions.version",
         r"window of 1 in-flight ballot\(s\) is full",
+        # the workbench on Article 2's late tick: callback falls, ballot does not
+        r"'callback': 'BROKEN: reader saw v2 → v1 at step 4'",
+        r"'ballot': 'safe on this schedule: the head never fell'",
     ],
     "05_four_designs": [
         r"\nballot +0 +[\d.]+\nfenced +0 +[\d.]+",  # rewinds per design: none for the ballots
+        # shortest counterexample per design over every order of 4 deliveries
+        r"callback: deliver 1 ; deliver 2 ; deliver 1\n +lww: timeout ; deliver 2 ; deliver 3 ; "
+        r"deliver 1\n +ballot: no order of 4 deliveries breaks it",
+        # the workbench's "shortest break" button for lww
+        r"timeout; deliver 2; deliver 3; deliver 1 -> BROKEN: reader saw v2 → v1 at step 4",
     ],
     "06_crashes_and_restarts": [
         r"RewindError: catalog rewound",
