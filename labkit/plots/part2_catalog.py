@@ -552,9 +552,9 @@ class WorkbenchCanvas:
     """The workbench picture: the focus design's requests as lanes (send -> arrival), above
     one strip per design with the catalog head over the steps.
 
-    The frame (axes, ticks, legend, and every artist, empty) depends only on the focus design
-    and the room the schedule needs (steps, lanes, versions, rounded up); an update moves
-    data into those artists and `FrameCache` redraws only them.
+    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
+    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
+    into those artists and `FrameCache` redraws only them.
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
@@ -562,12 +562,14 @@ class WorkbenchCanvas:
         self.width = width
         self.fig: Figure | None = None
         self._frame_key: object = None
+        self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
         self._frames = FrameCache()
         self._dynamic: list[Any] = []
 
     # --- frame ---------------------------------------------------------------------------
 
-    def _build(self, focus: str, steps_room: int, lanes_room: int, head_room: int) -> None:
+    def _build(self, lanes_room: int) -> None:
+        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
         lanes_h = _LANE_H * lanes_room + 0.35
         height = _TOP + lanes_h + _STRIP_H * len(self.designs) + _BOTTOM
         fig = new_figure(self.width, height)
@@ -578,32 +580,32 @@ class WorkbenchCanvas:
         self.lanes_ax = lanes = fig.add_subplot(grid[0])
         self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
                        for i, d in enumerate(self.designs)}
-        lanes.set_xlim(-0.6, steps_room + 0.6)
         lanes.set_ylim(lanes_room - 0.4, -0.7)
         lanes.set_yticks([])
         lanes.grid(False, axis="y")
         lanes.set_ylabel("requests")
-        color = COLORS.get(focus, "#444444")
-        lanes.set_title(f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): "
-                        "send \u2192 arrival", loc="left", fontsize=9, color=color,
-                        fontweight="bold")
+        self.lanes_title = lanes.set_title(" ", loc="left", fontsize=9, fontweight="bold")
         for design, ax in self.strips.items():
-            ax.set_ylim(-0.6, head_room + 0.6)
-            ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
             ax.tick_params(axis="y", labelsize=7)
             ax.set_ylabel(f"{design}\nhead", rotation=0, ha="right", va="center", fontsize=8.5,
                           color=COLORS.get(design, "#444444"), fontweight="bold")
             ax.tick_params(axis="x", labelbottom=False)
         lanes.tick_params(axis="x", labelbottom=False)
-        last = self.strips[self.designs[-1]]
-        last.set_xticks(range(steps_room + 1))
-        last.set_xlabel("step", fontsize=8, labelpad=30)
+        self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
         fig.suptitle("One schedule, every design: requests in flight (top), the head a reader "
                      "sees (below)", fontsize=10)
         lanes.legend(handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05),
                      fontsize=7)
         self.fig = fig
-        self._make_artists(color)
+        self._make_artists("#555555")
+
+    def _set_rooms(self, steps_room: int, head_room: int) -> None:
+        """Axes limits for `steps_room` steps and versions up to `head_room` (no new artists)."""
+        self.lanes_ax.set_xlim(-0.6, steps_room + 0.6)
+        self.strips[self.designs[-1]].set_xticks(range(steps_room + 1))
+        for ax in self.strips.values():
+            ax.set_ylim(-0.6, head_room + 0.6)
+            ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
 
     @staticmethod
     def _legend() -> list[Any]:
@@ -632,6 +634,7 @@ class WorkbenchCanvas:
         lanes = self.lanes_ax
         self.bars = LineCollection([], colors=color, linewidths=3, alpha=0.55, capstyle="butt",
                                    gid="lanes")
+        self.lane_color = color
         self.tails = LineCollection([], colors=color, linewidths=1.2, linestyles=":")
         lanes.add_collection(self.bars)
         lanes.add_collection(self.tails)
@@ -724,15 +727,37 @@ class WorkbenchCanvas:
             art["fall"].set_position((fall.step + 0.4, fall.seen + 0.15))
 
     def update(self, runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str) -> Figure:
-        """Show `runs` (design -> `DesignRun` of the same `steps`), with the lanes of `focus`."""
+        """Show `runs` (design -> `DesignRun` of the same `steps`), with the lanes of `focus`.
+
+        The room for steps, lanes and versions only grows (undo does not shrink the axes), so
+        the frame is rarely drawn again; more lanes than the figure holds build a taller one.
+        """
         n = len(steps)
-        lanes = len(runs[focus].lanes)
         top = max(max(r.heads) for r in runs.values())
-        key = (focus, _room(n + 1, 8, 4), _room(lanes, 5, 3), _room(top + 1, 3, 3))
-        if key != self._frame_key:
+        lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
+        steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
+        head_room = max(self._rooms[2], _room(top + 1, 6, 3))
+        if self.fig is None or lanes_room != self._rooms[0]:
             with workbook_style():
-                self._build(*key)
-            self._frame_key = key
+                self._build(lanes_room)
+        self._rooms = (lanes_room, steps_room, head_room)
+        self._frame_key = self._rooms
+        self._set_rooms(steps_room, head_room)
+        color = COLORS.get(focus, "#444444")
+        if color != self.lane_color:
+            self.lane_color = color
+            self.bars.set_color(color)
+            self.tails.set_color(color)
+            for kind, line in self.marks.items():
+                style = _LANE_MARKS[kind]
+                line.set_color(style.get("color", color))
+                if "mfc" not in style:
+                    line.set_markerfacecolor(style.get("color", color))
+                if "mec" not in style:
+                    line.set_markeredgecolor(style.get("color", color))
+        self.lanes_title.set_text(f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): "
+                                  "send \u2192 arrival")
+        self.lanes_title.set_color(color)
         self._fill_lanes(runs[focus], n)
         for design in self.designs:
             self._fill_strip(design, runs[design])
@@ -745,7 +770,7 @@ class WorkbenchCanvas:
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
         self._dynamic = [
-            self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
+            self.lanes_title, self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
             *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
