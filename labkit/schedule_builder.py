@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -220,6 +221,7 @@ class ScheduleBuilder:
     # --- playing -----------------------------------------------------------------------
 
     def _start(self) -> None:
+        self._thread = threading.get_ident()
         self._runners = {
             d: _Runner(d, window=self.window, ticks=self.ticks, first_request=1, skews=None)
             for d in self.designs
@@ -267,6 +269,15 @@ class ScheduleBuilder:
                                          stale=parse_step(raw)[0] == "stale"))
         self._note_sends(design, step)
 
+    def _here(self) -> None:
+        """Replay the schedule if this thread did not build the designs' SQLite stores.
+
+        A notebook kernel may run widget callbacks on another thread than the cell that built
+        the app, and a sqlite3 connection refuses to be used across threads.
+        """
+        if threading.get_ident() != self._thread:
+            self._replay(list(self.steps))
+
     def _replay(self, steps: Sequence[str]) -> None:
         self.steps = []
         self._start()
@@ -286,6 +297,7 @@ class ScheduleBuilder:
 
     def add(self, raw: str) -> None:
         """Append one step; raises `StepError` (and changes nothing) if it cannot be taken."""
+        self._here()
         index = len(self.steps) + 1
         try:
             parse_step(raw)
@@ -367,6 +379,7 @@ class ScheduleBuilder:
         """Can the step `verb rid` be added now for at least one design? ``verb`` is
         ``deliver`` (a first delivery), ``dup``, ``stale``, ``timeout``, ``crash``, or
         ``timeout_oldest`` (a bare ``timeout`` that finds something to give up on)."""
+        self._here()
         reasons = {d: self._why_not(d, verb, rid) for d in self.designs}
         if any(r is None for r in reasons.values()):
             return Availability(True)

@@ -277,3 +277,27 @@ def test_workbench_focus_changes_the_lanes_only(bench: ArrivalWorkbench) -> None
     bench.focus.value = "fenced"
     assert bench.last_png != png and bench.verdicts.value == verdicts
     assert "5 (in flight)" in [lbl for lbl, _ in bench.request.options][-1]
+
+
+def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
+    """A kernel can run widget callbacks on another thread than the cell that built the app."""
+    import threading
+
+    b = ScheduleBuilder()
+    b.add("deliver 1")
+    seen: list[object] = []
+
+    def elsewhere() -> None:
+        try:
+            seen.append(b.availability("deliver", 2).ok)
+            b.add("deliver 2")
+            seen.append(b.runs["ballot"].heads)
+        except Exception as exc:  # reported by the assertion below
+            seen.append(exc)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert seen == [True, [0, 1, 2]]
+    b.undo()  # back on the first thread: replays again, no ProgrammingError
+    assert b.steps == ["deliver 1"]
