@@ -317,6 +317,7 @@ class ArrivalWorkbench(BatchedApp):
         self.last_png = b""
         self.timings: list[float] = []
         self.broke: dict[str, list[str] | None] = {}
+        self._advance = True  # after a step, offer the oldest request still in flight
 
         self.schedule = classed(widgets.Text(
             description="schedule", continuous_update=False,
@@ -416,7 +417,9 @@ class ArrivalWorkbench(BatchedApp):
         self._edited()
 
     def _edited(self, preset: str = "") -> None:
-        """After a change: clear the error and message, show `preset` (or none), redraw."""
+        """After a change: clear the error and message, show `preset` (or none), move the
+        request picker on to the oldest request still in flight, redraw."""
+        self._advance = True
         self.error.value = ""
         self.message.value = ""
         with self.hold():
@@ -476,7 +479,8 @@ class ArrivalWorkbench(BatchedApp):
             lane = lanes.get(rid)
             state = lane.status if lane is not None else f"not sent by {focus}"
             options.append((f"{rid} ({state})", rid))
-        keep = self.k if self.k in builder.requests else None
+        keep = self.k if self.k in builder.requests and not self._advance else None
+        self._advance = False
         if keep is None:
             flying = [rid for rid, ln in sorted(lanes.items()) if ln.status == "in flight"]
             keep = (flying or builder.requests or [None])[0]
