@@ -404,9 +404,12 @@ class ArrivalWorkbench(BatchedApp):
         return self.request.value
 
     def _add(self, template: str) -> None:
-        step = template.format(k=self.k)
+        self._attempt(lambda: self.builder.add(template.format(k=self.k)))
+
+    def _attempt(self, change: Any) -> None:
+        """Apply `change` to the builder; a bad step is shown inline and changes nothing."""
         try:
-            self.builder.add(step)
+            change()
         except StepError as exc:
             self.error.value = _error_html(exc)
             return
@@ -432,12 +435,7 @@ class ArrivalWorkbench(BatchedApp):
         text = self.schedule.value
         if not force and text.strip() == self.builder.text:
             return
-        try:
-            self.builder.load(text)
-        except StepError as exc:
-            self.error.value = _error_html(exc)
-            return
-        self._edited()
+        self._attempt(lambda: self.builder.load(text))
 
     def _preset_picked(self, change: Any) -> None:
         if self._holding or not change["new"]:
