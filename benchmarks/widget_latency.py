@@ -1,10 +1,13 @@
-"""Widget update latency: the notebook 01 and 05 apps, recompute + redraw per control change.
+"""Widget update latency: the notebook 01 and 05 apps and the arrival-order workbench (04/05),
+recompute + redraw per control change.
 
 Each app is built with its defaults (the scenario the notebook opens on), then a control is
 moved UPDATES times so every update recomputes: notebook 01's timeline app gets a new priority
 for message 1 (the scenario reruns on a fresh SQLite log and the timeline is redrawn), notebook
 05's four-designs app a new seed (all four designs are simulated afresh, no memo hit, and the
-canvas redrawn). Latency is wall time around setting the control, observers included.
+canvas redrawn); the workbench alternates "deliver response k" (every design plays one more
+step, lanes and heads redrawn) with "undo last step" (every design replays the schedule).
+Latency is wall time around setting the control, observers included.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ NAME = "widget_latency"
 UPDATES = 50
 SMOKE_UPDATES = 3
 TARGET_P95_S = 0.100
-APPS = ("01 FrontierTimelineApp", "05 FourDesignsApp")
+APPS = ("01 FrontierTimelineApp", "05 FourDesignsApp", "04 ArrivalWorkbench")
 
 
 def available() -> bool:
-    """True once both widget modules are importable (they are written alongside this one)."""
+    """True once the widget modules are importable (they are written alongside this one)."""
     return all(
         importlib.util.find_spec(m) is not None
         for m in ("labkit.widgets.part1_frontier", "labkit.widgets.part2_catalog")
@@ -60,9 +63,24 @@ def _catalog_app() -> tuple[object, Callable[[int], None]]:
     return app, change
 
 
+def _workbench_app() -> tuple[object, Callable[[int], None]]:
+    from labkit.widgets.part2_catalog import ArrivalWorkbench
+
+    app = ArrivalWorkbench(preset="inverted")
+
+    def change(i: int) -> None:
+        # deliver the request the picker offers (one in flight), then undo it: one update each
+        app.buttons["undo" if i % 2 else "deliver"].click()
+
+    return app, change
+
+
+_BUILDERS = {"01": _frontier_app, "05": _catalog_app, "04": _workbench_app}
+
+
 def measure(app_name: str, updates: int) -> dict[str, object]:
     """Move one control `updates` times; p50/p95 of the wall time and of the app's own timing."""
-    build = _frontier_app if app_name.startswith("01") else _catalog_app
+    build = _BUILDERS[app_name[:2]]
     # Start from a collected heap, as a notebook kernel would: earlier benchmarks in this
     # process leave garbage whose collection would otherwise land inside the updates.
     gc.collect()
@@ -100,7 +118,7 @@ def plot(rows: list[dict[str, object]]):
 
     fig = new_figure(7.0, 3.8, layout="constrained")
     ax = fig.add_subplot()
-    colors = (COLORS["frontier"], COLORS["fenced"])
+    colors = (COLORS["frontier"], COLORS["fenced"], COLORS["lww"])
     for row, color in zip(rows, colors, strict=True):
         ms = [float(x) * 1e3 for x in str(row["samples"]).split()]
         ax.plot(range(1, len(ms) + 1), ms, "o", ms=3, color=color, label=f"{row['app']}")

@@ -13,6 +13,10 @@ SEED = 7
 INVERTED_STEPS = ("timeout", "deliver 2", "deliver 3", "deliver 1")
 SHOWCASE_FAULTS = ("inverted", "duplicate", "stale_body", "retry_after_commit")
 DESIGNS = ("callback", "lww", "ballot", "fenced")
+# Bug 2 in one picture: a late tick plus a stalled delivery, so the stale answer lands long
+# after its base and the callback's reader sees an older catalog for a quarter of the run.
+BUG2_FAULTS = ("inverted", "stall")
+BUG2_SEED = 1
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,11 @@ def _traces_data(traces: dict[str, Any]) -> dict[str, Any]:
 
 
 def _inverted_trace() -> tuple[Figure, Any]:
-    from labkit.plots.part2_catalog import version_trace_figure
+    from labkit.planner import simulate
+    from labkit.plots.part2_catalog import rewind_panels_figure
 
-    traces = _simulate_all(("inverted",), ("callback", "ballot"))
-    fig = version_trace_figure(traces, title="A late tick: callback rewinds, the ballot rejects")
+    traces = {d: simulate(d, BUG2_FAULTS, seed=BUG2_SEED) for d in ("callback", "ballot")}
+    fig = rewind_panels_figure(traces, title="A late answer: callback rewinds, the ballot rejects")
     return fig, _traces_data(traces)
 
 
@@ -163,7 +168,7 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("trigger_work", "Per-shard trigger vs global poll, in SQLite VM steps.",
                _trigger_work),
     FigureSpec("busy_loop", "Counting rows stuck behind a pending row busy-loops.", _busy_loop),
-    FigureSpec("inverted_trace", "The inverted arrival: catalog version a reader sees.",
+    FigureSpec("inverted_trace", "A late answer: the catalog version a reader sees, per design.",
                _inverted_trace),
     FigureSpec("four_designs", "Four designs on one fault trace.", _four_designs),
     FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.",

@@ -57,9 +57,17 @@ SHOWS = {
         r"now late +stale_watermark",  # a fenced-out ballot is refused when its answer arrives
         r"pass +FAIL +stale_base",  # each check alone lets one wrong response through
         r"FAIL +pass +stale_watermark",
+        # the workbench on Article 2's late tick: callback falls, ballot does not
+        r"'callback': 'BROKEN: reader saw v2 → v1 at step 4'",
+        r"'ballot': 'safe on this schedule: the head never fell'",
     ],
     "05_four_designs": [
         r"\nballot +0 +[\d.]+\nfenced +0 +[\d.]+",  # rewinds per design: none for the ballots
+        # shortest counterexample per design over every order of 4 deliveries
+        r"callback: deliver 1 ; deliver 2 ; deliver 1\n +lww: timeout ; deliver 2 ; deliver 3 ; "
+        r"deliver 1\n +ballot: no order of 4 deliveries breaks it",
+        # the workbench's "shortest break" button for lww
+        r"timeout; deliver 2; deliver 3; deliver 1 -> BROKEN: reader saw v2 → v1 at step 4",
     ],
     "06_crashes_and_restarts": [
         r"killed outright by the OS: True",

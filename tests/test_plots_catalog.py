@@ -132,3 +132,64 @@ def test_blitted_png_matches_a_full_draw(traces) -> None:
     assert a.shape == b.shape
     differing = (np.abs(a - b).max(axis=2) > 16).mean()
     assert differing < 0.001, f"{differing:.2%} of pixels differ from a full draw"
+
+
+# --- bug 2 made visible, and the workbench picture ----------------------------------------
+
+from labkit.figure_specs import BUG2_FAULTS, BUG2_SEED  # noqa: E402
+from labkit.plots.part2_catalog import (  # noqa: E402
+    WorkbenchCanvas,
+    rewind_panels_figure,
+    workbench_figure,
+)
+from labkit.schedule_builder import ScheduleBuilder  # noqa: E402
+
+
+def _share_below_previous_head(line) -> float:
+    """Share of the axes' x range during which a step line (where='post') is below its
+    running maximum, read from the plotted data."""
+    x, y = (np.asarray(a, dtype=float) for a in line.get_data())
+    below = y[:-1] < np.maximum.accumulate(y)[:-1]
+    lo, hi = line.axes.get_xlim()
+    return float(np.sum(np.diff(x)[below]) / (hi - lo))
+
+
+def test_bug2_figure_shows_the_callback_fall_for_a_visible_share() -> None:
+    trs = {d: simulate(d, BUG2_FAULTS, seed=BUG2_SEED) for d in ("callback", "ballot")}
+    fig = rewind_panels_figure(trs)
+    _assert_labelled(fig)
+    (callback,) = _by_gid(fig, "trace:callback")
+    (ballot,) = _by_gid(fig, "trace:ballot")
+    assert callback.axes is not ballot.axes  # one panel each: no line hides the other
+    assert _share_below_previous_head(callback) >= 0.03
+    assert _share_below_previous_head(ballot) == 0.0
+    (fall,) = _by_gid(fig, "fall:callback")
+    assert fall.get_text().startswith("reader saw v") and "\u2192" in fall.get_text()
+    assert not _by_gid(fig, "fall:ballot")
+
+
+def test_workbench_figure_draws_lanes_heads_and_the_fall() -> None:
+    b = ScheduleBuilder()
+    b.use_preset("inverted")
+    fig = workbench_figure(b.runs, b.steps, "callback")
+    assert len(fig.axes) == 1 + len(b.designs)
+    for design, run in b.runs.items():
+        (head,) = _by_gid(fig, f"head:{design}")
+        assert list(head.get_ydata()[:-1]) == run.heads
+    (fall,) = [a for a in _by_gid(fig, "fall:callback") if a.get_visible()]
+    assert fall.get_text() == "reader saw v2 \u2192 v1"
+    assert not any(a.get_visible() for a in _by_gid(fig, "fall:ballot"))
+    (lanes,) = _by_gid(fig, "lanes")
+    assert len(lanes.get_segments()) == len(b.runs["callback"].lanes)
+    assert png_bytes(fig).startswith(b"\x89PNG")
+
+
+def test_workbench_canvas_blit_redraws_changes() -> None:
+    b = ScheduleBuilder()
+    canvas = WorkbenchCanvas(b.designs)
+    first = canvas.png(b.runs, b.steps, "ballot")
+    b.add("deliver 1")
+    second = canvas.png(b.runs, b.steps, "ballot")
+    assert first != second
+    b.undo()
+    assert canvas.png(b.runs, b.steps, "ballot") == first

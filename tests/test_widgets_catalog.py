@@ -105,3 +105,199 @@ def test_stepper_walks_the_inverted_arrival() -> None:
     assert (second.request_id, second.committed, second.head) == (13, True, 1)
     assert stepper.last_png != png
     assert stepper.results["callback"].rewinds and not stepper.results["fenced"].rewinds
+
+
+# --- the arrival-order workbench (ScheduleBuilder + ArrivalWorkbench) ----------------------
+
+from labkit.schedule_builder import (  # noqa: E402 (grouped with the tests that use them)
+    PRESETS,
+    ScheduleBuilder,
+    StepError,
+    current_designs,
+    parse_schedule,
+    shortest_break,
+)
+from labkit.widgets.part2_catalog import ArrivalWorkbench  # noqa: E402
+
+
+@pytest.fixture
+def bench() -> ArrivalWorkbench:
+    return ArrivalWorkbench(preset=None)
+
+
+def test_builder_plays_every_registered_design() -> None:
+    b = ScheduleBuilder()
+    assert b.designs == current_designs() and set(b.runs) == set(DESIGNS)
+    assert all(run.heads == [0] and 1 in run.lanes for run in b.runs.values())
+    b.add("deliver 1")
+    assert b.steps == ["deliver 1"] and all(run.heads == [0, 1] for run in b.runs.values())
+    assert b.runs["fenced"].lanes[2].sent_at == 0 and b.runs["ballot"].lanes[2].sent_at == 1
+
+
+def test_builder_undo_reset_and_text() -> None:
+    b = ScheduleBuilder()
+    b.load("timeout 1, deliver 2; deliver 3")
+    assert b.text == "timeout 1; deliver 2; deliver 3"
+    assert b.undo() == "deliver 3" and b.steps == ["timeout 1", "deliver 2"]
+    assert b.runs["callback"].heads == [0, 0, 1]
+    b.reset()
+    assert b.steps == [] and b.undo() is None and b.runs["ballot"].heads == [0]
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_plays_and_the_ballot_designs_never_fall(name: str) -> None:
+    b = ScheduleBuilder()
+    b.use_preset(name)
+    assert b.steps == list(PRESETS[name].steps)
+    assert not b.runs["ballot"].falls and not b.runs["fenced"].falls
+    assert all(not run.skipped for run in b.runs.values())
+
+
+def test_presets_show_their_fault() -> None:
+    b = ScheduleBuilder()
+    b.use_preset("inverted")
+    assert b.runs["callback"].verdict.startswith("BROKEN: reader saw v2 \u2192 v1 at step 4")
+    assert b.runs["ballot"].rejects == {"unknown_ballot": 1}
+    assert b.runs["callback"].lanes[1].status == "arrived late"
+    b.use_preset("retry_after_commit")
+    assert b.runs["callback"].falls and not b.runs["lww"].falls
+    b.use_preset("stale_body")
+    assert b.runs["ballot"].rejects == {"stale_base": 1} and b.runs["callback"].overwrites == 1
+    assert "lost update" in b.runs["callback"].verdict
+    b.use_preset("duplicate")
+    assert b.runs["ballot"].rejects == {"unknown_ballot": 2}
+    assert b.runs["ballot"].lanes[1].status == "duplicated"
+    b.use_preset("crash")
+    assert all(run.crashes == [1] for run in b.runs.values())
+    with pytest.raises(KeyError, match="unknown preset 'nope'"):
+        b.use_preset("nope")
+
+
+def test_typed_errors_name_the_step_and_change_nothing() -> None:
+    b = ScheduleBuilder()
+    b.load("deliver 1")
+    with pytest.raises(StepError, match=r"step 2 \('delivr 2'\): not a step") as bad:
+        b.load("deliver 1; delivr 2; deliver 3")
+    assert (bad.value.index, bad.value.text) == (2, "delivr 2")
+    with pytest.raises(StepError, match=r"step 3 \('deliver 9'\): no design can take it: "
+                                        r"request 9 has not been sent"):
+        b.load("deliver 1; deliver 2; deliver 9")
+    with pytest.raises(StepError, match=r"step 2 \('stale 1'\)"):
+        b.add("stale 1")
+    assert b.steps == ["deliver 1"] and b.runs["callback"].heads == [0, 1]
+    assert parse_schedule(" 1 ;dup 1,, timeout ; crash") == ["1", "dup 1", "timeout", "crash"]
+
+
+def test_a_step_one_design_cannot_take_is_skipped_there_with_a_reason() -> None:
+    b = ScheduleBuilder()
+    b.add("deliver 2")  # only fenced (window 2) has sent request 2
+    assert b.runs["fenced"].outcomes[0].committed is True
+    assert b.runs["ballot"].outcomes == [None]
+    assert b.runs["ballot"].skipped == {1: "request 2 has not been sent"}
+
+
+def test_availability_explains_why() -> None:
+    b = ScheduleBuilder()
+    assert b.availability("deliver", 1).ok and b.availability("crash").ok
+    dup = b.availability("dup", 1)
+    assert not dup.ok and "has not arrived yet" in dup.why
+    assert "built on version 0" in b.availability("stale", 1).why
+    assert "not waiting on request 7" in b.availability("timeout", 7).why
+    b.add("deliver 1")
+    assert b.availability("dup", 1).ok and not b.availability("deliver", 1).ok
+
+
+def test_shortest_break_per_design() -> None:
+    assert shortest_break("callback") == ["deliver 1", "deliver 2", "deliver 1"]
+    assert shortest_break("ballot") is None
+    with pytest.raises(ValueError, match="unknown design"):
+        shortest_break("nope")
+
+
+def test_workbench_buttons_add_steps(bench: ArrivalWorkbench) -> None:
+    png = bench.last_png
+    assert bench.k == 1 and bench.buttons["deliver"].description == "deliver response 1"
+    assert bench.buttons["dup"].disabled and "not arrived yet" in bench.why.value
+    assert bench.buttons["undo"].disabled
+    bench.buttons["deliver"].click()
+    assert bench.builder.steps == ["deliver 1"] and bench.last_png != png
+    assert bench.schedule.value == "deliver 1"
+    bench.request.value = 1
+    bench.buttons["dup"].click()
+    bench.request.value = 2
+    bench.buttons["stale"].click()
+    bench.buttons["crash"].click()
+    bench.buttons["oldest"].click()
+    assert bench.builder.steps == ["deliver 1", "dup 1", "stale 2", "crash", "timeout"]
+    assert len(bench.timings) == 1 + 5 + 1  # start, five steps, picking request 2 (1 was on)
+
+
+def test_workbench_give_up_undo_reset(bench: ArrivalWorkbench) -> None:
+    bench.buttons["give_up"].click()
+    assert bench.builder.steps == ["timeout 1"]
+    assert "in flight" in dict((v, lbl) for lbl, v in bench.request.options)[2]
+    bench.buttons["undo"].click()
+    assert bench.builder.steps == [] and bench.schedule.value == ""
+    bench.preset.value = "inverted"
+    assert bench.builder.steps == list(PRESETS["inverted"].steps)
+    assert "BROKEN" in bench.verdicts.value
+    bench.buttons["reset"].click()
+    assert bench.builder.steps == [] and "BROKEN" not in bench.verdicts.value
+    assert bench.preset.value == ""
+
+
+def test_workbench_typed_schedule_and_inline_error(bench: ArrivalWorkbench) -> None:
+    bench.type_schedule("deliver 1; deliver 2; dup 1")
+    assert bench.builder.steps == ["deliver 1", "deliver 2", "dup 1"] and not bench.error.value
+    assert "BROKEN: reader saw v2 \u2192 v1 at step 3" in bench.verdicts.value
+    bench.type_schedule("deliver 1; delivr 2")
+    assert "step <b>2</b> <code>delivr 2</code>" in bench.error.value
+    assert "Traceback" not in bench.error.value
+    assert bench.builder.steps == ["deliver 1", "deliver 2", "dup 1"]  # unchanged
+    bench.schedule.value = "crash"  # what Enter in the text box does
+    assert bench.builder.steps == ["crash"] and not bench.error.value
+
+
+def test_workbench_shortest_break(bench: ArrivalWorkbench) -> None:
+    bench.focus.value = "lww"
+    assert bench.shortest.description == "shortest schedule that breaks lww"
+    bench.shortest.click()
+    assert bench.builder.steps == shortest_break("lww")
+    assert bench.builder.runs["lww"].falls and "Shortest schedule" in bench.message.value
+    before = list(bench.builder.steps)
+    bench.focus.value = "ballot"
+    bench.shortest.click()
+    assert "No schedule breaks ballot" in bench.message.value
+    assert bench.builder.steps == before
+
+
+def test_workbench_focus_changes_the_lanes_only(bench: ArrivalWorkbench) -> None:
+    bench.preset.value = "inverted"
+    png, verdicts = bench.last_png, bench.verdicts.value
+    bench.focus.value = "fenced"
+    assert bench.last_png != png and bench.verdicts.value == verdicts
+    assert "5 (in flight)" in [lbl for lbl, _ in bench.request.options][-1]
+
+
+def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
+    """A kernel can run widget callbacks on another thread than the cell that built the app."""
+    import threading
+
+    b = ScheduleBuilder()
+    b.add("deliver 1")
+    seen: list[object] = []
+
+    def elsewhere() -> None:
+        try:
+            seen.append(b.availability("deliver", 2).ok)
+            b.add("deliver 2")
+            seen.append(b.runs["ballot"].heads)
+        except Exception as exc:  # reported by the assertion below
+            seen.append(exc)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert seen == [True, [0, 1, 2]]
+    b.undo()  # back on the first thread: replays again, no ProgrammingError
+    assert b.steps == ["deliver 1"]

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from labkit.arrivals import CRASH, DELIVER, TIMEOUT, ScheduleResult
@@ -33,12 +35,14 @@ from labkit.plots.style import (
     styled,
     workbook_style,
 )
+from labkit.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
 
 DESIGN_LABELS = {
     "callback": "write in callback",
     "lww": "last-write-wins (updated_at)",
     "ballot": "single ballot + watermark",
     "fenced": "pipelined, fenced ballots",
+    "cas": "compare-and-set on the head",
 }
 REWIND_COLOR = "#b00020"
 
@@ -433,3 +437,361 @@ def restarts_figure(
     ax.set_title(title)
     ax.legend(handles=handles, **RIGHT_LEGEND)
     return fig
+
+
+# --- bug 2 in one picture: one panel per design, the fall marked --------------------------
+
+
+def _below_mask(heads: np.ndarray) -> np.ndarray:
+    """True where the head is below the highest version the reader had seen before."""
+    return heads < np.maximum.accumulate(heads) if len(heads) else heads.astype(bool)
+
+
+@styled
+def rewind_panels_figure(
+    traces: Traces | pd.DataFrame,
+    title: str = "Catalog head an independent reader sees, one panel per design",
+    width: float = 7.8,
+    panel_height: float = 1.7,
+) -> Figure:
+    """`simulate` traces stacked one design per panel (shared axes), so no line hides another.
+
+    The dotted line is the highest version the reader had already seen; where the head is
+    below it the gap is shaded red, and the first fall is marked "reader saw vA -> vB".
+    Lines carry `gid` ``trace:<design>`` (tests read their data).
+    """
+    shown = _as_traces(traces)
+    fig = new_figure(width, panel_height * len(shown) + 1.1)
+    axes = fig.subplots(len(shown), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    fig.subplots_adjust(left=0.09, right=0.7, top=1 - 0.55 / fig.get_figheight(),
+                        bottom=0.55 / fig.get_figheight(), hspace=0.45)
+    for ax, (design, trace) in zip(axes, shown.items(), strict=True):
+        color = COLORS.get(design, "#444444")
+        t = trace["t"].to_numpy(dtype=float)
+        heads = trace["head_version"].to_numpy(dtype=float)
+        seen = np.maximum.accumulate(heads) if len(heads) else heads
+        ax.step(t, seen, where="post", color="#555555", ls=":", lw=1.2,
+                gid=f"last_seen:{design}")
+        ax.fill_between(t, heads, seen, where=_below_mask(heads), step="post",
+                        color=REWIND_COLOR, alpha=0.25, lw=0, gid=f"below:{design}")
+        ax.step(t, heads, where="post", color=color, lw=2.0, gid=f"trace:{design}")
+        rejected = (trace["event"].to_numpy() == "deliver") & (
+            trace["committed"].to_numpy() == False)  # noqa: E712 (None = no decision)
+        ax.scatter(t[rejected], heads[rejected], marker="|", s=70, color=COLORS["reject"],
+                   zorder=3, gid=f"reject:{design}")
+        falls = np.flatnonzero(_below_mask(heads) & ~np.r_[False, _below_mask(heads)[:-1]])
+        for i in falls[:1]:
+            ax.annotate(
+                f"reader saw v{seen[i - 1]:.0f} \u2192 v{heads[i]:.0f}", xy=(t[i], heads[i]),
+                xytext=(t[i] + 0.06 * (t[-1] - t[0]), heads[i] - 0.25 * seen[-1]),
+                color=REWIND_COLOR, fontsize=9, fontweight="bold", va="center",
+                arrowprops={"arrowstyle": "->", "color": REWIND_COLOR, "lw": 1.5},
+                gid=f"fall:{design}")
+        below = int(_below_mask(heads).sum())
+        verdict = (f"fell {len(falls)}x, {below} events below the last-seen head" if below
+                   else "never fell")
+        ax.set_title(f"{design}: {DESIGN_LABELS.get(design, design)} \u2014 {verdict}",
+                     loc="left", fontsize=9, color=color, fontweight="bold")
+        ax.set_ylabel("head")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    axes[-1].set_xlabel("simulated time (mean planner latency = 1)")
+    fig.suptitle(title, fontsize=10.5)
+    handles = [
+        *(Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=d) for d in shown),
+        Line2D([], [], color="#555555", ls=":", label="highest version already seen"),
+        Patch(color=REWIND_COLOR, alpha=0.25, label="reader sees an older catalog"),
+        Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
+               label="response rejected"),
+    ]
+    axes[0].legend(handles=handles, **RIGHT_LEGEND)
+    return fig
+
+
+# --- the arrival-order workbench: lanes over the head, per design ------------------------
+
+_LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
+_LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
+    "commit": {"marker": "o", "ms": 8},
+    "dup": {"marker": "P", "ms": 9, "mec": "white"},
+    "reject": {"marker": "X", "ms": 8, "color": COLORS["reject"]},
+    "gave_up": {"marker": "D", "ms": 6, "mfc": "white", "mew": 1.5},
+    "flying": {"marker": ">", "ms": 6},
+}
+
+
+def _room(value: int, floor: int, step: int) -> int:
+    """`value` rounded up to a multiple of `step`, at least `floor` (stable axes, rare redraws)."""
+    return max(floor, step * -(-value // step))
+
+
+class _TextPool:
+    """Reusable Text artists on one axes: creating text is dear, moving it is not."""
+
+    def __init__(self, ax: Axes, **style: Any) -> None:
+        self.ax, self.style, self.texts, self.used = ax, style, [], 0
+
+    def reset(self) -> None:
+        for text in self.texts:
+            text.set_visible(False)
+        self.used = 0
+
+    def put(self, x: float, y: float, text: str, **style: Any) -> None:
+        if self.used == len(self.texts):
+            self.texts.append(self.ax.text(0, 0, "", **self.style))
+        artist = self.texts[self.used]
+        artist.set_position((x, y))
+        artist.set_text(text)
+        artist.set_visible(True)
+        artist.update(style)
+        self.used += 1
+
+
+def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np.ndarray]:
+    """One rectangle per step where the head is below the last-seen version."""
+    return [np.array([[xs[i], heads[i]], [xs[i + 1], heads[i]], [xs[i + 1], seen[i]],
+                      [xs[i], seen[i]]]) for i in range(len(xs) - 1) if heads[i] < seen[i]]
+
+
+class WorkbenchCanvas:
+    """The workbench picture: the focus design's requests as lanes (send -> arrival), above
+    one strip per design with the catalog head over the steps.
+
+    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
+    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
+    into those artists and `FrameCache` redraws only them.
+    """
+
+    def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
+        self.designs = list(designs)
+        self.width = width
+        self.fig: Figure | None = None
+        self._frame_key: object = None
+        self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
+        self._frames = FrameCache()
+        self._dynamic: list[Any] = []
+
+    # --- frame ---------------------------------------------------------------------------
+
+    def _build(self, lanes_room: int) -> None:
+        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
+        lanes_h = _LANE_H * lanes_room + 0.35
+        height = _TOP + lanes_h + _STRIP_H * len(self.designs) + _BOTTOM
+        fig = new_figure(self.width, height)
+        grid = fig.add_gridspec(1 + len(self.designs), 1,
+                                height_ratios=[lanes_h, *[_STRIP_H] * len(self.designs)],
+                                left=0.15, right=0.75, top=1 - _TOP / height,
+                                bottom=_BOTTOM / height, hspace=0.38)
+        self.lanes_ax = lanes = fig.add_subplot(grid[0])
+        self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
+                       for i, d in enumerate(self.designs)}
+        lanes.set_ylim(lanes_room - 0.4, -0.7)
+        lanes.set_yticks([])
+        lanes.grid(False, axis="y")
+        lanes.set_ylabel("requests")
+        self.lanes_title = lanes.set_title(" ", loc="left", fontsize=9, fontweight="bold")
+        for design, ax in self.strips.items():
+            ax.tick_params(axis="y", labelsize=7)
+            ax.set_ylabel(f"{design}\nhead", rotation=0, ha="right", va="center", fontsize=8.5,
+                          color=COLORS.get(design, "#444444"), fontweight="bold")
+            ax.tick_params(axis="x", labelbottom=False)
+        lanes.tick_params(axis="x", labelbottom=False)
+        self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
+        fig.suptitle("One schedule, every design: requests in flight (top), the head a reader "
+                     "sees (below)", fontsize=10)
+        lanes.legend(handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05),
+                     fontsize=7)
+        self.fig = fig
+        self._make_artists("#555555")
+
+    def _set_rooms(self, steps_room: int, head_room: int) -> None:
+        """Axes limits for `steps_room` steps and versions up to `head_room` (no new artists)."""
+        self.lanes_ax.set_xlim(-0.6, steps_room + 0.6)
+        self.strips[self.designs[-1]].set_xticks(range(steps_room + 1))
+        for ax in self.strips.values():
+            ax.set_ylim(-0.6, head_room + 0.6)
+            ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
+
+    @staticmethod
+    def _legend() -> list[Any]:
+        grey = "#555555"
+        return [
+            Line2D([], [], color=grey, lw=3, alpha=0.55, label="request travelling"),
+            Line2D([], [], ls="", marker="o", ms=7, color=grey, label="arrived, committed"),
+            Line2D([], [], ls="", marker="X", ms=7, color=COLORS["reject"],
+                   label="arrived, rejected"),
+            Line2D([], [], ls="", marker="P", ms=8, color=grey, mec="white",
+                   label="duplicate, committed"),
+            Line2D([], [], ls="", marker="D", ms=6, mfc="white", mec=grey,
+                   label="loop gave up on it"),
+            Line2D([], [], ls="", marker=">", ms=6, color=grey, label="still in flight"),
+            Line2D([], [], color=grey, ls=":", lw=1.2, label="late or repeated"),
+            Line2D([], [], color=grey, lw=1.8, label="catalog head"),
+            Line2D([], [], color="#777777", ls=":", lw=1, label="highest version seen"),
+            Patch(color=REWIND_COLOR, alpha=0.3, label="reader sees older catalog"),
+            Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec="#888888",
+                   label="step n/a for design"),
+            Line2D([], [], color="black", ls="--", lw=1, label="loop crashed + restarted"),
+        ]
+
+    def _make_artists(self, color: str) -> None:
+        """Every data artist, empty; `update` fills them in."""
+        lanes = self.lanes_ax
+        self.bars = LineCollection([], colors=color, linewidths=3, alpha=0.55, capstyle="butt",
+                                   gid="lanes")
+        self.lane_color = color
+        self.tails = LineCollection([], colors=color, linewidths=1.2, linestyles=":")
+        lanes.add_collection(self.bars)
+        lanes.add_collection(self.tails)
+        self.marks = {k: lanes.plot([], [], ls="", **{"color": color, **style},
+                                    gid=f"lane_mark:{k}")[0]
+                      for k, style in _LANE_MARKS.items()}
+        self.lane_names = _TextPool(lanes, ha="right", va="center", fontsize=7)
+        self.notes = _TextPool(lanes, fontsize=6.5, color="#444444")
+        self.crash_lines = {}
+        self.strip_art: dict[str, dict[str, Any]] = {}
+        for design, ax in [("lanes", lanes), *self.strips.items()]:
+            self.crash_lines[design] = LineCollection([], colors="black", linestyles="--",
+                                                      linewidths=1,
+                                                      transform=ax.get_xaxis_transform())
+            ax.add_collection(self.crash_lines[design])
+        for design, ax in self.strips.items():
+            dcolor = COLORS.get(design, "#444444")
+            below = PolyCollection([], facecolors=REWIND_COLOR, alpha=0.3, linewidths=0)
+            ax.add_collection(below)
+            fall = ax.annotate("", xy=(0, 0), xytext=(0, 0), fontsize=7.5, color=REWIND_COLOR,
+                               fontweight="bold", gid=f"fall:{design}",
+                               arrowprops={"arrowstyle": "->", "color": REWIND_COLOR})
+            self.strip_art[design] = {
+                "seen": ax.step([], [], where="post", color="#777777", ls=":", lw=1.0)[0],
+                "below": below,
+                "head": ax.step([], [], where="post", color=dcolor, lw=1.8,
+                                gid=f"head:{design}")[0],
+                "skipped": ax.plot([], [], ls="", marker="o", ms=5, mfc="white",
+                                   mec="#888888")[0],
+                "fall": fall,
+            }
+        last = self.strips[self.designs[-1]]
+        self.step_names = _TextPool(last, rotation=30, ha="right", va="top", fontsize=7,
+                                    transform=last.get_xaxis_transform())
+
+    # --- data ----------------------------------------------------------------------------
+
+    def _fill_lanes(self, run: DesignRun, now: int) -> None:
+        bars, tails = [], []
+        points: dict[str, list[tuple[float, float]]] = {k: [] for k in _LANE_MARKS}
+        self.lane_names.reset()
+        self.notes.reset()
+        order = sorted(run.lanes.values(), key=lambda ln: (ln.sent_at, ln.request_id))
+        for y, lane in enumerate(order):
+            arrived, gave_up = lane.arrived_at, lane.gave_up_at
+            end = min(x for x in (arrived, gave_up, now) if x is not None)
+            bars.append([(lane.sent_at, y), (end, y)])
+            if arrived is None and gave_up is None:
+                points["flying"].append((end, y))
+            if gave_up is not None:
+                tail = arrived if arrived is not None and arrived > gave_up else now
+                tails.append([(gave_up, y), (tail, y)])
+                points["gave_up"].append((gave_up, y))
+            name = f"r{lane.request_id}"
+            if lane.replay_of is not None:
+                name += f" (replays r{lane.replay_of})"
+            self.lane_names.put(lane.sent_at - 0.15, y, name)
+            arrivals = [e for e in lane.events if e.kind != GAVE_UP]
+            if len(arrivals) > 1:
+                tails.append([(arrivals[0].step, y), (arrivals[-1].step, y)])
+            for ev in arrivals:
+                dup = ev.kind == DUPLICATE
+                kind = ("dup" if dup else "commit") if ev.committed else "reject"
+                points[kind].append((ev.step, y))
+                if not ev.committed or ev.stale or dup:
+                    note = "commit" if ev.committed else str(ev.reason).replace("_", " ")
+                    note = ("dup: " if dup else "stale: " if ev.stale else "") + note
+                    self.notes.put(ev.step + 0.15, y - 0.22, note)
+        self.bars.set_segments(bars)
+        self.tails.set_segments(tails)
+        for kind, line in self.marks.items():
+            xy = np.array(points[kind], dtype=float).reshape(-1, 2)
+            line.set_data(xy[:, 0], xy[:, 1])
+
+    def _fill_strip(self, design: str, run: DesignRun) -> None:
+        art = self.strip_art[design]
+        heads = np.asarray(run.heads, dtype=float)
+        xs = np.r_[np.arange(len(heads), dtype=float), len(heads) - 0.5]
+        heads, seen = np.r_[heads, heads[-1]], np.maximum.accumulate(np.r_[heads, heads[-1]])
+        art["seen"].set_data(xs, seen)
+        art["head"].set_data(xs, heads)
+        art["below"].set_verts(_below_boxes(heads, seen, xs))
+        skipped = sorted(run.skipped)
+        art["skipped"].set_data(skipped, [heads[s] for s in skipped])
+        fall = run.falls[0] if run.falls else None
+        art["fall"].set_visible(fall is not None)
+        if fall is not None:
+            art["fall"].set_text(f"reader saw v{fall.seen} \u2192 v{fall.head}")
+            art["fall"].xy = (fall.step, fall.head)
+            art["fall"].set_position((fall.step + 0.4, fall.seen + 0.15))
+
+    def update(self, runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str) -> Figure:
+        """Show `runs` (design -> `DesignRun` of the same `steps`), with the lanes of `focus`.
+
+        The room for steps, lanes and versions only grows (undo does not shrink the axes), so
+        the frame is rarely drawn again; more lanes than the figure holds build a taller one.
+        """
+        n = len(steps)
+        top = max(max(r.heads) for r in runs.values())
+        lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
+        steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
+        head_room = max(self._rooms[2], _room(top + 1, 6, 3))
+        if self.fig is None or lanes_room != self._rooms[0]:
+            with workbook_style():
+                self._build(lanes_room)
+        self._rooms = (lanes_room, steps_room, head_room)
+        self._frame_key = self._rooms
+        self._set_rooms(steps_room, head_room)
+        color = COLORS.get(focus, "#444444")
+        if color != self.lane_color:
+            self.lane_color = color
+            self.bars.set_color(color)
+            self.tails.set_color(color)
+            for kind, line in self.marks.items():
+                style = _LANE_MARKS[kind]
+                line.set_color(style.get("color", color))
+                if "mfc" not in style:
+                    line.set_markerfacecolor(style.get("color", color))
+                if "mec" not in style:
+                    line.set_markeredgecolor(style.get("color", color))
+        self.lanes_title.set_text(f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): "
+                                  "send \u2192 arrival")
+        self.lanes_title.set_color(color)
+        self._fill_lanes(runs[focus], n)
+        for design in self.designs:
+            self._fill_strip(design, runs[design])
+        crashes = runs[focus].crashes
+        for design, lines in self.crash_lines.items():
+            at = crashes if design == "lanes" else runs[design].crashes
+            lines.set_segments([[(x, 0), (x, 1)] for x in at])
+        self.step_names.reset()
+        self.step_names.put(0, -0.12, "start")
+        for i, step in enumerate(steps, start=1):
+            self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
+        self._dynamic = [
+            self.lanes_title, self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
+            *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
+            *(a for art in self.strip_art.values() for a in art.values()),
+        ]
+        return self.fig  # type: ignore[return-value]
+
+    def png(self, runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str,
+            dpi: int = 80) -> bytes:
+        """`update`, then render: the frame is restored, only the data is drawn again."""
+        with workbook_style():
+            fig = self.update(runs, steps, focus)
+        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi)
+
+
+@styled
+def workbench_figure(
+    runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str | None = None
+) -> Figure:
+    """A `ScheduleBuilder`'s runs as the workbench draws them (lanes of `focus`, heads of all)."""
+    designs = list(runs)
+    return WorkbenchCanvas(designs).update(runs, steps, focus or designs[0])

@@ -1,5 +1,5 @@
-"""Widget apps for part two: the four designs on one fault trace (notebook 05) and the
-inverted arrival step by step (notebook 04).
+"""Widget apps for part two: the four designs on one fault trace (notebook 05), the
+inverted arrival step by step, and the arrival-order workbench (notebooks 04 and 05).
 
 Each control change runs `labkit.planner.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
@@ -22,8 +22,21 @@ import pandas as pd
 from labkit.arrivals import ScheduleResult, StepOutcome, explore, run_schedule
 from labkit.designs import DESIGNS
 from labkit.planner import FAULTS, RunSummary, SimulationRun, run, summary_table
-from labkit.plots.part2_catalog import DESIGN_LABELS, FourDesignsCanvas, arrival_lanes_figure
+from labkit.plots.part2_catalog import (
+    DESIGN_LABELS,
+    FourDesignsCanvas,
+    WorkbenchCanvas,
+    arrival_lanes_figure,
+)
 from labkit.plots.style import png_bytes
+from labkit.schedule_builder import (
+    EXPLORE_N,
+    PRESETS,
+    Availability,
+    ScheduleBuilder,
+    StepError,
+    shortest_break,
+)
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
@@ -281,3 +294,264 @@ class InvertedArrivalStepper:
         )
         self.caption.value = f"step {k}: <code>{html.escape(first.steps[k - 1])}</code><ul>{lines}</ul>"
         self.timings.append(time.perf_counter() - start)
+
+
+_BUTTON = widgets.Layout(width="auto")
+
+
+class ArrivalWorkbench(BatchedApp):
+    """Compose an arrival order step by step (or type it), play it on every design at once.
+
+    `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
+    its button; `last_png` is the picture shown and `timings` each update's duration. Every
+    design in `labkit.designs.DESIGNS` (read when the app is built) runs the same schedule.
+    """
+
+    ACTIONS = ("deliver", "dup", "stale", "give_up")
+
+    def __init__(self, preset: str | None = "inverted", focus: str | None = None,
+                 designs: Sequence[str] | None = None) -> None:
+        self.builder = ScheduleBuilder(designs)
+        self.designs = list(self.builder.designs)
+        self.canvas = WorkbenchCanvas(self.designs)
+        self.last_png = b""
+        self.timings: list[float] = []
+        self.broke: dict[str, list[str] | None] = {}
+        self._advance = True  # after a step, offer the oldest request still in flight
+
+        self.schedule = classed(widgets.Text(
+            description="schedule", continuous_update=False,
+            placeholder="e.g. timeout 1; deliver 2; deliver 3; deliver 1  (then press Enter)",
+            layout=widgets.Layout(width="560px")), "wb-schedule")
+        self.play = classed(widgets.Button(description="play this schedule",
+                                           layout=_BUTTON), "wb-play")
+        self.preset = classed(widgets.Dropdown(
+            options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
+            value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
+        self.request = classed(widgets.Dropdown(description="request k",
+                                                layout=widgets.Layout(width="260px")),
+                               "wb-request")
+        self.buttons = {
+            "deliver": widgets.Button(button_style="primary", layout=_BUTTON),
+            "dup": widgets.Button(layout=_BUTTON),
+            "stale": widgets.Button(layout=_BUTTON),
+            "give_up": widgets.Button(layout=_BUTTON),
+            "oldest": widgets.Button(description="give up on the oldest wait", layout=_BUTTON),
+            "crash": widgets.Button(description="crash and restart the loop", layout=_BUTTON,
+                                    button_style="warning"),
+            "undo": widgets.Button(description="undo last step", icon="undo", layout=_BUTTON),
+            "reset": widgets.Button(description="reset", layout=_BUTTON),
+        }
+        for name, button in self.buttons.items():
+            classed(button, f"wb-{name.replace('_', '-')}")
+        self.focus = classed(widgets.Dropdown(
+            options=[(f"{d}: {DESIGN_LABELS.get(d, d)}", d) for d in self.designs],
+            value=focus or self.designs[0], description="lanes of",
+            layout=widgets.Layout(width="360px")), "wb-focus")
+        self.shortest = classed(widgets.Button(layout=_BUTTON, button_style="danger"),
+                                "wb-shortest")
+        self.why = classed(widgets.HTML(), "wb-why")
+        self.error = classed(widgets.HTML(), "wb-error")
+        self.message = classed(widgets.HTML(), "wb-message")
+        self.out = classed(widgets.Output(), "wb-lanes")
+        self.verdicts = classed(widgets.HTML(), "wb-verdicts")
+
+        self.schedule.observe(lambda _c: self._typed(), "value")
+        self.play.on_click(lambda _b: self._typed(force=True))
+        self.preset.observe(self._preset_picked, "value")
+        self.request.observe(self._changed, "value")
+        self.focus.observe(self._changed, "value")
+        self.buttons["deliver"].on_click(lambda _b: self._add("deliver {k}"))
+        self.buttons["dup"].on_click(lambda _b: self._add("dup {k}"))
+        self.buttons["stale"].on_click(lambda _b: self._add("stale {k}"))
+        self.buttons["give_up"].on_click(lambda _b: self._add("timeout {k}"))
+        self.buttons["oldest"].on_click(lambda _b: self._add("timeout"))
+        self.buttons["crash"].on_click(lambda _b: self._add("crash"))
+        self.buttons["undo"].on_click(lambda _b: self._edit(self.builder.undo))
+        self.buttons["reset"].on_click(lambda _b: self._edit(self.builder.reset))
+        self.shortest.on_click(lambda _b: self.fill_shortest())
+
+        b = self.buttons
+        help_text = widgets.HTML(
+            "<span style='font-size:12px;color:#444'>The loop sends requests by itself (at "
+            "the start, after a commit, after giving up). You decide when each response "
+            "arrives, whether it arrives again, or whether the loop stops waiting.</span>")
+        self.ui = widgets.VBox([
+            help_text,
+            widgets.HBox([self.preset, b["undo"], b["reset"]]),
+            widgets.HBox([self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]]),
+            widgets.HBox([b["oldest"], b["crash"]]),
+            self.why,
+            widgets.HBox([self.schedule, self.play]),
+            self.error,
+            widgets.HBox([self.focus, self.shortest]),
+            self.message,
+            self.out,
+            self.verdicts,
+        ])
+        self.ui.add_class("wb-workbench")
+        if preset:
+            self.builder.use_preset(preset)
+            with self.hold():
+                self.preset.value = preset
+        self.update()
+
+    # --- edits -------------------------------------------------------------------------
+
+    @property
+    def k(self) -> int | None:
+        """The request the per-request buttons act on."""
+        return self.request.value
+
+    def _add(self, template: str) -> None:
+        self._attempt(lambda: self.builder.add(template.format(k=self.k)))
+
+    def _attempt(self, change: Any) -> None:
+        """Apply `change` to the builder; a bad step is shown inline and changes nothing."""
+        try:
+            change()
+        except StepError as exc:
+            self.error.value = _error_html(exc)
+            return
+        self._edited()
+
+    def _edit(self, action: Any) -> None:
+        action()
+        self._edited()
+
+    def _edited(self, preset: str = "") -> None:
+        """After a change: clear the error and message, show `preset` (or none), move the
+        request picker on to the oldest request still in flight, redraw."""
+        self._advance = True
+        self.error.value = ""
+        self.message.value = ""
+        with self.hold():
+            self.preset.value = preset
+        self.update()
+
+    def _typed(self, force: bool = False) -> None:
+        if self._holding:
+            return
+        text = self.schedule.value
+        if not force and text.strip() == self.builder.text:
+            return
+        self._attempt(lambda: self.builder.load(text))
+
+    def _preset_picked(self, change: Any) -> None:
+        if self._holding or not change["new"]:
+            return
+        self.builder.use_preset(change["new"])
+        self._edited(change["new"])
+
+    def type_schedule(self, text: str) -> None:
+        """What typing `text` into the schedule box and pressing Enter does."""
+        self.schedule.value = text
+        self._typed(force=True)
+
+    def fill_shortest(self) -> None:
+        """Replace the schedule by the shortest one that breaks the design in focus, if any."""
+        design = self.focus.value
+        found = shortest_break(design)
+        self.broke[design] = found
+        if found is None:
+            self.message.value = (
+                f"<b>No schedule breaks {html.escape(design)}</b>: the explorer tried every "
+                f"order of up to {EXPLORE_N} deliveries (each response up to twice, one "
+                "give-up) and the head never fell. The schedule is unchanged.")
+            return
+        self.builder.load(found)
+        self._edited()
+        self.message.value = (
+            f"Shortest schedule that breaks <b>{html.escape(design)}</b> "
+            f"({len(found)} steps, found by <code>labkit.arrivals.explore</code>): "
+            f"<code>{html.escape('; '.join(found))}</code>")
+
+    # --- the update --------------------------------------------------------------------
+
+    def _refresh_controls(self) -> None:
+        """Request choices, button labels and which buttons apply now (with the reason)."""
+        builder, focus = self.builder, self.focus.value
+        lanes = builder.runs[focus].lanes
+        options = []
+        for rid in builder.requests:
+            lane = lanes.get(rid)
+            state = lane.status if lane is not None else f"not sent by {focus}"
+            options.append((f"{rid} ({state})", rid))
+        keep = self.k if self.k in builder.requests and not self._advance else None
+        self._advance = False
+        if keep is None:
+            flying = [rid for rid, ln in sorted(lanes.items()) if ln.status == "in flight"]
+            keep = (flying or builder.requests or [None])[0]
+        with self.hold():
+            self.request.options = options
+            self.request.value = keep
+        k = self.k
+        labels = {
+            "deliver": f"deliver response {k}",
+            "dup": f"deliver {k} again (duplicate)",
+            "stale": f"stale body for {k}",
+            "give_up": f"time out / give up on {k}",
+        }
+        verbs = {"deliver": ("deliver", k), "dup": ("dup", k), "stale": ("stale", k),
+                 "give_up": ("timeout", k), "oldest": ("timeout", None)}
+        reasons = []
+        for name, (verb, rid) in verbs.items():
+            button = self.buttons[name]
+            if name in labels:
+                button.description = labels[name]
+            if name == "oldest":
+                ok = builder.availability("timeout_oldest")
+            else:
+                ok = builder.availability(verb, rid) if rid is not None else \
+                    Availability(False, "no request sent yet")
+            button.disabled = not ok.ok
+            button.tooltip = ok.why or f"add the step '{verb}{'' if rid is None else f' {rid}'}'"
+            if not ok.ok:
+                reasons.append(f"<li><i>{html.escape(button.description)}</i>: "
+                               f"{html.escape(ok.why)}</li>")
+        self.buttons["undo"].disabled = not builder.steps
+        self.why.value = ("<div style='font-size:12px;color:#555'>Greyed out now:<ul "
+                          "style='margin:0'>" + "".join(reasons) + "</ul></div>"
+                          if reasons else "")
+        self.shortest.description = f"shortest schedule that breaks {focus}"
+
+
+    def update(self) -> None:
+        """Redraw lanes and heads, refresh verdicts, controls and the typed line; time it."""
+        start = time.perf_counter()
+        builder = self.builder
+        self._refresh_controls()
+        with self.hold():
+            self.schedule.value = builder.text
+        self.last_png = self.canvas.png(builder.runs, builder.steps, self.focus.value,
+                                        dpi=WIDGET_DPI)
+        png_output(self.out, self.last_png)
+        self.verdicts.value = _verdict_table(builder)
+        self.timings.append(time.perf_counter() - start)
+
+
+def _error_html(exc: StepError) -> str:
+    return ("<div style='color:#b00020;font-size:13px'>&#9888; Not applied: step "
+            f"<b>{exc.index}</b> <code>{html.escape(exc.text)}</code>: "
+            f"{html.escape(exc.problem)}</div>")
+
+
+def _verdict_table(builder: ScheduleBuilder) -> str:
+    """One row per design: verdict, commits, rejects by reason, falls, steps it skipped."""
+    rows = []
+    for design, played in builder.runs.items():
+        rejects = ", ".join(f"{r.replace('_', ' ')} {n}" for r, n in sorted(played.rejects.items()))
+        skipped = "; ".join(f"step {i}: {why}" for i, why in played.skipped.items())
+        broken = bool(played.falls)
+        rows.append(
+            f"<tr><td><b>{html.escape(design)}</b></td>"
+            f"<td style='color:{'#b00020' if broken else '#2e7d32'}'>"
+            f"{'<b>' if broken else ''}{html.escape(played.verdict)}{'</b>' if broken else ''}</td>"
+            f"<td>{played.commits}</td><td>{html.escape(rejects) or '-'}</td>"
+            f"<td>{len(played.falls)}</td><td>v{played.heads[-1]}</td>"
+            f"<td>{html.escape(skipped) or '-'}</td></tr>")
+    head = "".join(f"<th>{c}</th>" for c in (
+        "design", "verdict", "versions committed", "rejected (by reason)",
+        "falls the reader saw", "head now", "steps that did not apply"))
+    return ("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")

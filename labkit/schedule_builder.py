@@ -1,0 +1,408 @@
+"""A schedule composed one step at a time, played on every design side by side.
+
+`ScheduleBuilder` is the model behind the arrival-order workbench (notebooks 04 and 05): the
+reader adds steps of the `labkit.schedules` grammar (or types a whole schedule), undoes them
+or starts from a preset, and every design in `labkit.designs.DESIGNS` plays the same steps
+through `labkit.arrivals`' runner. Designs send their own requests (at the start, after a
+commit, after a give-up), so a step can name a request one design sent and another did not:
+that design skips the step and says why. A step no design can take is refused.
+
+For each design the builder keeps what a lane diagram needs (`Lane`: every request from its
+send to its arrivals or give-up) and a verdict (`DesignRun`: commits, rejects by reason, the
+falls an independent reader saw).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from labkit import designs as design_registry
+from labkit.arrivals import CRASH, DELIVER, TIMEOUT, StepOutcome, _Runner, explore
+from labkit.schedules import ScheduleError, parse_step
+
+ARRIVED, DUPLICATE, GAVE_UP = "arrived", "duplicate", "gave up"
+EXPLORE_N = 5  # deliveries the "shortest break" search explores (fast: milliseconds)
+
+
+class StepError(ScheduleError):
+    """A schedule step that cannot be read or taken; names the step by number and text."""
+
+    def __init__(self, index: int, text: str, problem: str) -> None:
+        self.index, self.text, self.problem = index, text, problem
+        super().__init__(f"step {index} ({text!r}): {problem}")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named starting schedule for the workbench."""
+
+    name: str
+    label: str
+    steps: tuple[str, ...]
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("inverted", "Article 2's late tick (inverted arrival)",
+               ("timeout 1", "deliver 2", "deliver 3", "deliver 1")),
+        Preset("duplicate", "duplicate delivery (same response twice)",
+               ("deliver 1", "dup 1", "deliver 2", "dup 2")),
+        Preset("stale_body", "stale body (built on an older version)",
+               ("deliver 1", "deliver 2", "stale 3", "deliver 4")),
+        Preset("retry_after_commit", "retry after commit (redelivered later)",
+               ("deliver 1", "deliver 2", "dup 1", "deliver 3")),
+        Preset("stall", "stall, then give up (answer lands late)",
+               ("timeout 1", "timeout 2", "deliver 3", "deliver 4", "deliver 1", "deliver 2")),
+        Preset("crash", "crash and restart (ballot survives)",
+               ("crash", "deliver 1", "deliver 2", "deliver 3")),
+    )
+}
+
+
+def parse_schedule(text: str) -> list[str]:
+    """Steps of a one-line schedule separated by ``;`` or ``,`` (blank entries ignored).
+
+    Raises `StepError` naming the first step that is not in the grammar.
+    """
+    raw = [s.strip() for s in re.split(r"[;,\n]", str(text))]
+    steps = [s for s in raw if s]
+    for i, step in enumerate(steps, start=1):
+        try:
+            parse_step(step)
+        except ScheduleError:
+            raise StepError(i, step, "not a step; write 'deliver N' (or 'N', 'dup N'), "
+                                     "'stale N', 'timeout [N]' or 'crash'") from None
+    return steps
+
+
+@dataclass(frozen=True)
+class LaneEvent:
+    """Something that happened to one request at one step."""
+
+    step: int
+    kind: str  # ARRIVED (first delivery), DUPLICATE (a later one) or GAVE_UP
+    committed: bool | None = None
+    reason: str | None = None
+    stale: bool = False
+
+
+@dataclass
+class Lane:
+    """One request from its send (`sent_at`, 0 = at the start) to what became of it."""
+
+    request_id: int
+    sent_at: int
+    replay_of: int | None = None
+    events: list[LaneEvent] = field(default_factory=list)
+
+    @property
+    def arrived_at(self) -> int | None:
+        """The step its response first arrived, if it did."""
+        return next((e.step for e in self.events if e.kind == ARRIVED), None)
+
+    @property
+    def gave_up_at(self) -> int | None:
+        """The step the loop gave up waiting for it, if it did."""
+        return next((e.step for e in self.events if e.kind == GAVE_UP), None)
+
+    @property
+    def status(self) -> str:
+        """``in flight``, ``delivered``, ``duplicated``, ``given up`` or ``arrived late``."""
+        arrived, gave_up = self.arrived_at, self.gave_up_at
+        if arrived is None:
+            return "in flight" if gave_up is None else "given up"
+        if gave_up is not None and gave_up < arrived:
+            return "arrived late"
+        return "duplicated" if any(e.kind == DUPLICATE for e in self.events) else "delivered"
+
+
+@dataclass(frozen=True)
+class Fall:
+    """A step after which the reader saw the head below a version it had already seen."""
+
+    step: int
+    seen: int  # the highest version the reader had seen before
+    head: int  # the version it saw now
+
+
+@dataclass
+class DesignRun:
+    """One design playing the builder's schedule: per step its outcome (None where the step
+    did not apply, see `skipped`), the head after it (`heads[0]` is the start) and its lanes."""
+
+    design: str
+    heads: list[int] = field(default_factory=lambda: [0])
+    outcomes: list[StepOutcome | None] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    lanes: dict[int, Lane] = field(default_factory=dict)
+    crashes: list[int] = field(default_factory=list)
+    overwrites: int = 0
+    replays: int = 0
+
+    @property
+    def commits(self) -> int:
+        """Responses the design wrote into the catalog."""
+        return sum(1 for o in self.outcomes if o is not None and o.committed)
+
+    @property
+    def rejects(self) -> Counter[str]:
+        """Rejected responses by reason."""
+        return Counter(str(o.reason) for o in self.outcomes
+                       if o is not None and o.kind == DELIVER and not o.committed)
+
+    @property
+    def falls(self) -> list[Fall]:
+        """Each step at which the reader saw the head drop below what it had seen before."""
+        found, seen = [], self.heads[0]
+        for step, (before, head) in enumerate(itertools.pairwise(self.heads), start=1):
+            if head < before and head < seen:
+                found.append(Fall(step, seen, head))
+            seen = max(seen, head)
+        return found
+
+    @property
+    def steps_below(self) -> int:
+        """Steps after which the head was below the highest version already seen."""
+        return sum(1 for o in self.outcomes if o is not None and o.rewind)
+
+    @property
+    def verdict(self) -> str:
+        """One line: did a reader see this design's catalog fall on this schedule?"""
+        falls = self.falls
+        if not falls and self.overwrites:
+            return (f"head never fell, but {self.overwrites} commit(s) replaced a version's "
+                    "tools in place (lost update)")
+        if not falls:
+            return "safe on this schedule: the head never fell"
+        f = falls[0]
+        more = f" (+{len(falls) - 1} more)" if len(falls) > 1 else ""
+        return f"BROKEN: reader saw v{f.seen} \u2192 v{f.head} at step {f.step}{more}"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a step can be added now, and if not, why (in words for the reader)."""
+
+    ok: bool
+    why: str = ""
+
+
+def current_designs() -> tuple[str, ...]:
+    """The designs registered right now (read at call time: new designs join by themselves)."""
+    return tuple(design_registry.DESIGNS)
+
+
+class ScheduleBuilder:
+    """Steps added one at a time (or loaded), played on every design at once.
+
+    `steps` is the schedule, `runs` maps design -> `DesignRun`. `add`, `load`, `undo`,
+    `reset` and `use_preset` change it; `availability` says whether a step can be added.
+    Requests are numbered from 1 in the order each design sends them (`window` applies to
+    the pipelined designs).
+    """
+
+    def __init__(
+        self, designs: Sequence[str] | None = None, *, window: int = 2, ticks: int = 1000
+    ) -> None:
+        self.designs = tuple(designs) if designs is not None else current_designs()
+        for d in self.designs:
+            design_registry.check_design(d)
+        self.window, self.ticks = window, ticks
+        self.steps: list[str] = []
+        self._start()
+
+    # --- playing -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._thread = threading.get_ident()
+        self._runners = {
+            d: _Runner(d, window=self.window, ticks=self.ticks, first_request=1, skews=None)
+            for d in self.designs
+        }
+        self.runs = {d: DesignRun(d) for d in self.designs}
+        for d in self.designs:
+            self._note_sends(d, 0)
+        self._digest = {d: self._runners[d].d.read_head()[1] for d in self.designs}
+
+    def _note_sends(self, design: str, step: int) -> None:
+        runner, run = self._runners[design], self.runs[design]
+        for rid, req in runner.sent.items():
+            if rid not in run.lanes:
+                run.lanes[rid] = Lane(rid, step, req.replay_of)
+        run.replays = runner.result.replays
+
+    def _play(self, design: str, raw: str) -> None:
+        runner, run = self._runners[design], self.runs[design]
+        step = len(run.outcomes) + 1
+        try:
+            runner.step(raw)
+        except ScheduleError as exc:
+            run.outcomes.append(None)
+            run.skipped[step] = re.sub(r" \(sent: .*\)$", "", str(exc).split(": ", 1)[-1])
+            run.heads.append(run.heads[-1])
+            return
+        outcome = runner.result.outcomes[-1]
+        run.outcomes.append(outcome)
+        run.heads.append(outcome.head)
+        version, digest = runner.d.read_head()
+        if version == run.heads[-2] and digest != self._digest[design]:
+            run.overwrites += 1
+        self._digest[design] = digest
+        if outcome.kind == CRASH:
+            run.crashes.append(step)
+        elif outcome.kind == TIMEOUT and outcome.request_id is not None:
+            # after a restart a ballot design names a request it forgot by -ballot_id
+            lane = run.lanes.get(abs(outcome.request_id))
+            if lane is not None:
+                lane.events.append(LaneEvent(step, GAVE_UP))
+        elif outcome.kind == DELIVER and outcome.request_id in run.lanes:
+            lane = run.lanes[outcome.request_id]
+            kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
+            lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
+                                         stale=parse_step(raw)[0] == "stale"))
+        self._note_sends(design, step)
+
+    def _here(self) -> None:
+        """Replay the schedule if this thread did not build the designs' SQLite stores.
+
+        A notebook kernel may run widget callbacks on another thread than the cell that built
+        the app, and a sqlite3 connection refuses to be used across threads.
+        """
+        if threading.get_ident() != self._thread:
+            self._replay(list(self.steps))
+
+    def _replay(self, steps: Sequence[str]) -> None:
+        self.steps = []
+        self._start()
+        for i, raw in enumerate(steps, start=1):
+            self._take(i, raw)
+
+    def _take(self, index: int, raw: str) -> None:
+        """Play one step on every design; refuse it (raising) if no design could take it."""
+        for d in self.designs:
+            self._play(d, raw)
+        self.steps.append(raw)
+        if all(self.runs[d].outcomes[-1] is None for d in self.designs):
+            reasons = {d: self.runs[d].skipped[index] for d in self.designs}
+            raise StepError(index, raw, _no_design(reasons))
+
+    # --- editing -----------------------------------------------------------------------
+
+    def add(self, raw: str) -> None:
+        """Append one step; raises `StepError` (and changes nothing) if it cannot be taken."""
+        self._here()
+        index = len(self.steps) + 1
+        try:
+            parse_step(raw)
+        except ScheduleError as exc:
+            raise StepError(index, str(raw), str(exc).split(": ", 1)[-1]) from None
+        previous = list(self.steps)
+        try:
+            self._take(index, str(raw).strip())
+        except StepError:
+            self._replay(previous)
+            raise
+
+    def load(self, schedule: str | Sequence[str]) -> None:
+        """Replace the schedule (a one-line string or a list of steps); on a bad step raise
+        `StepError` naming it and keep the schedule as it was."""
+        steps = parse_schedule(schedule) if isinstance(schedule, str) else list(schedule)
+        previous = list(self.steps)
+        try:
+            self._replay([])
+            for step in steps:
+                self.add(step)
+        except StepError:
+            self._replay(previous)
+            raise
+
+    def undo(self) -> str | None:
+        """Remove the last step (None if there was none)."""
+        if not self.steps:
+            return None
+        last = self.steps[-1]
+        self._replay(self.steps[:-1])
+        return last
+
+    def reset(self) -> None:
+        """Back to an empty schedule: every design has only sent its first request(s)."""
+        self._replay([])
+
+    def use_preset(self, name: str) -> None:
+        """Load one of `PRESETS` by name."""
+        if name not in PRESETS:
+            raise KeyError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+        self.load(PRESETS[name].steps)
+
+    @property
+    def text(self) -> str:
+        """The schedule as one line, in the grammar `load` reads."""
+        return "; ".join(self.steps)
+
+    # --- what can be added -------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[int]:
+        """Every request id some design has sent so far."""
+        return sorted({rid for run in self.runs.values() for rid in run.lanes})
+
+    def _why_not(self, design: str, verb: str, rid: int | None) -> str | None:
+        runner = self._runners[design]
+        if verb == "crash":
+            return None
+        if verb in ("timeout", "timeout_oldest"):
+            awaited = [r.request_id for r in runner.d.awaited()]
+            if rid is None:
+                return None if awaited or verb == "timeout" else "it waits on nothing"
+            return None if rid in awaited else f"it is not waiting on request {rid}"
+        if rid not in runner.sent:
+            return f"it has not sent request {rid}"
+        if verb == "dup" and not runner.delivered.get(rid):
+            return f"request {rid}'s response has not arrived yet"
+        if verb == "deliver" and runner.delivered.get(rid):
+            return f"request {rid}'s response already arrived (use 'deliver again')"
+        if verb == "stale":
+            if rid in runner.produced:
+                return f"request {rid}'s response already arrived (a stale body comes first)"
+            if runner.sent[rid].base_version < 1:
+                return f"request {rid} was built on version 0: nothing older to be stale from"
+        return None
+
+    def availability(self, verb: str, rid: int | None = None) -> Availability:
+        """Can the step `verb rid` be added now for at least one design? ``verb`` is
+        ``deliver`` (a first delivery), ``dup``, ``stale``, ``timeout``, ``crash``, or
+        ``timeout_oldest`` (a bare ``timeout`` that finds something to give up on)."""
+        self._here()
+        reasons = {d: self._why_not(d, verb, rid) for d in self.designs}
+        if any(r is None for r in reasons.values()):
+            return Availability(True)
+        return Availability(False, _no_design({d: str(r) for d, r in reasons.items()}))
+
+
+def _no_design(reasons: dict[str, str]) -> str:
+    """'no design can take it: <why>', with the reason per design where they differ."""
+    distinct = list(dict.fromkeys(reasons.values()))
+    if len(distinct) == 1:
+        return f"no design can take it: {distinct[0]}"
+    return "no design can take it: " + "; ".join(f"{d}: {r}" for d, r in reasons.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _shortest(design: str, n: int, window: int) -> tuple[str, ...] | None:
+    found = explore(design, n, window=window).shortest
+    return None if found is None else tuple(found)
+
+
+def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[str] | None:
+    """The shortest schedule (of up to `n` deliveries, each response at most twice, one
+    give-up) after which a reader sees `design`'s head fall; None if there is none."""
+    design_registry.check_design(design)
+    found = _shortest(design, n, window)
+    return None if found is None else list(found)
