@@ -321,7 +321,7 @@ def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:
 
 
 def closing_question() -> pd.DataFrame:
-    """Seed two's last question: ticks 12 and 14 both retry after tick 13 committed.
+    """Article 2's closing question: ticks 12 and 14 both retry after tick 13 committed.
 
     Request 12 is in flight; 13 commits (for single-flight designs, after the loop gave up
     on 12; `fenced` sent 12 and 13 together); 14 is then sent. Every distinct order of two

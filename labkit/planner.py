@@ -571,6 +571,7 @@ def summary_table(summaries: Mapping[str, RunSummary]) -> pd.DataFrame:
             **{f"rejected: {r.replace('_', ' ')}": s.rejects.get(r, 0) for r in REJECT_COLUMNS},
             "replays": s.replays,
             "rewinds": s.rewinds,
+            "overwrites": s.overwrites,
             "final head": s.final_head,
             "throughput (kept commits per time unit)": round(s.throughput, 2),
             "latency p50": round(s.latency_p50, 2),

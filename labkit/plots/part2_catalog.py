@@ -396,7 +396,7 @@ def explorer_figure(
     shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
     for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
         ax.bar(x, share, width=0.6, color=COLORS.get(row.design, "#444444"),
-               label=f"{row.design}: {DESIGN_LABELS.get(row.design, row.design)}")
+               label=f"{row.design}: {DISPLAY_NAMES.get(row.design, row.design)}")
     label_share_bars(ax, range(len(rows)), shares, [r.rewinding for r in rows],
                      [r.orders for r in rows], fontsize=8.5)
     ax.set_xticks(range(len(table)), list(table["design"]))
