@@ -1,4 +1,4 @@
-"""Every arrival order of a small run, searched on an in-memory model of the four designs.
+"""Every arrival order of a small run, searched on an in-memory model of the five designs.
 
 `labkit.arrivals.explore` replays each schedule prefix on SQLite from scratch. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.designs import DESIGNS
+from labkit.designs import CAS_CONFLICT, DESIGNS
 from labkit.schedules import Exploration, ScheduleError, parse_step
 
 _NEG_INF = float("-inf")
@@ -78,10 +78,11 @@ class ModelRun:
 class LoopModel:
     """One design's loop behaviour on schedule steps, as `labkit.designs` + `run_schedule` do.
 
-    Unguarded designs (`callback`, `lww`) write `base + 1` on every response they accept and
-    send the next request when the current one answers or times out. Ballot designs (`ballot`,
-    `fenced`) follow `WatermarkLoop`: a response commits only if its ballot is in flight, the
-    head still equals its watermark and its body is based on the head; then the window refills.
+    Sequential designs (`callback`, `lww`, `cas`) write `base + 1` on every response they
+    accept (`cas`: only if the head still equals the body's base) and send the next request
+    when the current one answers or times out. Ballot designs (`ballot`, `fenced`) follow
+    `WatermarkLoop`: a response commits only if its ballot is in flight, the head still equals
+    its watermark and its body is based on the head; then the window refills.
     """
 
     def __init__(
@@ -96,10 +97,11 @@ class LoopModel:
         if design not in DESIGNS:
             raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
         if design == "fenced" and window < 2:
-            raise ValueError(f"the fenced design needs window >= 2, got {window}")
+            raise ValueError(f"the fenced design (hedged ballots) needs window >= 2, got {window}")
         self.design = design
         self.guarded = design in ("ballot", "fenced")
         self.lww = design == "lww"
+        self.cas = design == "cas"
         self.window = window if design == "fenced" else 1
         self.ticks = ticks
         self.first = first_request
@@ -154,6 +156,8 @@ class LoopModel:
             return self._apply(state, req, body_base)
         if self.lww and req.stamp <= state.updated_at:
             outcome = StepOutcome("deliver", rid, False, "older_updated_at")
+        elif self.cas and body_base != state.head:
+            outcome = StepOutcome("deliver", rid, False, CAS_CONFLICT)
         else:
             state = state._replace(head=body_base + 1)
             if self.lww:

@@ -182,9 +182,9 @@ class _Runner:
                 return req
         raise ScheduleError(f"step {raw!r}: request {rid} is not awaited")
 
-    def _produce(self, req: Request, *, stale: bool) -> Response:
+    def _produce(self, req: Request, *, stale: bool, stamped: bool = False) -> Response:
         stamp = self.now + self.skews.get(req.request_id, 0.0)
-        resp = respond(self.d, req, stamp, stale=stale)
+        resp = respond(self.d, req, stamp, stale=stale, stamped=stamped)
         self.produced[req.request_id] = resp
         return resp
 
@@ -321,7 +321,7 @@ def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:
 
 
 def closing_question() -> pd.DataFrame:
-    """Seed two's last question: ticks 12 and 14 both retry after tick 13 committed.
+    """Article 2's closing question: ticks 12 and 14 both retry after tick 13 committed.
 
     Request 12 is in flight; 13 commits (for single-flight designs, after the loop gave up
     on 12; `fenced` sent 12 and 13 together); 14 is then sent. Every distinct order of two
@@ -345,4 +345,51 @@ def closing_question() -> pd.DataFrame:
                     "final_head": res.final_head,
                 }
             )
+    return pd.DataFrame(rows)
+
+
+# What compare-and-set on the version accepts, next to the ballot: (case, steps). Requests
+# are numbered from 1; "stamped N" is not a schedule step but a planner that read the version
+# before request N's base and still stamps the response with N's base (see `cas_versus_ballot`).
+CAS_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("late answer after its replacement committed", ("timeout", "deliver 2", "deliver 1")),
+    ("duplicate after commit", ("deliver 1", "deliver 2", "deliver 1")),
+    ("stale body that names its old base", ("deliver 1", "stale 2")),
+    ("abandoned answer lands before its replacement", ("timeout", "deliver 1", "deliver 2")),
+    ("stale body stamped with the current head", ("deliver 1", "stamped 2")),
+)
+
+
+def _play_case(design: str, steps: Sequence[str]) -> tuple[ScheduleResult, str]:
+    """Play one `CAS_CASES` schedule; the tools at the head afterwards, as text."""
+    runner = _Runner(design, window=2, ticks=1000, first_request=1, skews=None)
+    for raw in steps:
+        verb, _, rid = raw.partition(" ")
+        if verb == "stamped":
+            runner._produce(runner.sent[int(rid)], stale=True, stamped=True)
+            raw = f"deliver {rid}"
+        runner.step(raw)
+    runner.result.steps = list(steps)
+    head = runner.d.read_head()[0]
+    return runner.result, ", ".join(map(str, runner.d.tools_at(head))) or "(none)"
+
+
+def cas_versus_ballot(designs: Sequence[str] = ("cas", "ballot")) -> pd.DataFrame:
+    """Each of `CAS_CASES` played on `cas` and on `ballot`: outcomes, final head and the tools
+    at the head (each planner answer adds ``tool-rN``, N its request), one row per case and
+    design. Shows what a compare-and-set on the version refuses and what it lets through.
+    """
+    rows = []
+    for case, steps in CAS_CASES:
+        for design in designs:
+            res, tools = _play_case(design, steps)
+            rows.append({
+                "case": case,
+                "design": design,
+                "steps": " ; ".join(steps),
+                "outcomes": " ".join(res.labels),
+                "rewinds": res.rewinds,
+                "final_head": res.final_head,
+                "tools at head": tools,
+            })
     return pd.DataFrame(rows)

@@ -1,9 +1,14 @@
-"""The four catalog-update designs behind one small interface, so one driver can run them all.
+"""The five catalog-update designs behind one small interface, so one driver can run them all.
 
 1. `callback` writes each planner response into the catalog as it arrives (no guard).
 2. `lww` applies a response only if the planner host's `updated_at` is newer (skewed clocks).
 3. `ballot` is `WatermarkLoop(window=1)`: single in-flight ballot, the safe baseline.
-4. `fenced` is `WatermarkLoop(window=W)`: up to W ballots in flight, each fenced by its watermark.
+4. `fenced` is `WatermarkLoop(window=W)`, shown to readers as "hedged ballots": W ballots are
+   reserved on the same head, at most one of them commits per version, and the loop gains by
+   taking the fastest of W planner calls (hedged requests), not by having versions in flight.
+5. `cas` is compare-and-set on the catalog version, with no ballot and no watermark store: a
+   response is written as `base + 1` only if the head still equals the base it was computed
+   from, else it is rejected as `cas_conflict`.
 
 The drivers (`labkit.planner`, `labkit.arrivals`) own time and delivery order; a design only
 says which requests to send and what a delivery does to the catalog.
@@ -19,7 +24,16 @@ from typing import Any, Protocol
 from labkit import catalog, db
 from labkit.watermark_loop import Response, WatermarkLoop
 
-DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced")
+DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced", "cas")
+# What a reader sees for each key (the keys stay stable for code; these are the names).
+DISPLAY_NAMES: dict[str, str] = {
+    "callback": "write in callback",
+    "lww": "last-write-wins",
+    "ballot": "single ballot",
+    "fenced": "hedged ballots",
+    "cas": "compare-and-set",
+}
+CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
 
 
 def check_design(name: object) -> str:
@@ -103,8 +117,10 @@ class UnguardedDesign:
     written one (the timestamp is stored with the catalog, so it survives a restart).
     """
 
+    name = "callback"
+
     def __init__(self, *, lww: bool = False, ticks: int = 20, first_request: int = 1) -> None:
-        self.name = "lww" if lww else "callback"
+        self.name = "lww" if lww else self.name
         self.lww = lww
         self.ticks = ticks
         self.ids = _Ids(first_request)
@@ -127,21 +143,29 @@ class UnguardedDesign:
         """Send the request for the current head."""
         return self._send()
 
-    def on_response(self, request: Request, response: Response, now: float) -> Decision:
-        """Write version `base + 1` (lww: only if `updated_at` is newer); any 200 is progress."""
-        stamp = float("-inf") if response.updated_at is None else response.updated_at
+    def _refusal(self, response: Response, stamp: float) -> str | None:
+        """Why this design will not write `response` (None: it writes it)."""
         if self.lww and stamp <= self.updated_at:
-            committed, reason = False, "older_updated_at"
-        else:
+            return "older_updated_at"
+        return None
+
+    def _next_after(self, request: Request, reason: str | None) -> int | None:
+        """What the next request replays, after the awaited `request` answered."""
+        return None
+
+    def on_response(self, request: Request, response: Response, now: float) -> Decision:
+        """Write version `base + 1` unless `_refusal` says why not; any 200 is progress."""
+        stamp = float("-inf") if response.updated_at is None else response.updated_at
+        reason = self._refusal(response, stamp)
+        if reason is None:
             self.version = response.base_version + 1
             self.tools = tuple(response.tools)
             self.history[self.version] = self.tools
             self.updated_at = max(self.updated_at, stamp) if self.lww else stamp
-            committed, reason = True, None
         sends: list[Request] = []
         if self.current is not None and request.request_id == self.current.request_id:
-            sends = self._send()
-        return Decision(committed, reason, sends)
+            sends = self._send(replay_of=self._next_after(request, reason))
+        return Decision(reason is None, reason, sends)
 
     def on_timeout(self, request: Request, now: float) -> list[Request]:
         """Resend the current tick if this request is still the one being awaited."""
@@ -167,8 +191,38 @@ class UnguardedDesign:
         return self.history.get(version, ())
 
 
+class CasDesign(UnguardedDesign):
+    """Design 5: the same sequential loop, but the write is a compare-and-set on the version.
+
+    A response is written as `base + 1` only if the head still equals its base (the version
+    its body was computed from); otherwise it is a `cas_conflict` and nothing changes. There
+    is no ballot: the loop cannot tell one request's answer from another's, so an answer it
+    gave up on still commits if it lands while the head is still its base.
+    """
+
+    name = "cas"
+
+    def __init__(self, *, ticks: int = 20, first_request: int = 1) -> None:
+        super().__init__(ticks=ticks, first_request=first_request)
+
+    def _refusal(self, response: Response, stamp: float) -> str | None:
+        """Compare-and-set: refuse unless the head is still the body's base."""
+        return None if response.base_version == self.version else CAS_CONFLICT
+
+    def _next_after(self, request: Request, reason: str | None) -> int | None:
+        """A conflict while the head is still the request's base leaves its tick undone: the
+        next request redoes it (a replay). If the head moved, the next request is a new tick."""
+        undone = reason is not None and request.base_version == self.version
+        return request.request_id if undone else None
+
+
 class BallotDesign:
-    """Designs 3 and 4: the real `WatermarkLoop` on SQLite; stale ballots are replayed anew."""
+    """Designs 3 and 4: the real `WatermarkLoop` on SQLite; stale ballots are replayed anew.
+
+    With `window` W > 1 (`fenced`, "hedged ballots") the loop keeps W ballots in flight, all
+    reserved on the current head: the first valid answer commits, the others are fenced out
+    when they land and replaced by ballots on the new head.
+    """
 
     def __init__(
         self,
@@ -287,10 +341,12 @@ def make_design(
     check_design(name)
     if name == "callback":
         return UnguardedDesign(ticks=ticks, first_request=first_request)
+    if name == "cas":
+        return CasDesign(ticks=ticks, first_request=first_request)
     if name == "lww":
         return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
     if name == "ballot":
         return BallotDesign(window=1, ticks=ticks, first_request=first_request, path=path)
     if window < 2:  # fenced
-        raise ValueError(f"the fenced design needs window >= 2, got {window}")
+        raise ValueError(f"the fenced design (hedged ballots) needs window >= 2, got {window}")
     return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)

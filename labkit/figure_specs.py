@@ -9,10 +9,11 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from labkit.designs import DESIGNS
+
 SEED = 7
 INVERTED_STEPS = ("timeout", "deliver 2", "deliver 3", "deliver 1")
 SHOWCASE_FAULTS = ("inverted", "duplicate", "stale_body", "retry_after_commit")
-DESIGNS = ("callback", "lww", "ballot", "fenced")
 # Bug 2 in one picture: a late tick plus a stalled delivery, so the stale answer lands long
 # after its base and the callback's reader sees an older catalog for a quarter of the run.
 BUG2_FAULTS = ("inverted", "stall")
@@ -170,7 +171,7 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("busy_loop", "Counting rows stuck behind a pending row busy-loops.", _busy_loop),
     FigureSpec("inverted_trace", "A late answer: the catalog version a reader sees, per design.",
                _inverted_trace),
-    FigureSpec("four_designs", "Four designs on one fault trace.", _four_designs),
+    FigureSpec("four_designs", "Five designs on one fault trace.", _four_designs),
     FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.",
                _arrival_lanes),
     FigureSpec("arrival_explorer", "Arrival orders that rewind the catalog, per design.",

@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.designs import Design, Request, check_design, make_design
+from labkit.designs import CAS_CONFLICT, DISPLAY_NAMES, Design, Request, check_design, make_design
 from labkit.planner_model import HeadReader, respond
 from labkit.watermark_loop import REASONS, Response
 
@@ -70,7 +70,7 @@ COLUMNS = [
     "overwrite",
     "head_changed",
 ]
-REJECT_COLUMNS = (*REASONS, "older_updated_at")
+REJECT_COLUMNS = (*REASONS, "older_updated_at", CAS_CONFLICT)
 
 
 @dataclass(frozen=True)
@@ -338,7 +338,15 @@ def _pick_targets(rng: random.Random, faults: frozenset[str], ticks: int) -> dic
 
 @dataclass(frozen=True)
 class RunSummary:
-    """The counts of one simulated run (see `summarize_run`)."""
+    """The counts of one simulated run (see `summarize_run`).
+
+    Times are in simulated time units (the planner's mean latency is 1 unit). `kept` counts
+    the versions a reader saw appear for the first time and never saw taken back;
+    `throughput` is kept versions per unit of simulated time; `latency_p50`/`latency_p95`
+    are the median and 95th percentile, over kept versions, of the time from the loop's first
+    request for that version to its commit; `wasted_per_commit` is planner calls that did not
+    end in a kept version, per kept version.
+    """
 
     design: str
     requests: int
@@ -356,6 +364,10 @@ class RunSummary:
     sim_time: float
     throughput: float
     truncated: bool = False
+    kept: int = 0
+    latency_p50: float = 0.0
+    latency_p95: float = 0.0
+    wasted_per_commit: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The counts as a plain dict (one row of a table)."""
@@ -433,10 +445,52 @@ def summarize_run(trace: pd.DataFrame) -> RunSummary:
 
     `commits` counts the head changes an independent reader saw, not what the design said it
     did, so "each commit is exactly one accepted response" is a real check (a design that
-    accepts a body identical to the head commits nothing). `throughput` is commits per unit
-    of simulated time up to the last accepted response.
+    accepts a body identical to the head commits nothing). `kept` leaves out every change
+    that went down (a rewind), wrote over a version already seen (an overwrite) or was later
+    taken back by one; `throughput` is `kept` per unit of simulated time, up to the moment the
+    last kept version appeared. Latency runs from the first request the loop sent on version
+    v - 1 to the commit of v; wasted calls are planner calls (`send` events) beyond one per kept
+    version.
     """
     return _summarize_rows(trace.to_dict("records"))
+
+
+@dataclass
+class _Kept:
+    """Versions seen for the first time and not taken back, with their latency, in order."""
+
+    first_ask: dict[int, float] = dataclasses.field(default_factory=dict)
+    versions: list[tuple[int, float, float]] = dataclasses.field(default_factory=list)
+
+    def asked(self, base: int, t: float) -> None:
+        """A request based on version `base` was sent at `t` (a request for `base + 1`)."""
+        self.first_ask.setdefault(base, t)
+
+    def seen(self, version: int, t: float, *, rewind: bool, overwrite: bool, new: bool) -> None:
+        """The reader saw the head at `version` at `t` after a change."""
+        if rewind or overwrite:  # take back every kept version at or above what was undone
+            floor = version if overwrite else version + 1
+            while self.versions and self.versions[-1][0] >= floor:
+                self.versions.pop()
+        elif new:
+            ask = self.first_ask.get(version - 1, t)
+            self.versions.append((version, t, t - ask))
+
+    @property
+    def last_time(self) -> float:
+        return self.versions[-1][1] if self.versions else 0.0
+
+    @property
+    def latencies(self) -> list[float]:
+        return [lat for _, _, lat in self.versions]
+
+
+def _nearest_rank(values: Sequence[float], q: float) -> float:
+    """The `q` quantile by nearest rank (an observed value, so a small trace checks by hand)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
@@ -445,26 +499,32 @@ def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
     reasons = {r: 0 for r in REJECT_COLUMNS}
     counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0, "truncated": 0}
     accepted = commits = replays = rewinds = overwrites = 0
-    last_commit = sim_time = 0.0
+    sim_time = 0.0
     max_head = 0
+    kept = _Kept()
     for row in rows:
-        event = row["event"]
+        event, t = row["event"], float(row["t"])
         if event in counts:
             counts[event] += 1
-        if event == "send" and not _missing(row["replay_of"]):
-            replays += 1
+        if event == "send":
+            kept.asked(int(row["base_version"]), t)
+            replays += not _missing(row["replay_of"])
         if event == "deliver" and not _missing(row["committed"]):
             if bool(row["committed"]):
                 accepted += 1
-                last_commit = max(last_commit, float(row["t"]))
             else:
                 reason = str(row["reason"])
                 reasons[reason] = reasons.get(reason, 0) + 1
-        commits += bool(row["head_changed"])
+        head = int(row["head_version"])
+        if bool(row["head_changed"]):
+            commits += 1
+            kept.seen(head, t, rewind=bool(row["rewind"]), overwrite=bool(row["overwrite"]),
+                      new=head > max_head)
         rewinds += bool(row["rewind"])
         overwrites += bool(row["overwrite"])
-        sim_time = max(sim_time, float(row["t"]))
-        max_head = max(max_head, int(row["head_version"]))
+        sim_time = max(sim_time, t)
+        max_head = max(max_head, head)
+    n_kept = len(kept.versions)
     return RunSummary(
         design=str(rows[0]["design"]) if rows else "",
         requests=counts["send"],
@@ -480,8 +540,12 @@ def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
         final_head=int(rows[-1]["head_version"]) if rows else 0,
         max_head=max_head,
         sim_time=sim_time,
-        throughput=accepted / last_commit if last_commit > 0 else 0.0,
+        throughput=n_kept / kept.last_time if kept.last_time > 0 else 0.0,
         truncated=counts["truncated"] > 0,
+        kept=n_kept,
+        latency_p50=_nearest_rank(kept.latencies, 0.5),
+        latency_p95=_nearest_rank(kept.latencies, 0.95),
+        wasted_per_commit=(counts["send"] - n_kept) / n_kept if n_kept else float(counts["send"]),
     )
 
 
@@ -491,17 +555,27 @@ def _missing(value: Any) -> bool:
 
 
 def summary_table(summaries: Mapping[str, RunSummary]) -> pd.DataFrame:
-    """One row per design from `summarize_run` results, rejects split by reason, for reading."""
+    """One row per design from `summarize_run` results, rejects split by reason, for reading.
+
+    Times are in simulated time units (mean planner latency = 1); throughput is kept versions
+    per unit; latencies run from a version's first request to its commit (p50 = median).
+    """
     rows = []
     for design, s in summaries.items():
         rows.append({
             "design": design,
+            "name": DISPLAY_NAMES.get(design, design),
             "commits": s.commits,
             "accepted": s.accepted,
+            "kept": s.kept,
             **{f"rejected: {r.replace('_', ' ')}": s.rejects.get(r, 0) for r in REJECT_COLUMNS},
             "replays": s.replays,
             "rewinds": s.rewinds,
+            "overwrites": s.overwrites,
             "final head": s.final_head,
-            "throughput": round(s.throughput, 3),
+            "throughput (kept commits per time unit)": round(s.throughput, 2),
+            "latency p50": round(s.latency_p50, 2),
+            "latency p95": round(s.latency_p95, 2),
+            "wasted calls / commit": round(s.wasted_per_commit, 2),
         })
     return pd.DataFrame(rows)

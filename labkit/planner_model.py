@@ -14,16 +14,25 @@ from labkit.watermark_loop import Response
 
 
 def respond(
-    design: Design, request: Request, updated_at: float | None, *, stale: bool = False
+    design: Design,
+    request: Request,
+    updated_at: float | None,
+    *,
+    stale: bool = False,
+    stamped: bool = False,
 ) -> Response:
     """The planner's response to `request`: the tools at its base plus one new tool.
 
-    With `stale` the body is computed from the version before the request's base. An
-    unguarded design sends no ballot, so its response carries the request id in its place.
+    With `stale` the body is computed from the version before the request's base and says so
+    (its `base_version` is that older version); with `stamped` as well, the planner read the
+    older version but stamps the response with the request's base, so no check on the base can
+    see that the body is old. An unguarded design sends no ballot, so its response carries
+    the request id in its place.
     """
     base, tools = request.base_version, request.tools
     if stale:
-        base, tools = base - 1, design.tools_at(base - 1)
+        tools = design.tools_at(base - 1)
+        base = base if stamped else base - 1
     ballot_id = request.ballot_id if request.ballot_id is not None else request.request_id
     body = (*tools, f"tool-r{request.request_id}")
     return Response(ballot_id, request.observed_watermark, base, body, updated_at)

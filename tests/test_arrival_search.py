@@ -105,7 +105,7 @@ def _tree_walk(design: str, n: int, copies: int, timeouts: int) -> tuple[int, in
 
 
 @pytest.mark.parametrize(
-    ("design", "n"), [("callback", 7), ("lww", 7), ("ballot", 7), ("fenced", 5)]
+    ("design", "n"), [("callback", 7), ("lww", 7), ("ballot", 7), ("fenced", 5), ("cas", 7)]
 )
 def test_memo_counts_through_shared_states(design: str, n: int) -> None:
     """Beyond what the replay can reach: the memo changes no answer, only the work done."""
@@ -157,6 +157,30 @@ def test_model_matches_sqlite_with_crashes_stale_bodies_and_skews(design: str) -
 def test_model_matches_sqlite_with_crashes_and_stale_bodies_at_four(design: str) -> None:
     check = verify_model_against_sqlite(design, 4, crashes=1, stale=True)
     assert check.agrees, check.mismatches[:3]
+
+
+def test_cas_model_is_exact_and_its_conflicts_are_compared_not_skipped() -> None:
+    """cas: the model agrees with the design on every schedule up to four deliveries (with
+    crashes and stale bodies at three), the search equals the replay up to five, no order
+    rewinds, and the schedules compared do contain conflicts and an abandoned answer winning."""
+    for n in range(1, 5):
+        assert verify_model_against_sqlite("cas", n).agrees
+    assert verify_model_against_sqlite("cas", 3, crashes=1, stale=True).agrees
+    for n in range(6):
+        found = explore_fast("cas", n)
+        assert found == explore("cas", n) and found.rewinding == 0
+    raced = run_model("cas", ["timeout", "deliver 1", "deliver 2", "stale 3"])
+    assert [o.text for o in raced.outcomes] == ["timeout 1", "1:commit", "2:cas_conflict",
+                                                "3:cas_conflict"]
+    assert raced.heads == [0, 1, 1, 1]
+
+
+def test_a_cas_model_that_forgets_the_compare_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = LoopModel("cas")
+    monkeypatch.setattr(model, "cas", False)  # writes like the callback
+    monkeypatch.setattr(arrival_search, "LoopModel", lambda *a, **k: model)
+    check = verify_model_against_sqlite("cas", 3)
+    assert not check.agrees and "cas_conflict" in check.mismatches[0]
 
 
 def test_verify_reports_a_model_that_drifts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""Exhaustive arrival orders, the schedule checker, and seed two's closing question."""
+"""Exhaustive arrival orders, the schedule checker, Article 2's closing question, and what
+compare-and-set on the version accepts next to the ballot."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from labkit.arrivals import (
     TIMEOUT,
     ScheduleError,
     StepOutcome,
+    cas_versus_ballot,
     closing_question,
     explore,
     run_schedule,
@@ -24,18 +26,19 @@ def test_seed_inverted_schedule_rewinds_unguarded(design: str) -> None:
     assert res.rewinds and res.heads == [0, 1, 2, 1] and res.first_rewind == 3
 
 
-@pytest.mark.parametrize("design", ["ballot", "fenced"])
-def test_seed_inverted_schedule_is_rejected_by_ballots(design: str) -> None:
+@pytest.mark.parametrize("design", ["ballot", "fenced", "cas"])
+def test_seed_inverted_schedule_is_rejected_by_ballots_and_cas(design: str) -> None:
     res = run_schedule(design, SEED_INVERTED)
     assert not res.rewinds
     last = res.outcomes[-1]
     assert (last.kind, last.request_id, last.committed) == (DELIVER, 1, False)
-    assert last.reason == "unknown_ballot" and last.label == "1:unknown_ballot"
+    want = "cas_conflict" if design == "cas" else "unknown_ballot"
+    assert last.reason == want and last.label == f"1:{want}"
 
 
 def test_exhaustive_counts() -> None:
-    found = {d: explore(d, 3) for d in ("callback", "lww", "ballot", "fenced")}
-    assert found["ballot"].rewinding == found["fenced"].rewinding == 0
+    found = {d: explore(d, 3) for d in ("callback", "lww", "ballot", "fenced", "cas")}
+    assert found["ballot"].rewinding == found["fenced"].rewinding == found["cas"].rewinding == 0
     assert found["ballot"].orders > 0 and found["fenced"].orders > 0
     assert found["callback"].rewinding > 0 and found["lww"].rewinding > 0
     assert found["callback"].shortest == ["deliver 1", "deliver 2", "deliver 1"]
@@ -45,10 +48,12 @@ def test_exhaustive_counts() -> None:
 def test_closing_question() -> None:
     table = closing_question()
     rewinds = table.groupby("design")["rewinds"].sum().to_dict()
-    assert rewinds == {"ballot": 0, "fenced": 0, "callback": 5, "lww": 3}
+    assert rewinds == {"ballot": 0, "fenced": 0, "callback": 5, "lww": 3, "cas": 0}
     lww_bad = set(table[(table["design"] == "lww") & table["rewinds"]]["order"])
     assert lww_bad == {o for o in table["order"] if o.startswith("14")}
-    assert (table[table["design"].isin(["ballot", "fenced"])]["final_head"] == 2).all()
+    assert (table[table["design"].isin(["ballot", "fenced", "cas"])]["final_head"] == 2).all()
+    cas = table[table["design"] == "cas"]
+    assert cas["outcomes"].str.contains("12:cas_conflict").all()
     fenced = table[table["design"] == "fenced"]
     assert fenced["outcomes"].str.contains("12:stale_watermark").all()
 
@@ -99,3 +104,53 @@ def test_stale_must_be_a_first_delivery_on_a_real_base() -> None:
 def test_dup_is_a_documented_alias_of_deliver() -> None:
     plain = run_schedule("callback", ["1", "2", "deliver 1"])
     assert run_schedule("callback", ["1", "2", "dup 1"]).outcomes == plain.outcomes
+
+
+# --- compare-and-set on the version, next to the ballot ----------------------------------------
+
+
+def _case(table, case: str, design: str) -> dict:
+    (row,) = table[(table["case"] == case) & (table["design"] == design)].to_dict("records")
+    return row
+
+
+def test_cas_refuses_late_duplicate_and_honest_stale_bodies_like_the_ballot() -> None:
+    table = cas_versus_ballot()
+    for case, cas_words, ballot_words in [
+        ("late answer after its replacement committed", "1:cas_conflict", "1:unknown_ballot"),
+        ("duplicate after commit", "1:cas_conflict", "1:unknown_ballot"),
+        ("stale body that names its old base", "2:cas_conflict", "2:stale_base"),
+    ]:
+        cas, ballot = _case(table, case, "cas"), _case(table, case, "ballot")
+        assert cas["outcomes"].endswith(cas_words) and ballot["outcomes"].endswith(ballot_words)
+        assert (cas["final_head"], cas["tools at head"]) == (
+            ballot["final_head"], ballot["tools at head"])
+    assert not table["rewinds"].any()
+
+
+def test_cas_lets_an_abandoned_answer_win_the_race_the_ballot_refuses_it() -> None:
+    """Article 2's claim, as far as it holds here: the loop gave up on request 1 and sent 2;
+    1's answer lands first and CAS commits it (its base is still the head), so 2 conflicts."""
+    table = cas_versus_ballot()
+    cas = _case(table, "abandoned answer lands before its replacement", "cas")
+    ballot = _case(table, "abandoned answer lands before its replacement", "ballot")
+    assert cas["outcomes"] == "timeout 1 1:commit 2:cas_conflict"
+    assert ballot["outcomes"] == "timeout 1 1:unknown_ballot 2:commit"
+    assert (cas["tools at head"], ballot["tools at head"]) == ("tool-r1", "tool-r2")
+
+
+def test_a_stale_body_stamped_with_the_head_passes_cas_and_the_ballot_alike() -> None:
+    """Neither check can see a body whose base label lies: version 2 loses tool-r1."""
+    table = cas_versus_ballot()
+    for design in ("cas", "ballot"):
+        row = _case(table, "stale body stamped with the current head", design)
+        assert row["outcomes"] == "1:commit 2:commit" and row["final_head"] == 2
+        assert row["tools at head"] == "tool-r2" and not row["rewinds"]
+
+
+def test_cas_replays_a_tick_only_while_it_is_undone() -> None:
+    stale = run_schedule("cas", ["deliver 1", "stale 2", "deliver 3"])
+    assert stale.labels == ["1:commit", "2:cas_conflict", "3:commit"] and stale.replays == 1
+    raced = run_schedule("cas", ["timeout", "deliver 1", "deliver 2", "deliver 3"])
+    assert raced.labels == ["timeout 1", "1:commit", "2:cas_conflict", "3:commit"]
+    assert raced.replays == 1  # request 2 replayed 1 after the timeout; 3 is a new tick

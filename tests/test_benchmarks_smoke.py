@@ -12,17 +12,18 @@ import pytest
 
 from benchmarks.__main__ import NAMES, main
 from benchmarks.common import FIGURES, time_interleaved
+from labkit.designs import DESIGNS
 
 EXPECTED_ROWS = {
     # frontier: 2 smoke sizes x 2 shapes x (with, without partial index)
     "frontier_lookup": 8,
     "trigger_poll": 2,
     # one tick row + one simulate row per design
-    "ballot_throughput": 5,
-    # delivery orders for n = 4, 5; arrival orders for n = 2 on each of 4 designs
-    "explorers": 6,
-    # memoised arrival explorer: n = 2, 3 on each of 4 designs
-    "arrival_search": 8,
+    "ballot_throughput": 1 + len(DESIGNS),
+    # delivery orders for n = 4, 5; arrival orders for n = 2 on each design
+    "explorers": 2 + len(DESIGNS),
+    # memoised arrival explorer: n = 2, 3 on each design
+    "arrival_search": 2 * len(DESIGNS),
     # one stress run per rule: id order, lock, fence
     "pg_commit_order": 3,
 }

@@ -51,8 +51,20 @@ def test_design_names_are_checked_by_one_function() -> None:
     for bad in ("nope", None, ["ballot"]):
         with pytest.raises(ValueError, match="unknown design .*expected one of callback, lww"):
             check_design(bad)
-    with pytest.raises(ValueError, match="unknown design 'cas'"):
-        make_design("cas")
+    with pytest.raises(ValueError, match="unknown design 'CAS'"):
+        make_design("CAS")  # keys are exact: the fifth design is "cas"
+    assert make_design("cas").name == "cas"
+
+
+def test_stamped_stale_body_keeps_the_request_base_but_the_old_tools() -> None:
+    design = make_design("cas")
+    first = design.start(0.0)[0]
+    design.on_response(first, respond(design, first, 1.0), 1.0)
+    (second,) = design.awaited()
+    honest = respond(design, second, 2.0, stale=True)
+    stamped = respond(design, second, 2.0, stale=True, stamped=True)
+    assert (honest.base_version, stamped.base_version) == (0, 1)
+    assert honest.tools == stamped.tools == ("tool-r2",)  # read from v0, which had no tools
 
 
 def test_planner_config_checks_its_own_fields() -> None:

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from labkit.arrivals import run_schedule
-from labkit.designs import DESIGNS
+from labkit.designs import DESIGNS, DISPLAY_NAMES
 from labkit.planner import simulate
 from labkit.plots.part2_catalog import (
     FourDesignsCanvas,
@@ -66,13 +66,18 @@ def test_rejected_responses_are_ticked(traces) -> None:
 def test_four_designs_small_multiples_share_axes_and_mark_rewinds(traces) -> None:
     fig = four_designs_figure(traces, highlight="callback")
     _assert_labelled(fig)
-    assert len(fig.axes) == 4
-    assert fig.axes[0].get_shared_x_axes().joined(fig.axes[0], fig.axes[3])
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == len(DESIGNS) == 5 and len(fig.axes) == 6  # 2x3, legend in the spare
+    assert fig.axes[0].get_shared_x_axes().joined(fig.axes[0], fig.axes[4])
     for design, trace in traces.items():
         (marks,) = _by_gid(fig, f"rewind:{design}")
         np.testing.assert_allclose(marks.get_offsets().reshape(-1, 2), _rewind_points(trace))
-    row = four_designs_figure(traces, ncols=4)
-    assert len([ax for ax in row.axes if ax.get_visible()]) == 4
+    # the panel above the empty slot labels its own time axis
+    assert fig.axes[2].get_xlabel() == "simulated time"
+    assert [ax.get_title().split("\n")[0] for ax in shown] == [DISPLAY_NAMES[d] for d in DESIGNS]
+    assert "hedged ballots" in [t.get_text() for t in fig.legends[0].get_texts()][3]
+    row = four_designs_figure(traces, ncols=5)
+    assert len([ax for ax in row.axes if ax.get_visible()]) == 5
 
 
 def test_canvas_update_moves_the_markers(traces) -> None:
@@ -97,11 +102,11 @@ def test_arrival_lanes_figure_from_run_schedule() -> None:
 
 
 def test_explorer_figure_labels_each_bar() -> None:
-    table = pd.DataFrame({"design": list(DESIGNS), "orders": [32, 32, 32, 124],
-                          "rewinding": [6, 1, 0, 0]})
+    table = pd.DataFrame({"design": list(DESIGNS), "orders": [32, 32, 32, 124, 32],
+                          "rewinding": [6, 1, 0, 0, 0]})
     fig = explorer_figure(table)
     _assert_labelled(fig)
-    assert [t.get_text() for t in fig.axes[0].texts] == ["6/32", "1/32", "0/32", "0/124"]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["6/32", "1/32", "0/32", "0/124", "0/32"]
 
 
 def test_restarts_figure_marks_crash_and_restart() -> None:

@@ -24,7 +24,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from labkit.arrivals import CRASH, DELIVER, TIMEOUT, ScheduleResult
-from labkit.designs import DESIGNS
+from labkit.designs import DESIGNS, DISPLAY_NAMES
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
@@ -37,12 +37,13 @@ from labkit.plots.style import (
 )
 from labkit.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
 
+# Legend labels; `DISPLAY_NAMES` (labkit.designs) are the short names panel titles use.
 DESIGN_LABELS = {
     "callback": "write in callback",
     "lww": "last-write-wins (updated_at)",
     "ballot": "single ballot + watermark",
-    "fenced": "pipelined, fenced ballots",
-    "cas": "compare-and-set on the head",
+    "fenced": "hedged ballots (W on one head)",
+    "cas": "compare-and-set, no ballot",
 }
 REWIND_COLOR = "#b00020"
 
@@ -143,15 +144,15 @@ def version_trace_figure(
 def _panel_title(design: str, trace: pd.DataFrame) -> str:
     """The design, the commits its reader saw (as `summarize_run` counts them) and rewinds."""
     rewinds = int(trace["rewind"].sum())
-    parts = [design]
+    parts = []
     if "head_changed" in trace:
         parts.append(f"{int(trace['head_changed'].sum())} commits")
     parts.append(f"{rewinds} rewind{'s' if rewinds != 1 else ''}")
-    return " · ".join(parts)
+    return f"{DISPLAY_NAMES.get(design, design)}\n{' · '.join(parts)}"
 
 
 class FourDesignsCanvas:
-    """Small multiples sharing both axes, one `simulate` trace per design (2x2 or 1x4).
+    """Small multiples sharing both axes, one `simulate` trace per design (2x3 or 1x5).
 
     Built once; `update` swaps the data and the highlight in place, so a widget redraw pays
     for rasterising only, not for building axes and ticks again. `highlight` draws that
@@ -161,8 +162,8 @@ class FourDesignsCanvas:
     def __init__(
         self,
         designs: Sequence[str] = DESIGNS,
-        title: str = "Four designs, one planner, one fault trace",
-        ncols: int = 2,
+        title: str = "Five designs, one planner, one fault trace",
+        ncols: int = 3,
         width: float = 8.0,
         height: float = 4.8,
         live_titles: bool = True,
@@ -183,15 +184,21 @@ class FourDesignsCanvas:
         nrows = -(-len(self.designs) // ncols)
         self.fig = fig = new_figure(width, height)
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.86, bottom=0.2, hspace=0.34,
-                            wspace=0.08)
+        spare_slot = nrows * ncols > len(self.designs)
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.84 if self.live_titles else 0.86,
+                            bottom=0.12 if spare_slot else 0.2,
+                            hspace=0.55 if self.live_titles else 0.34, wspace=0.08)
         flat = list(axes.flat)
         self.axes = dict(zip(self.designs, flat, strict=False))
-        for ax in flat[len(self.designs):]:
+        spare = flat[len(self.designs):]
+        for k, ax in enumerate(spare, start=len(self.designs)):
             ax.set_visible(False)
+            if k >= ncols:  # the panel above an empty slot shows the time axis itself
+                flat[k - ncols].xaxis.set_tick_params(labelbottom=True)
+                flat[k - ncols].set_xlabel("simulated time")
         if not self.live_titles:
             for design, ax in self.axes.items():
-                ax.set_title(DESIGN_LABELS.get(design, design), fontsize=9, pad=4)
+                ax.set_title(DISPLAY_NAMES.get(design, design), fontsize=9, pad=4)
         self.artists = {d: _trace_artists(ax, d) for d, ax in self.axes.items()}
         for ax in axes[-1]:
             ax.set_xlabel("simulated time")
@@ -202,8 +209,14 @@ class FourDesignsCanvas:
             Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=DESIGN_LABELS.get(d, d))
             for d in self.designs
         ]
-        fig.legend(handles=[*design_handles, *_marker_handles()], loc="lower center",
-                   ncols=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
+        handles = [*design_handles, *_marker_handles()]
+        if spare:  # the legend fills the first empty slot
+            box = spare[0].get_position()
+            fig.legend(handles=handles, loc="center", fontsize=8,
+                       bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2))
+        else:
+            fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=8,
+                       bbox_to_anchor=(0.5, 0.0))
 
     def update(
         self,
@@ -280,13 +293,13 @@ class FourDesignsCanvas:
 
 def four_designs_figure(
     traces: Traces,
-    title: str = "Four designs, one planner, one fault trace",
+    title: str = "Five designs, one planner, one fault trace",
     highlight: str | None = None,
-    ncols: int = 2,
+    ncols: int = 3,
     width: float = 8.0,
     height: float = 4.8,
 ) -> Figure:
-    """The four `simulate` traces as small multiples (see `FourDesignsCanvas`)."""
+    """The designs' `simulate` traces as small multiples (see `FourDesignsCanvas`)."""
     shown = _as_traces(traces)
     canvas = FourDesignsCanvas(list(shown), title, ncols, width, height)
     return canvas.update(shown, highlight)
@@ -390,7 +403,7 @@ def explorer_figure(
     shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
     for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
         ax.bar(x, share, width=0.6, color=COLORS.get(row.design, "#444444"),
-               label=f"{row.design}: {DESIGN_LABELS.get(row.design, row.design)}")
+               label=f"{row.design}: {DISPLAY_NAMES.get(row.design, row.design)}")
     label_share_bars(ax, range(len(rows)), shares, [r.rewinding for r in rows],
                      [r.orders for r in rows], fontsize=8.5)
     ax.set_xticks(range(len(table)), list(table["design"]))

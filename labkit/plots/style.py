@@ -34,6 +34,7 @@ COLORS = {
     "lww": "#ff7f0e",
     "ballot": "#1f4e9c",
     "fenced": "#2ca02c",
+    "cas": "#9467bd",
     "reject": "#7f7f7f",
 }
 

@@ -1,4 +1,4 @@
-"""Widget apps for part two: the four designs on one fault trace (notebook 05), the
+"""Widget apps for part two: the five designs on one fault trace (notebook 05), the
 inverted arrival step by step, and the arrival-order workbench (notebooks 04 and 05).
 
 Each control change runs `labkit.planner.run` for every design (memoised per design and
@@ -20,7 +20,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from labkit.arrivals import ScheduleResult, StepOutcome, explore, run_schedule
-from labkit.designs import DESIGNS
+from labkit.designs import DESIGNS, DISPLAY_NAMES
 from labkit.planner import FAULTS, RunSummary, SimulationRun, run, summary_table
 from labkit.plots.part2_catalog import (
     DESIGN_LABELS,
@@ -77,7 +77,8 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
 
 
 class FourDesignsApp(BatchedApp):
-    """Fault classes and planner knobs in; four simulated runs, metrics and counterexamples out.
+    """Fault classes and planner knobs in; one simulated run per design, metrics and
+    counterexamples out.
 
     `ui` is the container to display; `runs` maps design -> `SimulationRun`, `traces` and
     `summaries` design -> its trace and `RunSummary`; `last_png` is the image shown and
@@ -125,7 +126,7 @@ class FourDesignsApp(BatchedApp):
             value=0.5, min=0.0, max=3.0, step=0.1, description="clock skew", **slider),
             "wb-clock-skew")
         self.window = classed(widgets.IntSlider(
-            value=3, min=2, max=6, description="window (fenced)", **slider), "wb-window")
+            value=3, min=2, max=6, description="window (hedged)", **slider), "wb-window")
         self.seed = classed(widgets.IntText(value=seed, description="seed",
                                              layout=widgets.Layout(width="160px")), "wb-seed")
         self.out = classed(widgets.Output(), "wb-traces")
@@ -240,7 +241,8 @@ class FourDesignsApp(BatchedApp):
             steps = found.get(design)
             text = ("no order of 3 deliveries rewinds it" if steps is None
                     else " &rarr; ".join(html.escape(s) for s in steps))
-            items.append(f"<li><b>{design}</b>: {text}</li>")
+            name = html.escape(DISPLAY_NAMES.get(design, design))
+            items.append(f"<li><b>{design}</b> ({name}): {text}</li>")
         self.counterexamples.value = (
             "<b>Shortest arrival order that rewinds each design</b> "
             "(every order of 3 deliveries, each response up to twice, one give-up, window 2)"

@@ -1,5 +1,5 @@
 """Notebook 05 in a real JupyterLab: the design picker, the fault picker and a fault checkbox
-redraw the four-designs trace image and the metrics table (issue #6).
+redraw the five designs' trace image and the metrics table (issue #6).
 
 Expected values come from `FourDesignsApp(highlight="ballot", preset="inverted")`, seed 0:
 with the inverted fault the callback and lww catalogs rewind once; with no faults nothing does.
@@ -11,7 +11,7 @@ from .jlab import WAIT_MS, screenshot, wait_image, widget_text
 
 NOTEBOOK = "notebooks/05_four_designs.ipynb"
 # The designs, in the order of the picker and of the metrics table's rows.
-DESIGNS = ("callback", "lww", "ballot", "fenced")
+DESIGNS = ("callback", "lww", "ballot", "fenced", "cas")
 
 
 def test_design_and_fault_pickers_redraw_traces_and_metrics(lab):
@@ -55,7 +55,7 @@ def test_design_and_fault_pickers_redraw_traces_and_metrics(lab):
     text = widget_text(metrics)
     assert faults.input_value() == "inverted"
     expect(inverted_box).to_be_checked()
-    assert rewinds() == {"callback": "1", "lww": "1", "ballot": "0", "fenced": "0"}
+    assert rewinds() == {"callback": "1", "lww": "1", "ballot": "0", "fenced": "0", "cas": "0"}
     screenshot(cell, "05-0-ballot-inverted")
 
     # The design picker only moves the highlight: the image and the bold row change, the
@@ -71,14 +71,14 @@ def test_design_and_fault_pickers_redraw_traces_and_metrics(lab):
     faults.select_option(value="none")
     src, text = redrawn(src, text)
     expect(inverted_box).not_to_be_checked()
-    assert rewinds() == {"callback": "0", "lww": "0", "ballot": "0", "fenced": "0"}
+    assert rewinds() == {"callback": "0", "lww": "0", "ballot": "0", "fenced": "0", "cas": "0"}
     expect(highlighted).to_have_text("fenced", timeout=WAIT_MS)
     screenshot(cell, "05-2-fenced-none")
 
     faults.select_option(value="inverted")
     src, text = redrawn(src, text)
     expect(inverted_box).to_be_checked()
-    assert rewinds() == {"callback": "1", "lww": "1", "ballot": "0", "fenced": "0"}
+    assert rewinds() == {"callback": "1", "lww": "1", "ballot": "0", "fenced": "0", "cas": "0"}
 
     # Ticking a second fault by hand turns the picker to "custom" and redraws once more.
     duplicate_box.check()
