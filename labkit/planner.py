@@ -6,7 +6,7 @@ request carrying a base version the seed picked. Fault classes (`FAULTS`):
 
 - ``inverted``: the planner sits on the request and finishes it only once the catalog head is
   two past the request's base; the body is still computed from that old base, and the host
-  with the fastest clock stamps ``updated_at`` when it finishes (the seed's tick-12 story).
+  with the fastest clock stamps ``updated_at`` when it finishes (Article 2's tick-12 story).
 - ``duplicate``: each response is delivered a second time with probability ``duplicate_rate``
   (independent latency, same body and stamp).
 - ``stale_body``: the planner computes the body from the version *before* the request's base.

@@ -45,7 +45,7 @@ FAULT_PRESETS: dict[str, tuple[str, ...]] = {
     **{f: (f,) for f in FAULTS},
     ALL: tuple(FAULTS),
 }
-# Seed two's story with request numbers: 12 is in flight, the loop gives up on it and 13
+# Article 2's story with request numbers: 12 is in flight, the loop gives up on it and 13
 # commits, 14 commits on top, then 12's response finally lands.
 SEED_INVERTED: tuple[str, ...] = ("timeout", "deliver 13", "deliver 14", "deliver 12")
 SEED_FIRST_REQUEST = 12
@@ -127,7 +127,7 @@ class FourDesignsApp(BatchedApp):
             "wb-clock-skew")
         self.window = classed(widgets.IntSlider(
             value=3, min=2, max=6, description="window (hedged)", **slider), "wb-window")
-        self.seed = classed(widgets.IntText(value=seed, description="seed",
+        self.seed = classed(widgets.IntText(value=seed, description="random seed",
                                              layout=widgets.Layout(width="160px")), "wb-seed")
         self.out = classed(widgets.Output(), "wb-traces")
         self.metrics = classed(widgets.HTML(), "wb-metrics")
@@ -251,7 +251,7 @@ class FourDesignsApp(BatchedApp):
 
 
 class InvertedArrivalStepper:
-    """A step slider over seed two's inverted arrival, played on every design.
+    """A step slider over Article 2's inverted arrival, played on every design.
 
     `results` holds the `run_schedule` result per design; `last_png` the lane diagram up to
     the chosen step; `outcomes` each design's outcome at that step.
