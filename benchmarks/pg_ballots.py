@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.ballot_throughput import loop_tick  # the same tick as on SQLite
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
 from labkit import pg
 from labkit import pg_ballots as pb
-from labkit.watermark_loop import Response, WatermarkLoop
+from labkit.watermark_loop import WatermarkLoop
 
 NAME = "pg_ballots"
-TOOLS = [{"name": f"tool-{i}", "args": ["query", "limit"], "enabled": True} for i in range(8)]
 WORKERS, TARGET = 8, 300
 SMOKE_WORKERS, SMOKE_TARGET = 2, 6
 FLOOR_SCHEMA_SQL = (
@@ -36,14 +36,6 @@ def floor_tick(conn) -> None:
     with conn.transaction():
         conn.execute("UPDATE store SET next = next + 1 WHERE id = 1")
         conn.execute("INSERT INTO log (v) VALUES (1)")
-
-
-def loop_tick(loop: WatermarkLoop) -> None:
-    """One safe tick: reserve a ballot, then apply the response that commits it."""
-    ballot = loop.reserve()
-    out = loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, TOOLS))
-    if not out.committed:
-        raise AssertionError(f"benchmark tick was rejected: {out.reason}")
 
 
 def measure_ticks(dsn: str, repeats: int, number: int) -> dict[str, float]:
