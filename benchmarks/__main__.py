@@ -24,6 +24,7 @@ NAMES = (
     "explorers",
     "arrival_search",
     "pg_commit_order",
+    "pg_ballots",
 )
 
 

@@ -3,6 +3,8 @@
 Version 0 is the genesis record. The head (largest version) *is* the committed watermark:
 there is no second counter that could drift from it. `CatalogReader` is the independent
 reader that remembers the last head it saw and refuses to accept a head that fell.
+Every function also takes a psycopg connection: the PostgreSQL statements live in
+`labkit.catalog_pg` (imported on first use, so SQLite-only work never loads psycopg).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +79,27 @@ def _json_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _pg(conn: object):
+    """`labkit.catalog_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
+    if isinstance(conn, sqlite3.Connection):
+        return None
+    from labkit import catalog_pg
+
+    return catalog_pg
+
+
+def _reading(conn: object):
+    """Reads on PostgreSQL end the transaction they open (`catalog_pg.reading`); else nothing."""
+    pg = _pg(conn)
+    return nullcontext(conn) if pg is None else pg.reading(conn)
+
+
 def create_schema(
     conn: sqlite3.Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
 ) -> None:
     """Create the catalog tables (idempotent) and the genesis version 0 if it is missing."""
+    if (pg := _pg(conn)) is not None:
+        return pg.create_schema(conn, tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
     with immediate(conn):
         for stmt in _SCHEMA.split(";"):
             if stmt.strip():
@@ -94,15 +114,17 @@ def create_schema(
 
 def head(conn: sqlite3.Connection) -> int:
     """The committed head version (the watermark); -1 if the log has no genesis yet."""
-    row = conn.execute("SELECT MAX(version) FROM catalog_versions").fetchone()
+    with _reading(conn):
+        row = conn.execute("SELECT MAX(version) FROM catalog_versions").fetchone()
     return -1 if row[0] is None else int(row[0])
 
 
 def head_hash(conn: sqlite3.Connection) -> tuple[int, str]:
     """The head version and its tools' hash in one read ((-1, "") before genesis)."""
-    row = conn.execute(
-        "SELECT version, tools_hash FROM catalog_versions ORDER BY version DESC LIMIT 1"
-    ).fetchone()
+    with _reading(conn):
+        row = conn.execute(
+            "SELECT version, tools_hash FROM catalog_versions ORDER BY version DESC LIMIT 1"
+        ).fetchone()
     return (-1, "") if row is None else (int(row[0]), str(row[1]))
 
 
@@ -121,6 +143,9 @@ def append(
     """
     version = base_version + 1
     text = tools_json(tools)
+    if (pg := _pg(conn)) is not None:
+        pg.append(conn, version, text, _json_hash(text), ballot_id, base_version, _now(now))
+        return version
     conn.execute(
         "INSERT INTO catalog_versions"
         " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
@@ -132,6 +157,10 @@ def append(
 
 def read_version(conn: sqlite3.Connection, version: int) -> CatalogVersion | None:
     """One record of the log, or None if that version does not exist."""
+    if (pg := _pg(conn)) is not None:
+        with pg.reading(conn):
+            row = pg.read_version(conn, version)
+        return None if row is None else _record(row)
     row = conn.execute(
         "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
         " FROM catalog_versions WHERE version = ?",
@@ -142,10 +171,11 @@ def read_version(conn: sqlite3.Connection, version: int) -> CatalogVersion | Non
 
 def history(conn: sqlite3.Connection) -> list[CatalogVersion]:
     """Every record of the log in version order."""
-    rows = conn.execute(
-        "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
-        " FROM catalog_versions ORDER BY version"
-    ).fetchall()
+    with _reading(conn):
+        rows = conn.execute(
+            "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
+            " FROM catalog_versions ORDER BY version"
+        ).fetchall()
     return [_record(r) for r in rows]
 
 
@@ -180,6 +210,8 @@ class CatalogReader:
 
     The last head lives in table `catalog_reader_state` under `name`, on `state` (a separate
     connection or file) or else on `conn` itself, so the check survives process restarts.
+    On PostgreSQL (psycopg connections) the check and the record are one transaction on
+    `state`, with the reader's row locked, so two pollers under one name cannot interleave.
     """
 
     def __init__(
@@ -192,6 +224,9 @@ class CatalogReader:
         self.conn = conn
         self.state = conn if state is None else state
         self.name = name
+        if (pg := _pg(self.state)) is not None:
+            pg.create_reader_table(self.state)
+            return
         # One statement, no transaction of ours: if the table exists it takes no write lock.
         self.state.execute(
             "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
@@ -200,6 +235,8 @@ class CatalogReader:
 
     def last_seen(self) -> int | None:
         """The highest head this reader has recorded, or None before its first poll."""
+        if (pg := _pg(self.state)) is not None:
+            return pg.reader_last_seen(self.state, self.name)
         row = self.state.execute(
             "SELECT last_seen FROM catalog_reader_state WHERE reader = ?", (self.name,)
         ).fetchone()
@@ -211,19 +248,25 @@ class CatalogReader:
         A transaction the caller has open on either connection stays open and uncommitted:
         the record is then a savepoint inside it.
         """
+        if (pg := _pg(self.state)) is not None:
+            current, seen = pg.reader_poll(self.conn, self.state, self.name, head)
+            _refuse_fall(self.name, seen, current)
+            return current
         current = head(self.conn)
         with atomic(self.state):
             seen = self.last_seen()
-            if seen is not None and current < seen:
-                raise RewindError(
-                    f"catalog rewound: reader {self.name!r} saw version {seen}, now sees {current}"
-                )
+            _refuse_fall(self.name, seen, current)
             self.state.execute(
                 "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (?, ?)"
                 " ON CONFLICT(reader) DO UPDATE SET last_seen = excluded.last_seen",
                 (self.name, current),
             )
         return current
+
+
+def _refuse_fall(name: str, seen: int | None, current: int) -> None:
+    if seen is not None and current < seen:
+        raise RewindError(f"catalog rewound: reader {name!r} saw version {seen}, now sees {current}")
 
 
 def _record(row: tuple[Any, ...]) -> CatalogVersion:

@@ -5,6 +5,8 @@ observed and the catalog version it is based on. A response commits only if its 
 still in flight, the watermark has not moved, and its body is based on the current head.
 The watermark *is* the catalog head (`labkit.catalog`): one committed version, no drift.
 This is the core the simulator and the designs build on; `labkit.ballot` is its public face.
+Handed a psycopg connection, the same rule runs on PostgreSQL, where many processes share one
+store: the statements and the store lock live in `labkit.watermark_pg` (imported on first use).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import math
 import numbers
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -59,6 +62,22 @@ CREATE TABLE IF NOT EXISTS wm_responses (
 CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)
     WHERE committed = 1;
 """
+STORE_INIT_SQL = "INSERT OR IGNORE INTO wm_store (id, next_ballot) VALUES (1, 1)"
+NEXT_BALLOT_SQL = "SELECT next_ballot FROM wm_store WHERE id = 1"
+BUMP_BALLOT_SQL = "UPDATE wm_store SET next_ballot = ? WHERE id = 1"
+RESERVE_SQL = (
+    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
+    " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)"
+)
+DECIDE_SQL = "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ? WHERE ballot_id = ?"
+RESPONSE_SQL = (
+    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
+    " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+ABANDON_SQL = (
+    "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
+    " WHERE ballot_id = ? AND status = 'inflight'"
+)
 
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
@@ -67,6 +86,15 @@ INFLIGHT_SQL = (
 
 # The watermark an in-flight ballot observed (its fence); no row if it is not in flight.
 FENCE_SQL = "SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight'"
+
+
+def _pg(conn: object):
+    """`labkit.watermark_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
+    if isinstance(conn, sqlite3.Connection):
+        return None
+    from labkit import watermark_pg
+
+    return watermark_pg
 
 
 class WindowFullError(RuntimeError):
@@ -186,7 +214,9 @@ class WatermarkLoop:
 
     `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
     each fenced by the watermark it observed (once one commits, the rest are stale). State
-    lives entirely in SQLite, so a new loop over the same database resumes where one died.
+    lives entirely in the database, so a new loop over the same database resumes where one died.
+    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, READ COMMITTED, no transaction
+    open: many loops in many processes may share one store, see `labkit.watermark_pg`).
     Opening verifies the catalog log (`CatalogCorruptError` if it is broken: nothing is ever
     appended on top of a bad log), and every write first checks that the database file is
     still the one that was opened (`DatabaseReplacedError` otherwise).
@@ -205,18 +235,33 @@ class WatermarkLoop:
         self.conn = conn
         self.window = window
         self.clock = clock
-        self._identity = FileIdentity.of(conn)
+        self._pg = _pg(conn)
+        # The backend's statements: this module's constants, or the same names in watermark_pg.
+        self._sql = sys.modules[__name__] if self._pg is None else self._pg
+        self._identity = None if self._pg else FileIdentity.of(conn)
         catalog.create_schema(conn, genesis_tools, now=clock())
         catalog.verify(conn)
+        if self._pg is not None:
+            self._pg.create_schema(conn)
+            return
         with self._writing():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            conn.execute("INSERT OR IGNORE INTO wm_store (id, next_ballot) VALUES (1, 1)")
+            conn.execute(STORE_INIT_SQL)
+
+    def _reading(self):
+        """Reads outside a write: on PostgreSQL they end the transaction they open."""
+        return nullcontext(self.conn) if self._pg is None else self._pg.reading(self.conn)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the file this loop opened (refused if it was deleted/replaced)."""
+        """A write transaction on the file this loop opened (refused if it was deleted/replaced);
+        on PostgreSQL one transaction holding the store row lock (`watermark_pg.writing`)."""
+        if self._pg is not None:
+            with self._pg.writing(self.conn):
+                yield self.conn
+            return
         with immediate(self.conn):
             if self._identity is not None:
                 self._identity.check()
@@ -228,7 +273,9 @@ class WatermarkLoop:
 
     def inflight(self) -> list[Ballot]:
         """Ballots reserved and not yet decided or abandoned, oldest first."""
-        return [Ballot(*row) for row in self.conn.execute(INFLIGHT_SQL).fetchall()]
+        with self._reading():
+            rows = self.conn.execute(self._sql.INFLIGHT_SQL).fetchall()
+        return [Ballot(*row) for row in rows]
 
     def reserve(self, *, replay_of: int | None = None) -> Ballot:
         """Persist a new in-flight ballot and the next ballot id, then return it.
@@ -239,16 +286,12 @@ class WatermarkLoop:
             inflight = [b.ballot_id for b in self.inflight()]
             if len(inflight) >= self.window:
                 raise WindowFullError(self.window, inflight)
-            (ballot_id,) = self.conn.execute(
-                "SELECT next_ballot FROM wm_store WHERE id = 1"
-            ).fetchone()
+            (ballot_id,) = self.conn.execute(self._sql.NEXT_BALLOT_SQL).fetchone()
             watermark = catalog.head(self.conn)
             self.conn.execute(
-                "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
-                " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)",
-                (ballot_id, watermark, watermark, replay_of, self.clock()),
+                self._sql.RESERVE_SQL, (ballot_id, watermark, watermark, replay_of, self.clock())
             )
-            self.conn.execute("UPDATE wm_store SET next_ballot = ? WHERE id = 1", (ballot_id + 1,))
+            self.conn.execute(self._sql.BUMP_BALLOT_SQL, (ballot_id + 1,))
         return Ballot(ballot_id, watermark, watermark)
 
     def checks(self, response: Response) -> Checks:
@@ -258,8 +301,9 @@ class WatermarkLoop:
         `base_current`: the body is based on the head. Malformed fields raise `ResponseError`.
         """
         ballot_id, observed, base = _check_envelope(response)
-        head = catalog.head(self.conn)
-        row = self.conn.execute(FENCE_SQL, (ballot_id,)).fetchone()
+        with self._reading():
+            head = catalog.head(self.conn)
+            row = self.conn.execute(self._sql.FENCE_SQL, (ballot_id,)).fetchone()
         fence = None if row is None else int(row[0])
         watermark_current = fence is not None and fence == head and observed == fence
         return Checks(fence is not None, watermark_current, base == head, fence, head)
@@ -285,7 +329,7 @@ class WatermarkLoop:
         now = self.clock()
         with self._writing():
             current = catalog.head(self.conn)
-            row = self.conn.execute(FENCE_SQL, (ballot_id,)).fetchone()
+            row = self.conn.execute(self._sql.FENCE_SQL, (ballot_id,)).fetchone()
             reason: Reason | None
             fenced_out = row is not None and row[0] != current
             if row is None:
@@ -302,14 +346,12 @@ class WatermarkLoop:
                 current = catalog.append(self.conn, response.tools, ballot_id, base, now=now)
             if reason is None or fenced_out:
                 self.conn.execute(
-                    "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?"
-                    " WHERE ballot_id = ?",
+                    self._sql.DECIDE_SQL,
                     ("committed" if reason is None else "rejected", reason, now, ballot_id),
                 )
             body_hash = INVALID_BODY_HASH if problem else catalog.tools_hash(response.tools)
             self.conn.execute(
-                "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-                " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                self._sql.RESPONSE_SQL,
                 (ballot_id, observed, base, body_hash, int(reason is None), reason, now),
             )
         return Outcome(ballot_id, reason is None, reason, current)
@@ -320,11 +362,7 @@ class WatermarkLoop:
         Returns False if the ballot was not in flight.
         """
         with self._writing():
-            cur = self.conn.execute(
-                "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
-                " WHERE ballot_id = ? AND status = 'inflight'",
-                (self.clock(), ballot_id),
-            )
+            cur = self.conn.execute(self._sql.ABANDON_SQL, (self.clock(), ballot_id))
         return cur.rowcount == 1
 
     def replay(self, old: Outcome | Ballot | int) -> Ballot:

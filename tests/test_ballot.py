@@ -1,11 +1,15 @@
-"""WatermarkLoop: seed two's fixture and its four injected failure classes, plus the window."""
+"""WatermarkLoop: Article 2's fixture and its four injected failure classes, plus the window.
+
+Each behaviour runs on both backends (`store`: a SQLite file, or a scratch schema on PostgreSQL
+under the `postgres` marker); the query-plan and argument checks are SQLite's own.
+"""
 
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
+from backends import BACKENDS, Store, open_store
 
 from labkit import catalog
 from labkit.ballot import INFLIGHT_SQL, Ballot, Response, WatermarkLoop, WindowFullError
@@ -18,9 +22,14 @@ def body(loop: WatermarkLoop, b: Ballot, tool: str) -> Response:
     return Response(b.ballot_id, b.watermark, b.base_version, tools)
 
 
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> Store:
+    return open_store(request, request.param)
+
+
 @pytest.fixture
-def loop() -> WatermarkLoop:
-    return WatermarkLoop(connect())
+def loop(store: Store) -> WatermarkLoop:
+    return WatermarkLoop(store.connect())
 
 
 def test_inverted_arrival(loop: WatermarkLoop) -> None:
@@ -34,8 +43,8 @@ def test_inverted_arrival(loop: WatermarkLoop) -> None:
     assert loop.head_version() == 1 and catalog.verify(loop.conn) == 1
 
 
-def test_inverted_arrival_without_abandon_is_stale_watermark() -> None:
-    loop = WatermarkLoop(connect(), window=2)
+def test_inverted_arrival_without_abandon_is_stale_watermark(store: Store) -> None:
+    loop = WatermarkLoop(store.connect(), window=2)
     b12, b13 = loop.reserve(), loop.reserve()
     assert loop.apply(body(loop, b13, "t13")).committed
     out = loop.apply(body(loop, b12, "t12"))
@@ -82,8 +91,8 @@ def test_echoed_watermark_must_match_the_reserved_one(loop: WatermarkLoop) -> No
     assert loop.apply(body(loop, b, "t1")).committed
 
 
-def test_window_full_names_window_and_inflight_ids() -> None:
-    loop = WatermarkLoop(connect(), window=2)
+def test_window_full_names_window_and_inflight_ids(store: Store) -> None:
+    loop = WatermarkLoop(store.connect(), window=2)
     loop.reserve()
     loop.reserve()
     with pytest.raises(WindowFullError, match=r"window of 2.*\[1, 2\]") as info:
@@ -91,8 +100,8 @@ def test_window_full_names_window_and_inflight_ids() -> None:
     assert info.value.inflight_ids == [1, 2]
 
 
-def test_fenced_window_one_commit_per_watermark() -> None:
-    loop = WatermarkLoop(connect(), window=3)
+def test_fenced_window_one_commit_per_watermark(store: Store) -> None:
+    loop = WatermarkLoop(store.connect(), window=3)
     ballots = [loop.reserve() for _ in range(3)]
     outs = [loop.apply(body(loop, b, f"t{b.ballot_id}")) for b in reversed(ballots)]
     assert [o.committed for o in outs] == [True, False, False]
@@ -100,11 +109,10 @@ def test_fenced_window_one_commit_per_watermark() -> None:
     assert loop.head_version() == 1 and loop.inflight() == []
 
 
-def test_reserve_is_durable_before_it_returns(tmp_path: Path) -> None:
-    db = tmp_path / "wm.db"
-    loop = WatermarkLoop(connect(db))
+def test_reserve_is_durable_before_it_returns(store: Store) -> None:
+    loop = WatermarkLoop(store.connect())
     b = loop.reserve()
-    other = WatermarkLoop(connect(db))  # a restarted process on the same file
+    other = WatermarkLoop(store.connect())  # a restarted process on the same store
     assert other.inflight() == [b]
     assert other.apply(body(other, b, "t1")).committed
     assert other.reserve().ballot_id == b.ballot_id + 1  # next id was persisted too
@@ -125,7 +133,8 @@ def test_rejections_change_nothing_in_the_catalog(loop: WatermarkLoop) -> None:
     assert catalog.history(loop.conn) == before
 
 
-def test_inflight_query_uses_the_partial_index(loop: WatermarkLoop) -> None:
+def test_inflight_query_uses_the_partial_index() -> None:
+    loop = WatermarkLoop(connect())
     plan = " ".join(r[3] for r in loop.conn.execute("EXPLAIN QUERY PLAN " + INFLIGHT_SQL))
     assert "wm_ballots_inflight" in plan
     fresh = sqlite3.connect(":memory:")  # a fresh connection: no cached statement

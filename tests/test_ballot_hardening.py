@@ -7,12 +7,12 @@ it was; a malformed response whose ballot the fence rejects anyway is recorded a
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from backends import BACKENDS, in_transaction, open_store, rows
 
 from labkit.ballot import Response, ResponseError, WatermarkLoop
 from labkit.catalog import CatalogCorruptError
@@ -21,14 +21,14 @@ from labkit.db import DatabaseReplacedError, connect
 TABLES = ("catalog_versions", "wm_store", "wm_ballots", "wm_responses")
 
 
-def snapshot(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the loop's tables: 'nothing changed' means this is equal before and after."""
-    return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in TABLES}
+    return {t: rows(conn, f"SELECT * FROM {t} ORDER BY 1") for t in TABLES}
 
 
-@pytest.fixture
-def loop() -> WatermarkLoop:
-    lp = WatermarkLoop(connect(), window=2)
+@pytest.fixture(params=BACKENDS)
+def loop(request: pytest.FixtureRequest) -> WatermarkLoop:
+    lp = WatermarkLoop(open_store(request, request.param).connect(), window=2)
     b = lp.reserve()
     assert lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["v1"])).committed
     return lp
@@ -74,7 +74,7 @@ def test_a_malformed_response_is_refused_by_name_and_changes_nothing(
     with pytest.raises(ResponseError, match=message):
         loop.apply(resp)
     assert snapshot(loop.conn) == before
-    assert not loop.conn.in_transaction
+    assert not in_transaction(loop.conn)
 
 
 def test_the_owning_ballot_stays_in_flight_after_a_bad_body(loop: WatermarkLoop) -> None:
@@ -107,20 +107,21 @@ def test_a_forged_unserialisable_response_for_a_fenced_out_ballot_is_recorded(
     out = loop.apply(forged)
     assert (out.committed, out.reason, out.version) == (False, "stale_watermark", 2)
     assert loop.inflight() == []  # the fenced-out ballot left flight
-    row = loop.conn.execute(
+    found = rows(
+        loop.conn,
         "SELECT tools_hash, committed, reason FROM wm_responses WHERE ballot_id = ?",
         (a.ballot_id,),
-    ).fetchone()
-    assert row == ("invalid", 0, "stale_watermark")
+    )
+    assert found == [("invalid", 0, "stale_watermark")]
 
 
 def test_a_malformed_body_for_an_unknown_ballot_is_an_ordinary_rejection(
     loop: WatermarkLoop,
 ) -> None:
-    before = loop.conn.execute("SELECT * FROM catalog_versions").fetchall()
+    before = rows(loop.conn, "SELECT * FROM catalog_versions")
     out = loop.apply(Response(99, 1, 1, "abc"))
     assert (out.committed, out.reason) == (False, "unknown_ballot")
-    assert loop.conn.execute("SELECT * FROM catalog_versions").fetchall() == before
+    assert rows(loop.conn, "SELECT * FROM catalog_versions") == before
 
 
 # --- the database file vanished or was replaced ----------------------------------------------

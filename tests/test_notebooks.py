@@ -91,6 +91,19 @@ SHOWS = {
         r"fence +\d+ rows, 0 orphans",
         r"lock +\d+ rows, 0 orphans",
     ],
+    # The naive check-then-write loses A's answer without an error; the ballot refuses B; eight
+    # workers keep every promise (server needed, as for 07).
+    "08_ballots_across_machines": [
+        r"naive +B +write version 6, commit +1 row updated, no error",
+        r"catalog after the naive run: version 6, answer of B \(1 answer lost\)",
+        r"ballot +B +apply ballot \d+ +refused: stale_watermark",
+        r"catalog after the ballot run: version 6, answer of A\n",
+        r"versions 0\.\.60, each based on the one before: yes",
+        r"most commits on one watermark: 1\n",
+        r"accepted responses 60, versions 60, commits the workers saw 60",
+        r"rewinds seen by the reader: 0",
+        r"every refusal: stale_watermark: True",
+    ],
 }
 
 

@@ -7,14 +7,26 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from backends import BACKENDS, Store, open_store, rows
 
-from labkit.db import connect
 from labkit.watermark_loop import Response, ResponseError, WatermarkLoop
 
 
-def _loop() -> WatermarkLoop:
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest) -> Store:
+    return open_store(request, request.param)
+
+
+TABLES = ("catalog_versions", "wm_store", "wm_ballots", "wm_responses")
+
+
+def _snapshot(conn) -> list[list[tuple]]:
+    return [rows(conn, f"SELECT * FROM {t} ORDER BY 1") for t in TABLES]
+
+
+def _loop(store: Store) -> WatermarkLoop:
     """Head 2; ballot 3 committed v2, 4 fenced out (fence 1), 5 owns the watermark, 6 abandoned."""
-    loop = WatermarkLoop(connect(), window=3)
+    loop = WatermarkLoop(store.connect(), window=3)
     loop.apply(Response(1, 0, 0, ["a"]))  # unknown ballot: nothing changes
     b1 = loop.reserve()
     loop.apply(Response(b1.ballot_id, 0, 0, ["v1"]))
@@ -35,17 +47,17 @@ BALLOTS = {"committed": 3, "fenced out": 4, "owns the watermark": 5, "abandoned"
     list(itertools.product(BALLOTS, (-1, 0, 1), (-1, 0, 1))),
 )
 def test_checks_agree_with_apply_and_change_nothing(
-    which: str, echo_offset: int, base_offset: int
+    store: Store, which: str, echo_offset: int, base_offset: int
 ) -> None:
-    loop = _loop()
+    loop = _loop(store)
     head = loop.head_version()
     fences = {b.ballot_id: b.watermark for b in loop.inflight()}
     ballot = BALLOTS[which]
     echo = fences.get(ballot, head) + echo_offset
     resp = Response(ballot, echo, head + base_offset, ["body"])
-    before = loop.conn.total_changes
+    before = _snapshot(loop.conn)
     got = loop.checks(resp)
-    assert loop.conn.total_changes == before
+    assert _snapshot(loop.conn) == before
     assert got.head == head and got.fence == fences.get(ballot)
     assert got.in_flight == (ballot in fences)
     assert got.base_current == (base_offset == 0)
@@ -53,9 +65,9 @@ def test_checks_agree_with_apply_and_change_nothing(
     assert got.reason == loop.apply(resp).reason
 
 
-def test_each_condition_alone_lets_one_wrong_response_through() -> None:
+def test_each_condition_alone_lets_one_wrong_response_through(store: Store) -> None:
     """The two cases notebook 04 shows: only the base check, or only the fence, refuses."""
-    loop = _loop()
+    loop = _loop(store)
     old_body = loop.checks(Response(5, 2, 1, ["built on v1"]))
     assert (old_body.watermark_current, old_body.base_current, old_body.reason) == (
         True, False, "stale_base")
@@ -64,6 +76,6 @@ def test_each_condition_alone_lets_one_wrong_response_through() -> None:
         False, True, "stale_watermark")
 
 
-def test_checks_refuses_a_malformed_fence_like_apply() -> None:
+def test_checks_refuses_a_malformed_fence_like_apply(store: Store) -> None:
     with pytest.raises(ResponseError, match="ballot_id must be an int"):
-        _loop().checks(Response("5", 2, 2, []))  # type: ignore[arg-type]
+        _loop(store).checks(Response("5", 2, 2, []))  # type: ignore[arg-type]

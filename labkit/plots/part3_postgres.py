@@ -1,7 +1,8 @@
-"""Figures of part three: the commit-order timeline and the fixes compared.
+"""Figures of part three: the commit-order timeline, the fixes compared, and ballots across
+machines (the head over time per worker).
 
-Each takes what `labkit.commit_order` or `labkit.pg_stress` returned and draws it; nothing
-here talks to a server.
+Each takes what `labkit.commit_order`, `labkit.pg_stress` or `labkit.pg_ballots` returned and
+draws it; nothing here talks to a server.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 
 from labkit.commit_order import RULES, LabState
+from labkit.pg_ballots import BallotRun
 from labkit.pg_stress import StressResult
 from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
@@ -105,5 +107,38 @@ def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figur
     ax.set_ylabel("rows per second")
     ax.set_ylim(0, max(max(r.committed_per_s, r.summarized_per_s) for r in results) * 1.25)
     ax.set_title(title or f"{results[0].writers} writers, late commits: throughput per rule")
+    ax.legend(**RIGHT_LEGEND)
+    return fig
+
+
+WORKER_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                  "#17becf")
+
+
+@styled
+def ballots_over_time_figure(run: BallotRun, title: str = "") -> Figure:
+    """The head over time: the reader's samples as a grey step line, each worker's commits as
+    filled dots in its colour, and its refused ballots as small crosses at the watermark they
+    were reserved on."""
+    ax = single_axes(8.4, 4.0, left=0.08, right=0.7, top=0.9, bottom=0.13)
+    fig = ax.figure
+    end = max((t.t for t in run.ticks), default=0.0) * 1.05 + 1e-3
+    ax.step([t * 1e3 for t, _ in run.reader], [h for _, h in run.reader], where="post",
+            color=COLORS["reject"], lw=1.5, label="head seen by the reader")
+    for worker in range(run.workers):
+        color = WORKER_PALETTE[worker % len(WORKER_PALETTE)]
+        mine = [t for t in run.ticks if t.worker == worker]
+        won = [t for t in mine if t.committed]
+        lost = [t for t in mine if not t.committed]
+        ax.plot([t.t * 1e3 for t in lost], [t.watermark for t in lost], "x", color=color,
+                ms=4, alpha=0.6)
+        ax.plot([t.t * 1e3 for t in won], [t.version for t in won], "o", color=color, ms=5,
+                label=f"worker {worker}: {len(won)} won, {len(lost)} refused")
+    ax.plot([], [], "x", color="black", ms=4, label="refused (at its watermark)")
+    ax.set_xlabel("milliseconds since the workers started")
+    ax.set_ylabel("catalog version (head)")
+    ax.set_xlim(0, end * 1e3)
+    ax.set_ylim(-0.5, run.invariants.head + 1)
+    ax.set_title(title or f"{run.workers} workers, one catalog: each version committed once")
     ax.legend(**RIGHT_LEGEND)
     return fig

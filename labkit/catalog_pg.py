@@ -1,0 +1,120 @@
+"""The catalog log on PostgreSQL: its schema and the statements whose SQL differs from SQLite's.
+
+`labkit.catalog` dispatches here when it is handed a psycopg connection. The log is the same:
+versions 0, 1, 2, ... with a primary key on the version and a CHECK that each base is its
+predecessor, so two writers can never both store a version, whatever the code above does.
+Bodies are stored as the same canonical JSON text SQLite stores, so their hashes agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS catalog_versions (
+    version      bigint PRIMARY KEY CHECK (version >= 0),
+    tools        text   NOT NULL,
+    tools_hash   text   NOT NULL,
+    ballot_id    bigint UNIQUE,
+    base_version bigint,
+    committed_at double precision NOT NULL,
+    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
+        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
+);
+CREATE TABLE IF NOT EXISTS catalog_reader_state (
+    reader    text   PRIMARY KEY,
+    last_seen bigint NOT NULL
+)
+"""
+# CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may try
+# to create the type); a transaction-level advisory lock keyed on the schema serialises them.
+SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog:' || current_schema()))"
+GENESIS_SQL = (
+    "INSERT INTO catalog_versions"
+    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
+    " VALUES (0, %s, %s, NULL, NULL, %s) ON CONFLICT (version) DO NOTHING"
+)
+APPEND_SQL = (
+    "INSERT INTO catalog_versions"
+    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s)"
+)
+READ_VERSION_SQL = (
+    "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
+    " FROM catalog_versions WHERE version = %s"
+)
+READER_SEEN_SQL = "SELECT last_seen FROM catalog_reader_state WHERE reader = %s"
+READER_RECORD_SQL = (
+    "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (%s, %s)"
+    " ON CONFLICT (reader) DO UPDATE SET last_seen = excluded.last_seen"
+)
+
+
+@contextmanager
+def reading(conn: Any) -> Iterator[Any]:
+    """Run reads; if the connection had no transaction open, end the one they opened.
+
+    psycopg opens a transaction on a connection's first statement unless it is in autocommit;
+    a read left open would sit "idle in transaction". Inside a caller's transaction nothing
+    is ended.
+    """
+    from psycopg.pq import TransactionStatus
+
+    idle = conn.info.transaction_status == TransactionStatus.IDLE
+    try:
+        yield conn
+    finally:
+        if idle and conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()  # only reads ran: nothing to keep
+
+
+def create_schema(conn: Any, genesis_text: str, genesis_hash: str, now: float) -> None:
+    """Create the log and the reader table (idempotent, safe from many sessions) and version 0."""
+    with conn.transaction():
+        conn.execute(SCHEMA_LOCK_SQL)
+        conn.execute(SCHEMA_SQL)
+        conn.execute(GENESIS_SQL, (genesis_text, genesis_hash, now))
+
+
+def append(
+    conn: Any, version: int, text: str, digest: str, ballot_id: int, base: int, now: float
+) -> None:
+    """Insert one record; the caller holds the transaction (and the loop's store lock)."""
+    conn.execute(APPEND_SQL, (version, text, digest, ballot_id, base, now))
+
+
+def read_version(conn: Any, version: int) -> tuple[Any, ...] | None:
+    """The raw row of one version, or None."""
+    return conn.execute(READ_VERSION_SQL, (version,)).fetchone()
+
+
+def create_reader_table(conn: Any) -> None:
+    """The reader's state table on its own (a reader may keep its state on another server)."""
+    with conn.transaction():
+        conn.execute(SCHEMA_LOCK_SQL)
+        conn.execute(SCHEMA_SQL.split(";")[1])
+
+
+def reader_poll(conn: Any, state: Any, name: str, read_head) -> tuple[int, int | None]:
+    """Read the head with `read_head(conn)`, then, in one transaction on `state`, the last head
+    `name` saw (row locked); record the new head only if it did not fall.
+
+    Returns (head, seen before); the caller raises on a fall, and nothing is recorded then.
+    """
+    with reading(conn):
+        current = read_head(conn)
+    with state.transaction():
+        row = state.execute(READER_SEEN_SQL + " FOR UPDATE", (name,)).fetchone()
+        seen = None if row is None else int(row[0])
+        if seen is None or current >= seen:
+            state.execute(READER_RECORD_SQL, (name, current))
+    return current, seen
+
+
+def reader_last_seen(conn: Any, name: str) -> int | None:
+    """The highest head `name` has recorded, or None."""
+    with reading(conn):
+        row = conn.execute(READER_SEEN_SQL, (name,)).fetchone()
+    return None if row is None else int(row[0])

@@ -1,0 +1,179 @@
+"""Ballots on PostgreSQL: the store's guarantees across connections, the lost update a naive
+check-then-write suffers, and eight worker processes on one catalog (marker `postgres`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from labkit import catalog, pg
+from labkit import frontier_pg as fpg
+from labkit import pg_ballots as pb
+from labkit import watermark_pg as wpg
+from labkit.watermark_loop import INFLIGHT_SQL, Response, WatermarkLoop
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def connect(pg_dsn: str, pg_schema: str):
+    opened = []
+
+    def open_one(autocommit: bool = False):
+        conn = pg.connect(pg_dsn, autocommit=autocommit, options=pg.search_path_option(pg_schema))
+        opened.append(conn)
+        return conn
+
+    yield open_one
+    for conn in opened:
+        conn.close()
+
+
+def commit_one(loop: WatermarkLoop, body: str) -> int:
+    b = loop.reserve()
+    return loop.apply(Response(b.ballot_id, b.watermark, b.base_version, [body])).version
+
+
+def test_lost_update_naive_write_loses_an_answer_ballot_refuses(pg_dsn: str) -> None:
+    got = pb.lost_update(pg_dsn, start_head=5)
+    naive = [s for s in got.steps if s.design == "naive"]
+    assert [s.result for s in naive[:2]] == ["head 5", "head 5"]  # both read the same head
+    assert got.naive_writes_ok == 2 and got.lost_answers == 1
+    assert got.naive_final == (6, "answer of B")  # A's answer is gone, without an error
+    assert got.ballot_outcomes == (("A", True, None), ("B", False, "stale_watermark"))
+    assert got.ballot_log == ((6, "answer of A"),)
+
+
+def test_a_second_loop_sees_the_first_loops_commit_at_once(connect) -> None:
+    a, b = WatermarkLoop(connect(), window=2), WatermarkLoop(connect(), window=2)
+    ba, bb = a.reserve(), b.reserve()
+    assert (ba.watermark, bb.watermark) == (0, 0) and bb.ballot_id == ba.ballot_id + 1
+    assert a.apply(Response(ba.ballot_id, 0, 0, ["a"])).committed
+    out = b.apply(Response(bb.ballot_id, 0, 0, ["b"]))
+    assert (out.committed, out.reason, out.version) == (False, "stale_watermark", 1)
+    assert b.inflight() == [] and b.head_version() == 1
+
+
+def test_a_decision_waits_for_the_store_lock_then_reads_the_new_head(connect) -> None:
+    """B applies while A holds the store lock mid-decision: B waits, then sees A's version."""
+    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    ba, bb = la.reserve(), lb.reserve()
+    result = {}
+    applier = threading.Thread(
+        target=lambda: result.update(out=lb.apply(Response(bb.ballot_id, 0, 0, ["b"])))
+    )
+    with wpg.writing(a_conn):  # A has taken the lock and is deciding
+        applier.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until B is seen waiting on A's row lock
+            row = watch.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                (b_conn.info.backend_pid,),
+            ).fetchone()
+            if row and row[0] == "Lock":
+                break
+        else:
+            pytest.fail("B never waited for the store lock")
+        catalog.append(a_conn, ["a"], ba.ballot_id, 0)
+    applier.join(10)
+    assert (result["out"].committed, result["out"].reason) == (False, "stale_watermark")
+    assert [v.tools for v in catalog.history(a_conn)] == [[], ["a"]]
+
+
+def test_the_loop_refuses_a_connection_inside_a_transaction(connect) -> None:
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    conn.execute("SELECT 1")  # psycopg opened a transaction the loop does not own
+    with pytest.raises(wpg.LoopConnectionError, match="no open transaction"):
+        loop.reserve()
+    conn.rollback()
+    assert loop.reserve().ballot_id == 1  # nothing was reserved by the refused call
+
+
+def test_the_loop_refuses_repeatable_read(connect) -> None:
+    import psycopg
+
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    with pytest.raises(wpg.LoopConnectionError, match="READ COMMITTED.*REPEATABLE READ"):
+        loop.reserve()
+    assert loop.inflight() == []
+
+
+def test_reads_leave_no_transaction_open(connect) -> None:
+    from psycopg.pq import TransactionStatus
+
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    commit_one(loop, "x")
+    loop.head_version(), loop.inflight(), catalog.history(conn), catalog.head_hash(conn)
+    assert conn.info.transaction_status == TransactionStatus.IDLE
+
+
+def test_the_catalog_primary_key_refuses_a_second_version_6(connect) -> None:
+    import psycopg
+
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    commit_one(loop, "v1")
+    with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+        catalog.append(conn, ["forged"], ballot_id=99, base_version=0)
+    assert catalog.verify(conn) == 1
+
+
+def test_reader_on_postgres_refuses_a_fall(connect) -> None:
+    conn = connect(autocommit=True)
+    loop = WatermarkLoop(conn)
+    commit_one(loop, "v1")
+    reader = catalog.CatalogReader(conn, "r")
+    assert reader.poll() == 1 and reader.last_seen() == 1
+    conn.execute("DELETE FROM catalog_versions WHERE version = 1")  # a restore from old backup
+    with pytest.raises(catalog.RewindError, match="saw version 1, now sees 0"):
+        reader.poll()
+    assert reader.last_seen() == 1
+
+
+def test_inflight_query_uses_the_partial_index(connect) -> None:
+    conn = connect(autocommit=True)
+    WatermarkLoop(conn)
+    conn.execute(
+        "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, status, reserved_at)"
+        " SELECT g, 0, 0, CASE WHEN g % 1000 = 0 THEN 'inflight' ELSE 'rejected' END, 0"
+        " FROM generate_series(1, 20000) AS g"
+    )
+    conn.execute("ANALYZE wm_ballots")
+    nodes = fpg.plan_nodes(fpg.explain_json(conn, INFLIGHT_SQL))
+    assert "Seq Scan" not in {n["Node Type"] for n in nodes}
+    assert "wm_ballots_inflight" in {n.get("Index Name") for n in nodes}
+    assert wpg.INFLIGHT_SQL == INFLIGHT_SQL  # the same text runs on both backends
+
+
+def test_check_invariants_catches_two_commits_on_one_watermark(connect) -> None:
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    commit_one(loop, "v1")
+    honest = (pb.Tick(0, 1, 0, 0.1, True, None, 1),)
+    assert pb.check_invariants(conn, honest, 0).ok
+    doubled = (*honest, pb.Tick(1, 2, 0, 0.2, True, None, 1))
+    bad = pb.check_invariants(conn, doubled, 0)
+    assert not bad.ok and bad.max_commits_per_watermark == 2 and bad.commit_ticks == 2
+    assert not pb.check_invariants(conn, honest, 1).ok  # a rewind seen is a failure
+
+
+@pytest.mark.slow
+def test_eight_workers_one_catalog_keep_every_promise(pg_dsn: str) -> None:
+    run = pb.run_workers(pg_dsn, workers=8, target=30, seed=0)
+    inv = run.invariants
+    assert inv.ok, inv.lines()
+    assert inv.head == run.commits == 30 and inv.max_commits_per_watermark == 1
+    assert run.rewinds == 0 and run.reader[-1][1] == 30
+    heads = [h for _, h in run.reader]
+    assert heads == sorted(heads)
+    versions = sorted(t.version for t in run.ticks if t.committed)
+    assert versions == list(range(1, 31))
+    assert all(t.reason == "stale_watermark" for t in run.ticks if not t.committed)
+    assert len({t.worker for t in run.ticks}) == 8  # every process took part
