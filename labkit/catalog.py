@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS catalog_reader_state (
     last_seen INTEGER NOT NULL
 );
 """
+APPEND_SQL = (
+    "INSERT INTO catalog_versions"
+    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 class RewindError(RuntimeError):
@@ -72,10 +77,11 @@ def tools_json(tools: Sequence[Any]) -> str:
 
 def tools_hash(tools: Sequence[Any]) -> str:
     """SHA-256 content hash of a tool list (hex)."""
-    return _json_hash(tools_json(tools))
+    return json_hash(tools_json(tools))
 
 
-def _json_hash(text: str) -> str:
+def json_hash(text: str) -> str:
+    """SHA-256 of a body already in canonical JSON (`tools_json`): `tools_hash` without re-encoding."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -116,7 +122,12 @@ def head(conn: sqlite3.Connection) -> int:
     """The committed head version (the watermark); -1 if the log has no genesis yet."""
     with _reading(conn):
         row = conn.execute("SELECT MAX(version) FROM catalog_versions").fetchone()
-    return -1 if row[0] is None else int(row[0])
+    return head_of(row[0])
+
+
+def head_of(value: Any) -> int:
+    """The head from `MAX(version)` read inside another statement (None before genesis)."""
+    return -1 if value is None else int(value)
 
 
 def head_hash(conn: sqlite3.Connection) -> tuple[int, str]:
@@ -141,18 +152,18 @@ def append(
     The table's primary key and CHECK refuse a second record for the same version or a
     record whose base is not its predecessor, so a bug here cannot fork the log.
     """
-    version = base_version + 1
-    text = tools_json(tools)
+    row = version_row(tools_json(tools), ballot_id, base_version, _now(now))
     if (pg := _pg(conn)) is not None:
-        pg.append(conn, version, text, _json_hash(text), ballot_id, base_version, _now(now))
-        return version
-    conn.execute(
-        "INSERT INTO catalog_versions"
-        " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (version, text, _json_hash(text), ballot_id, base_version, _now(now)),
-    )
-    return version
+        pg.append(conn, row)
+    else:
+        conn.execute(APPEND_SQL, row)
+    return row[0]
+
+
+def version_row(text: str, ballot_id: int, base_version: int, now: float) -> tuple[Any, ...]:
+    """The parameters of `APPEND_SQL` (either backend) for the version after `base_version`,
+    from a body already in canonical JSON (`tools_json`): version first, its hash third."""
+    return (base_version + 1, text, json_hash(text), ballot_id, base_version, now)
 
 
 def read_version(conn: sqlite3.Connection, version: int) -> CatalogVersion | None:

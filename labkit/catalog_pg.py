@@ -78,11 +78,9 @@ def create_schema(conn: Any, genesis_text: str, genesis_hash: str, now: float) -
         conn.execute(GENESIS_SQL, (genesis_text, genesis_hash, now))
 
 
-def append(
-    conn: Any, version: int, text: str, digest: str, ballot_id: int, base: int, now: float
-) -> None:
-    """Insert one record; the caller holds the transaction (and the loop's store lock)."""
-    conn.execute(APPEND_SQL, (version, text, digest, ballot_id, base, now))
+def append(conn: Any, row: tuple[Any, ...]) -> None:
+    """Insert one record (`catalog.version_row`); the caller holds the transaction."""
+    conn.execute(APPEND_SQL, row)
 
 
 def read_version(conn: Any, version: int) -> tuple[Any, ...] | None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal
 
 from labkit import catalog
@@ -63,30 +64,46 @@ CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballo
     WHERE committed = 1;
 """
 STORE_INIT_SQL = "INSERT OR IGNORE INTO wm_store (id, next_ballot) VALUES (1, 1)"
-NEXT_BALLOT_SQL = "SELECT next_ballot FROM wm_store WHERE id = 1"
-BUMP_BALLOT_SQL = "UPDATE wm_store SET next_ballot = ? WHERE id = 1"
-RESERVE_SQL = (
-    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
-    " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)"
-)
-DECIDE_SQL = "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ? WHERE ballot_id = ?"
-RESPONSE_SQL = (
-    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-    " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-ABANDON_SQL = (
-    "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
-    " WHERE ballot_id = ? AND status = 'inflight'"
-)
-
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
 
-# The watermark an in-flight ballot observed (its fence); no row if it is not in flight.
-FENCE_SQL = "SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight'"
+# Each step of the rule is one constant, with the same name in `labkit.watermark_pg`. Reads
+# run after the write lock is held. A write that is a tuple here is one statement there (data-
+# modifying CTEs, parameters in the same order): `WatermarkLoop._write` runs either form.
 
+# What a reserve reads, one row: ballots in flight, the next ballot id, the head.
+RESERVE_READ_SQL = (
+    "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"
+    " (SELECT next_ballot FROM wm_store WHERE id = 1),"
+    " (SELECT MAX(version) FROM catalog_versions)"
+)
+# What a decision reads, one row: the head and the ballot's fence (the watermark it observed;
+# NULL unless it is in flight).
+DECISION_READ_SQL = (
+    "SELECT (SELECT MAX(version) FROM catalog_versions),"
+    " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight')"
+)
+# Parts: the ballot (id, watermark, base, replay_of, reserved_at), then the next ballot id.
+RESERVE_SQL = (
+    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
+    " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)",
+    "UPDATE wm_store SET next_ballot = ? WHERE id = 1",
+)
+RESPONSE_SQL = (
+    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
+    " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_DECIDE = "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ? WHERE ballot_id = ?"
+# Parts: the ballot's decision (status, reason, decided_at, id), then the response.
+DECIDE_SQL = (_DECIDE, RESPONSE_SQL)
+# Parts: the new catalog version (`catalog.version_row`), the decision, the response.
+COMMIT_SQL = (catalog.APPEND_SQL, _DECIDE, RESPONSE_SQL)
+ABANDON_SQL = (
+    "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
+    " WHERE ballot_id = ? AND status = 'inflight'"
+)
 
 def _pg(conn: object):
     """`labkit.watermark_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
@@ -198,15 +215,14 @@ def _check_envelope(response: Response) -> tuple[int, int, int]:
     return fence
 
 
-def _body_problem(tools: Any) -> str | None:
-    """Why `tools` cannot be stored as a catalog body, or None if it can."""
+def _body(tools: Any) -> tuple[str, None] | tuple[None, str]:
+    """`tools` as a catalog body (canonical JSON) and None, or None and why it cannot be one."""
     if not isinstance(tools, (list, tuple)):
-        return f"response tools must be a list or tuple, got {type(tools).__name__}"
+        return None, f"response tools must be a list or tuple, got {type(tools).__name__}"
     try:
-        catalog.tools_json(tools)
+        return catalog.tools_json(tools), None
     except (TypeError, ValueError, RecursionError) as exc:
-        return f"response tools are not storable as standard JSON: {exc}"
-    return None
+        return None, f"response tools are not storable as standard JSON: {exc}"
 
 
 class WatermarkLoop:
@@ -267,6 +283,15 @@ class WatermarkLoop:
                 self._identity.check()
             yield self.conn
 
+    def _write(self, sql: str | tuple[str, ...], *parts: tuple[Any, ...]) -> None:
+        """Run one write step: one statement per part (SQLite's tuples), or one statement
+        taking every part's parameters in order (PostgreSQL's data-modifying CTEs)."""
+        if isinstance(sql, str):
+            self.conn.execute(sql, tuple(chain.from_iterable(parts)))
+            return
+        for statement, params in zip(sql, parts, strict=True):
+            self.conn.execute(statement, params)
+
     def head_version(self) -> int:
         """The committed version: the catalog head, which is also the watermark."""
         return catalog.head(self.conn)
@@ -283,16 +308,21 @@ class WatermarkLoop:
         Raises `WindowFullError` if `window` ballots are already in flight.
         """
         with self._writing():
-            inflight = [b.ballot_id for b in self.inflight()]
-            if len(inflight) >= self.window:
-                raise WindowFullError(self.window, inflight)
-            (ballot_id,) = self.conn.execute(self._sql.NEXT_BALLOT_SQL).fetchone()
-            watermark = catalog.head(self.conn)
-            self.conn.execute(
-                self._sql.RESERVE_SQL, (ballot_id, watermark, watermark, replay_of, self.clock())
+            count, ballot_id, head = self.conn.execute(self._sql.RESERVE_READ_SQL).fetchone()
+            if count >= self.window:
+                raise WindowFullError(self.window, [b.ballot_id for b in self.inflight()])
+            watermark = catalog.head_of(head)
+            self._write(
+                self._sql.RESERVE_SQL,
+                (ballot_id, watermark, watermark, replay_of, self.clock()),
+                (ballot_id + 1,),
             )
-            self.conn.execute(self._sql.BUMP_BALLOT_SQL, (ballot_id + 1,))
         return Ballot(ballot_id, watermark, watermark)
+
+    def _decision_read(self, ballot_id: int) -> tuple[int, int | None]:
+        """The head and the ballot's fence (None unless it is in flight), in one read."""
+        head, fence = self.conn.execute(self._sql.DECISION_READ_SQL, (ballot_id,)).fetchone()
+        return catalog.head_of(head), None if fence is None else int(fence)
 
     def checks(self, response: Response) -> Checks:
         """Test each commit condition for `response` on its own; read-only, nothing is decided.
@@ -302,9 +332,7 @@ class WatermarkLoop:
         """
         ballot_id, observed, base = _check_envelope(response)
         with self._reading():
-            head = catalog.head(self.conn)
-            row = self.conn.execute(self._sql.FENCE_SQL, (ballot_id,)).fetchone()
-        fence = None if row is None else int(row[0])
+            head, fence = self._decision_read(ballot_id)
         watermark_current = fence is not None and fence == head and observed == fence
         return Checks(fence is not None, watermark_current, base == head, fence, head)
 
@@ -325,35 +353,34 @@ class WatermarkLoop:
         not a list/tuple of standard JSON raises `ResponseError`, and nothing changes.
         """
         ballot_id, observed, base = _check_envelope(response)
-        problem = _body_problem(response.tools)
+        body, problem = _body(response.tools)
         now = self.clock()
         with self._writing():
-            current = catalog.head(self.conn)
-            row = self.conn.execute(self._sql.FENCE_SQL, (ballot_id,)).fetchone()
+            current, fence = self._decision_read(ballot_id)
             reason: Reason | None
-            fenced_out = row is not None and row[0] != current
-            if row is None:
+            fenced_out = fence is not None and fence != current
+            if fence is None:
                 reason = "unknown_ballot"
-            elif fenced_out or observed != row[0]:
+            elif fenced_out or observed != fence:
                 reason = "stale_watermark"
             elif base != current:
                 reason = "stale_base"
             else:
                 reason = None
+            if reason is None and body is None:
+                raise ResponseError(f"ballot {ballot_id}: {problem}")
+            body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
+            answer = (ballot_id, observed, base, body_hash, int(reason is None), reason, now)
             if reason is None:
-                if problem is not None:
-                    raise ResponseError(f"ballot {ballot_id}: {problem}")
-                current = catalog.append(self.conn, response.tools, ballot_id, base, now=now)
-            if reason is None or fenced_out:
-                self.conn.execute(
-                    self._sql.DECIDE_SQL,
-                    ("committed" if reason is None else "rejected", reason, now, ballot_id),
-                )
-            body_hash = INVALID_BODY_HASH if problem else catalog.tools_hash(response.tools)
-            self.conn.execute(
-                self._sql.RESPONSE_SQL,
-                (ballot_id, observed, base, body_hash, int(reason is None), reason, now),
-            )
+                version = catalog.version_row(body, ballot_id, base, now)
+                decision = ("committed", None, now, ballot_id)
+                self._write(self._sql.COMMIT_SQL, version, decision, answer)
+                current = version[0]
+            elif fenced_out:
+                decision = ("rejected", reason, now, ballot_id)
+                self._write(self._sql.DECIDE_SQL, decision, answer)
+            else:
+                self._write(self._sql.RESPONSE_SQL, answer)
         return Outcome(ballot_id, reason is None, reason, current)
 
     def abandon(self, ballot_id: int) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog_pg import reading
+from labkit.catalog_pg import APPEND_SQL, reading
 
 __all__ = ["reading", "writing", "create_schema", "LoopConnectionError"]
 
@@ -57,29 +57,42 @@ SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.wm:' || current
 STORE_LOCK_SQL = (
     "SELECT current_setting('transaction_isolation') FROM wm_store WHERE id = 1 FOR UPDATE"
 )
-NEXT_BALLOT_SQL = "SELECT next_ballot FROM wm_store WHERE id = 1"
-BUMP_BALLOT_SQL = "UPDATE wm_store SET next_ballot = %s WHERE id = 1"
-RESERVE_SQL = (
-    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
-    " status, reserved_at) VALUES (%s, %s, %s, %s, 'inflight', %s)"
-)
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
-FENCE_SQL = (
-    "SELECT observed_watermark FROM wm_ballots WHERE ballot_id = %s AND status = 'inflight'"
+# The same steps as `labkit.watermark_loop`'s constants of the same names. The reads are
+# statements of their own, sent after STORE_LOCK_SQL has returned: each takes its snapshot
+# when it starts, so it sees every commit made before the lock was granted. (Read in the lock
+# statement itself, they could come from the snapshot taken before it waited.)
+RESERVE_READ_SQL = (
+    "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"
+    " (SELECT next_ballot FROM wm_store WHERE id = 1),"
+    " (SELECT MAX(version) FROM catalog_versions)"
 )
-DECIDE_SQL = "UPDATE wm_ballots SET status = %s, reason = %s, decided_at = %s WHERE ballot_id = %s"
+DECISION_READ_SQL = (
+    "SELECT (SELECT MAX(version) FROM catalog_versions),"
+    " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = %s AND status = 'inflight')"
+)
+# Where SQLite runs a tuple of statements, one statement here: data-modifying CTEs, whose
+# parameters come in the same order as SQLite's parts. They all see the same snapshot and
+# touch different tables, so none depends on another's effect.
+RESERVE_SQL = (
+    "WITH ballot AS (INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version,"
+    " replay_of, status, reserved_at) VALUES (%s, %s, %s, %s, 'inflight', %s))"
+    " UPDATE wm_store SET next_ballot = %s WHERE id = 1"
+)
 RESPONSE_SQL = (
     "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
     " committed, reason, received_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
+_DECIDE = "UPDATE wm_ballots SET status = %s, reason = %s, decided_at = %s WHERE ballot_id = %s"
+DECIDE_SQL = f"WITH decision AS ({_DECIDE}) {RESPONSE_SQL}"
+COMMIT_SQL = f"WITH version AS ({APPEND_SQL}), decision AS ({_DECIDE}) {RESPONSE_SQL}"
 ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = %s"
     " WHERE ballot_id = %s AND status = 'inflight'"
 )
-
 
 class LoopConnectionError(RuntimeError):
     """The connection cannot give a write the guarantees the loop promises (see the message)."""
