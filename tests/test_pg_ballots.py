@@ -11,8 +11,9 @@ import pytest
 from labkit import catalog, pg
 from labkit import frontier_pg as fpg
 from labkit import pg_ballots as pb
+from labkit import watermark_loop as wl
 from labkit import watermark_pg as wpg
-from labkit.watermark_loop import INFLIGHT_SQL, Response, WatermarkLoop
+from labkit.watermark_loop import INFLIGHT_SQL, Ballot, Response, WatermarkLoop
 
 pytestmark = pytest.mark.postgres
 
@@ -56,6 +57,19 @@ def test_a_second_loop_sees_the_first_loops_commit_at_once(connect) -> None:
     assert b.inflight() == [] and b.head_version() == 1
 
 
+def wait_until_blocked(watch, conn) -> None:
+    """Return once `conn`'s backend waits on a lock (seen from the autocommit `watch`)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = watch.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+            (conn.info.backend_pid,),
+        ).fetchone()
+        if row and row[0] == "Lock":
+            return
+    pytest.fail("the second connection never waited for the store lock")
+
+
 def test_a_decision_waits_for_the_store_lock_then_reads_the_new_head(connect) -> None:
     """B applies while A holds the store lock mid-decision: B waits, then sees A's version."""
     a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
@@ -67,20 +81,44 @@ def test_a_decision_waits_for_the_store_lock_then_reads_the_new_head(connect) ->
     )
     with wpg.writing(a_conn):  # A has taken the lock and is deciding
         applier.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until B is seen waiting on A's row lock
-            row = watch.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                (b_conn.info.backend_pid,),
-            ).fetchone()
-            if row and row[0] == "Lock":
-                break
-        else:
-            pytest.fail("B never waited for the store lock")
+        wait_until_blocked(watch, b_conn)
         catalog.append(a_conn, ["a"], ba.ballot_id, 0)
     applier.join(10)
     assert (result["out"].committed, result["out"].reason) == (False, "stale_watermark")
     assert [v.tools for v in catalog.history(a_conn)] == [[], ["a"]]
+
+
+def test_a_reserve_waits_for_the_store_lock_then_reads_what_was_committed_meanwhile(
+    connect,
+) -> None:
+    """B reserves while A holds the lock and commits a version and a ballot-id jump. B's reads
+    run after the lock is granted, so they see both; read in the lock statement, whose
+    snapshot predates the wait, B would observe head 0 and reuse a ballot id."""
+    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    result = {}
+    reserver = threading.Thread(target=lambda: result.update(ballot=lb.reserve()))
+    with wpg.writing(a_conn):
+        reserver.start()
+        wait_until_blocked(watch, b_conn)
+        catalog.append(a_conn, ["a"], ballot_id=1, base_version=0)
+        a_conn.execute("UPDATE wm_store SET next_ballot = next_ballot + 5 WHERE id = 1")
+    reserver.join(10)
+    assert result["ballot"] == Ballot(ballot_id=6, watermark=1, base_version=1)
+    assert la.inflight() == [result["ballot"]]
+
+
+def test_each_write_step_is_one_statement_on_postgres_with_sqlite_s_parts() -> None:
+    """The same named steps on both backends: a tuple of statements on SQLite is one statement
+    (a data-modifying CTE per extra part) on PostgreSQL, taking the parameters in that order."""
+    for name in ("RESERVE_SQL", "DECIDE_SQL", "COMMIT_SQL", "RESPONSE_SQL", "ABANDON_SQL"):
+        lite, pgsql = getattr(wl, name), getattr(wpg, name)
+        parts = (lite,) if isinstance(lite, str) else lite
+        assert isinstance(pgsql, str) and pgsql.count(" AS (") == len(parts) - 1, name
+        assert pgsql.count("%s") == sum(p.count("?") for p in parts), name
+    for name in ("RESERVE_READ_SQL", "DECISION_READ_SQL", "INFLIGHT_SQL"):
+        assert getattr(wpg, name) == getattr(wl, name).replace("?", "%s"), name
+    assert "MAX(version)" not in wpg.STORE_LOCK_SQL  # nothing read before the lock is held
 
 
 def test_the_loop_refuses_a_connection_inside_a_transaction(connect) -> None:
