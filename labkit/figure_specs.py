@@ -35,7 +35,7 @@ def _timeline() -> tuple[Figure, Any]:
 
     timeline = sc.run_scenario(sc.load_scenario("seed"))
     table = timeline.drop(columns=["statuses"]).astype(str)
-    return timeline_figure(timeline, title="Seed scenario: MAX watermark vs frontier"), table
+    return timeline_figure(timeline, title="Article 1's scenario: MAX watermark vs frontier"), table
 
 
 def _checkpoints() -> tuple[Figure, Any]:
@@ -169,8 +169,9 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("trigger_work", "Per-shard trigger vs global poll, in SQLite VM steps.",
                _trigger_work),
     FigureSpec("busy_loop", "Counting rows stuck behind a pending row busy-loops.", _busy_loop),
-    FigureSpec("inverted_trace", "A late answer: the catalog version a reader sees, per design.",
-               _inverted_trace),
+    FigureSpec("inverted_trace",
+               "A late answer: the catalog version a reader sees, callback and single ballot"
+               " in one panel each.", _inverted_trace),
     FigureSpec("four_designs", "Five designs on one fault trace.", _four_designs),
     FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.",
                _arrival_lanes),

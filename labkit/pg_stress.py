@@ -119,6 +119,11 @@ def _summarizer(conn, rule: str, dispatched, total: int) -> int:
             time.sleep(IDLE_S)
 
 
+def can_run() -> bool:
+    """True where the stress test can start its processes (it forks: Linux and macOS)."""
+    return "fork" in mp.get_all_start_methods()
+
+
 def run_stress(
     dsn: str,
     rule: str,
@@ -130,6 +135,11 @@ def run_stress(
     """Run one rule on a fresh schema of the server at `dsn`; see the module docstring."""
     if rule not in RULES:
         raise ValueError(f"unknown rule {rule!r}; expected one of {RULES}")
+    if not can_run():
+        raise RuntimeError(
+            "the stress test forks its writer processes, and this platform cannot fork"
+            " (Windows); run it on Linux or macOS"
+        )
     ctx = mp.get_context("fork")
     total = writers * rows_per_writer
     with pg.scratch_schema(dsn, prefix="stress") as schema:

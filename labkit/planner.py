@@ -2,7 +2,7 @@
 
 Every request's fate (host, latency, duplicate) comes from its own `Random(f"{seed}:{id}")`,
 so the n-th planner call meets the same planner in every design. Targeted faults hit the first
-request carrying a base version the seed picked. Fault classes (`FAULTS`):
+request carrying a base version the random seed picked. Fault classes (`FAULTS`):
 
 - ``inverted``: the planner sits on the request and finishes it only once the catalog head is
   two past the request's base; the body is still computed from that old base, and the host

@@ -160,3 +160,16 @@ def test_the_scan_flags_posix_only_code(snippet: str, what: str) -> None:
 )
 def test_the_scan_accepts_portable_code(snippet: str) -> None:
     assert posix_only(snippet) == []
+
+
+def test_the_stress_run_says_why_it_cannot_run_without_fork(monkeypatch) -> None:
+    import multiprocessing
+
+    import pytest
+
+    from labkit import pg_stress
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert not pg_stress.can_run()
+    with pytest.raises(RuntimeError, match="cannot fork"):
+        pg_stress.run_stress("postgresql://nowhere.invalid/x", "fence")
