@@ -138,6 +138,10 @@ class Ballot:
     watermark: int
     base_version: int
 
+    def __str__(self) -> str:
+        """One line for a reader: `ballot 3 (fence 2, base v2)`."""
+        return f"ballot {self.ballot_id} (fence {self.watermark}, base v{self.base_version})"
+
 
 @dataclass(frozen=True)
 class Response:
@@ -158,6 +162,10 @@ class Outcome:
     committed: bool
     reason: Reason | None
     version: int
+
+    def __str__(self) -> str:
+        """One line for a reader, e.g. `ballot 4: commit → head v4`."""
+        return f"ballot {self.ballot_id}: {self.reason or 'commit'} → head v{self.version}"
 
 
 @dataclass(frozen=True)

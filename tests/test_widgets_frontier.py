@@ -115,7 +115,7 @@ def test_each_mode_disables_what_it_ignores_and_says_why(app, mode, live) -> Non
         assert ("disabled:" in note.value) != live[name]
     if mode.startswith(wf.PRESET):
         assert wf.WHY_PRIORITY_PRESET in app.why_priority.value
-        assert "Preset &#x27;seed&#x27;" in app.help_html.value
+        assert "<b>Preset Article 1.</b>" in app.help_html.value  # not the file name "seed"
     else:
         assert app.help_html.value == wf.MODE_HELP[mode].format(next_id=7)
         mentions_priority = "Move a priority slider" in app.help_html.value

@@ -78,6 +78,11 @@ class Preset:
     order: tuple[int, ...]
     failures: tuple[int, ...]
 
+    @property
+    def label(self) -> str:
+        """The name a reader sees: the file `seed` holds Article 1's scenario, not a random seed."""
+        return "Article 1" if self.name == "seed" else self.name
+
 
 def presets_for(n: int) -> dict[str, Preset]:
     """Bundled scenarios whose single shard starts with `n` messages, as delivery orders.
@@ -152,7 +157,7 @@ class FrontierTimelineApp(BatchedApp):
 
         options = [(label, mode) for mode, label in _MODE_LABELS.items()]
         options += [
-            (f"preset {p.name}: {p.title} ({_ids(p.order)})", f"{PRESET}{p.name}")
+            (f"preset {p.label}: {p.title} ({_ids(p.order)})", f"{PRESET}{p.name}")
             for p in self.presets.values()
         ]
         self.order_dropdown = classed(
@@ -263,7 +268,7 @@ class FrontierTimelineApp(BatchedApp):
         mode = self.mode
         if mode.startswith(PRESET):
             preset = self.presets[mode.removeprefix(PRESET)]
-            return sc.order_steps(preset.order, preset.failures), f"preset {preset.name!r}"
+            return sc.order_steps(preset.order, preset.failures), f"preset {preset.label!r}"
         if mode == DISPATCH:
             return sc.order_steps(sc.dispatched_order(self.priorities)), "dispatch by priority"
         if mode == ID_ORDER:
@@ -293,7 +298,7 @@ class FrontierTimelineApp(BatchedApp):
         if preset:
             chosen = self.presets[mode.removeprefix(PRESET)]
             self.help_html.value = PRESET_HELP.format(
-                name=html.escape(repr(chosen.name)), title=html.escape(chosen.title)
+                name=html.escape(chosen.label), title=html.escape(chosen.title)
             )
         else:
             self.help_html.value = MODE_HELP[mode].format(next_id=self.n + 1)

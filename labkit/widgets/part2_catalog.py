@@ -230,7 +230,7 @@ class FourDesignsApp(BatchedApp):
                                         at_least=self._room())
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
-        caption = f"<b>{html.escape(label)}</b>, seed {seed}: per-design counts"
+        caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
         self.metrics.value = caption + _html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
 
