@@ -443,6 +443,10 @@ def simulate(
 def summarize_run(trace: pd.DataFrame) -> RunSummary:
     """Counts of one run: commits, accepted responses, rejects by reason, replays, rewinds...
 
+    `rewinds` counts the falls an independent reader saw: events at which the head it reads is
+    lower than at the event before (the trace's `rewind` column marks every event at which it
+    is still below the highest version it has seen).
+
     `commits` counts the head changes an independent reader saw, not what the design said it
     did, so "each commit is exactly one accepted response" is a real check (a design that
     accepts a body identical to the head commits nothing). `kept` leaves out every change
@@ -500,7 +504,7 @@ def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
     counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0, "truncated": 0}
     accepted = commits = replays = rewinds = overwrites = 0
     sim_time = 0.0
-    max_head = 0
+    max_head = previous = 0
     kept = _Kept()
     for row in rows:
         event, t = row["event"], float(row["t"])
@@ -520,7 +524,8 @@ def _summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
             commits += 1
             kept.seen(head, t, rewind=bool(row["rewind"]), overwrite=bool(row["overwrite"]),
                       new=head > max_head)
-        rewinds += bool(row["rewind"])
+        rewinds += head < previous  # a fall the reader saw, counted once, not per event below
+        previous = head
         overwrites += bool(row["overwrite"])
         sim_time = max(sim_time, t)
         max_head = max(max_head, head)
