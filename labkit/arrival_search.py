@@ -370,25 +370,15 @@ def explore_with_stats(
     )
 
 
-def explore_fast(
-    design: str,
-    n: int = 4,
-    *,
-    copies: int = 2,
-    timeouts: int = 1,
-    window: int = 2,
-    ticks: int = 1000,
-    skews: dict[int, float] | None = None,
-) -> Exploration:
+def explore_fast(design: str, n: int = 4, **limits: Any) -> Exploration:
     """Every schedule of `n` deliveries (each response at most `copies` times, up to `timeouts`
-    give-ups), counted as `arrivals.explore` counts them, on the model with a memo per state.
+    give-ups; `limits` as `explore_with_stats` takes them), counted as `arrivals.explore`
+    counts them, on the model with a memo per state.
 
     A schedule ends at its first rewind, after `n` deliveries, or when no step is left;
     `shortest` is the shortest schedule ending at a rewind (ties: smallest list of steps).
     """
-    return explore_with_stats(
-        design, n, copies=copies, timeouts=timeouts, window=window, ticks=ticks, skews=skews
-    )[0]
+    return explore_with_stats(design, n, **limits)[0]
 
 
 # --- the model against the real code ---------------------------------------------------------
