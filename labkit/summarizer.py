@@ -26,6 +26,15 @@ class Summary:
     end_id: int
     item_ids: tuple[int, ...]
 
+    def __str__(self) -> str:
+        """One line for learner output: the range it claims and the rows it really holds."""
+        return f"claims [{self.start_id}, {self.end_id}], holds ids {list(self.item_ids)}"
+
+
+def describe(summary: Summary | None) -> str:
+    """A `summarize_range` result in words; None means the checkpoint could not move."""
+    return "no summary (nothing can be claimed yet)" if summary is None else str(summary)
+
 
 def _check_policy(policy: str) -> None:
     if policy not in POLICIES:

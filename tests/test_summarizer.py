@@ -203,3 +203,9 @@ def test_frontier_policy_covers_every_terminal_row_exactly_once(ops) -> None:
         "WHERE si.conversation_id = c.id AND s.policy = 'frontier')"
     ).fetchone()[0]
     assert unsummarized == 0
+
+
+def test_describe_says_what_a_summary_claims_and_holds() -> None:
+    s = sm.Summary(1, "main", "max", 1, 5, (3, 5))
+    assert sm.describe(s) == "claims [1, 5], holds ids [3, 5]" == str(s)
+    assert sm.describe(None) == "no summary (nothing can be claimed yet)"
