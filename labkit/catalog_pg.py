@@ -1,8 +1,9 @@
 """The catalog log on PostgreSQL: its schema and the statements whose SQL differs from SQLite's.
 
 `labkit.catalog` dispatches here when it is handed a psycopg connection. The log is the same:
-versions 0, 1, 2, ... with a primary key on the version and a CHECK that each base is its
-predecessor, so two writers can never both store a version, whatever the code above does.
+versions 0, 1, 2, ... with a primary key on the version, a CHECK that each base is its
+predecessor and a foreign key that the predecessor exists, so two writers can never both store
+a version and no version can sit above a missing one, whatever the code above does.
 Bodies are stored as the same canonical JSON text SQLite stores, so their hashes agree.
 """
 
@@ -18,7 +19,7 @@ CREATE TABLE IF NOT EXISTS catalog_versions (
     tools        text   NOT NULL,
     tools_hash   text   NOT NULL,
     ballot_id    bigint UNIQUE,
-    base_version bigint,
+    base_version bigint REFERENCES catalog_versions (version),
     committed_at double precision NOT NULL,
     CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
         OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))

@@ -170,7 +170,11 @@ class Tick:
 
 @dataclass(frozen=True)
 class BallotRun:
-    """What `run_workers` saw: every tick, the reader's samples (t, head), and its rewinds."""
+    """What `run_workers` saw: every tick, the reader's samples (t, head), and its rewinds.
+
+    `lost_races`: reserves and decisions whose guarded write found the store changed since
+    their read (another worker got there first) and that were decided again from a fresh read.
+    """
 
     workers: int
     target: int
@@ -180,6 +184,7 @@ class BallotRun:
     reader: tuple[tuple[float, int], ...]
     rewinds: int
     invariants: Invariants
+    lost_races: int
 
     @property
     def commits(self) -> int:
@@ -278,7 +283,7 @@ def _worker(
             got = loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, body))
             ticks.append(Tick(wid, ballot.ballot_id, ballot.watermark, time.time(),
                               got.committed, got.reason, got.version))
-    out.put(ticks)
+    out.put((ticks, loop.lost_races))
 
 
 def run_workers(
@@ -314,10 +319,11 @@ def run_workers(
         failed = [p.exitcode for p in procs if p.exitcode != 0]
         if failed:
             raise RuntimeError(f"{len(failed)} of {workers} ballot workers failed (exit codes {failed})")
-        ticks = tuple(replace(t, t=t.t - start) for batch in collected for t in batch)
+        ticks = tuple(replace(t, t=t.t - start) for batch, _ in collected for t in batch)
         inv = check_invariants(setup, ticks, rewinds)
     ordered = tuple(sorted(ticks, key=lambda t: (t.t, t.worker)))
-    return BallotRun(workers, target, seed, seconds, ordered, samples, rewinds, inv)
+    lost = sum(n for _, n in collected)
+    return BallotRun(workers, target, seed, seconds, ordered, samples, rewinds, inv, lost)
 
 
 def _poll(reader: catalog.CatalogReader, procs: list[Any], out: Any, start: float):
@@ -327,7 +333,7 @@ def _poll(reader: catalog.CatalogReader, procs: list[Any], out: Any, start: floa
     what it put on the queue is unread) and marks when all have exited.
     """
     samples: list[tuple[float, int]] = []
-    collected: list[list[Tick]] = []
+    collected: list[tuple[list[Tick], int]] = []
     rewinds = 0
     done = threading.Event()
 

@@ -6,7 +6,8 @@ still in flight, the watermark has not moved, and its body is based on the curre
 The watermark *is* the catalog head (`labkit.catalog`): one committed version, no drift.
 This is the core the simulator and the designs build on; `labkit.ballot` is its public face.
 Handed a psycopg connection, the same rule runs on PostgreSQL, where many processes share one
-store: the statements and the store lock live in `labkit.watermark_pg` (imported on first use).
+store: there each write is a compare-and-set, retried from a fresh read when another loop won
+the race (`labkit.watermark_pg`, imported on first use).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from labkit import catalog
 from labkit.db import FileIdentity, immediate
@@ -31,6 +32,10 @@ REASONS: tuple[str, ...] = ("unknown_ballot", "stale_watermark", "stale_base")
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 # Stored as a rejected response's tools_hash when its body could not be serialised.
 INVALID_BODY_HASH = "invalid"
+# How often a decision may lose the race to other loops in a row before giving up (each loss
+# means another loop made progress, so this is only reached under pathological contention).
+MAX_ATTEMPTS = 1000
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS wm_store (
@@ -69,9 +74,12 @@ INFLIGHT_SQL = (
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
 
-# Each step of the rule is one constant, with the same name in `labkit.watermark_pg`. Reads
-# run after the write lock is held. A write that is a tuple here is one statement there (data-
-# modifying CTEs, parameters in the same order): `WatermarkLoop._write` runs either form.
+# Each step of the rule is one constant, with the same name in `labkit.watermark_pg`. A write
+# that is a tuple here is one statement there (data-modifying CTEs, parameters in the same
+# order): `WatermarkLoop._write` runs either form. The first part of a write is its guard: it
+# only changes a row that still holds what the read saw, and if it matches nothing the rest is
+# not written. On SQLite the reads and the write share one BEGIN IMMEDIATE transaction, so the
+# guard always matches; on PostgreSQL it is what stops a loop that lost a race.
 
 # What a reserve reads, one row: ballots in flight, the next ballot id, the head.
 RESERVE_READ_SQL = (
@@ -85,21 +93,27 @@ DECISION_READ_SQL = (
     "SELECT (SELECT MAX(version) FROM catalog_versions),"
     " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight')"
 )
-# Parts: the ballot (id, watermark, base, replay_of, reserved_at), then the next ballot id.
+# Parts: the next ballot id if it is still the one read (new, read), then the ballot (id,
+# watermark, base, replay_of, reserved_at).
 RESERVE_SQL = (
+    "UPDATE wm_store SET next_ballot = ? WHERE id = 1 AND next_ballot = ?",
     "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
     " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)",
-    "UPDATE wm_store SET next_ballot = ? WHERE id = 1",
 )
 RESPONSE_SQL = (
     "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
     " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_DECIDE = "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ? WHERE ballot_id = ?"
-# Parts: the ballot's decision (status, reason, decided_at, id), then the response.
+_DECIDE = (
+    "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?"
+    " WHERE ballot_id = ? AND status = 'inflight'"
+)
+# Parts: the ballot's decision if it is still in flight (status, reason, decided_at, id), then
+# the response.
 DECIDE_SQL = (_DECIDE, RESPONSE_SQL)
-# Parts: the new catalog version (`catalog.version_row`), the decision, the response.
-COMMIT_SQL = (catalog.APPEND_SQL, _DECIDE, RESPONSE_SQL)
+# Parts: the decision if the ballot is still in flight on the fence the commit is for (status,
+# reason, decided_at, id, fence), the new catalog version (`catalog.version_row`), the response.
+COMMIT_SQL = (_DECIDE + " AND observed_watermark = ?", catalog.APPEND_SQL, RESPONSE_SQL)
 ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
     " WHERE ballot_id = ? AND status = 'inflight'"
@@ -124,6 +138,10 @@ class WindowFullError(RuntimeError):
             f"window of {window} in-flight ballot(s) is full (in flight: {self.inflight_ids});"
             " wait for a response, or abandon() a stalled ballot first"
         )
+
+
+class ContentionError(RuntimeError):
+    """A decision lost the race to other loops `MAX_ATTEMPTS` times in a row."""
 
 
 class ResponseError(ValueError):
@@ -260,6 +278,8 @@ class WatermarkLoop:
         self.window = window
         self.clock = clock
         self._pg = _pg(conn)
+        # Decisions whose write found what they read had changed, and were decided again.
+        self.lost_races = 0
         # The backend's statements: this module's constants, or the same names in watermark_pg.
         self._sql = sys.modules[__name__] if self._pg is None else self._pg
         self._identity = None if self._pg else FileIdentity.of(conn)
@@ -268,7 +288,7 @@ class WatermarkLoop:
         if self._pg is not None:
             self._pg.create_schema(conn)
             return
-        with self._writing():
+        with self._deciding():
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
@@ -279,11 +299,13 @@ class WatermarkLoop:
         return nullcontext(self.conn) if self._pg is None else self._pg.reading(self.conn)
 
     @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the file this loop opened (refused if it was deleted/replaced);
-        on PostgreSQL one transaction holding the store row lock (`watermark_pg.writing`)."""
+    def _deciding(self) -> Iterator[sqlite3.Connection]:
+        """One read-decide-write. SQLite: one BEGIN IMMEDIATE transaction on the file this loop
+        opened (refused if it was deleted/replaced), so nothing interleaves. PostgreSQL: each
+        statement commits on its own and the write's guard catches a race
+        (`watermark_pg.deciding`)."""
         if self._pg is not None:
-            with self._pg.writing(self.conn):
+            with self._pg.deciding(self.conn):
                 yield self.conn
             return
         with immediate(self.conn):
@@ -291,14 +313,43 @@ class WatermarkLoop:
                 self._identity.check()
             yield self.conn
 
-    def _write(self, sql: str | tuple[str, ...], *parts: tuple[Any, ...]) -> None:
+    def _try(self, attempt: Callable[[], T | None]) -> T | None:
+        """Run `attempt` (read, decide, guarded write) once. None if its guard matched nothing
+        or, on PostgreSQL, it raised a `lost_race` error: nothing of it was written."""
+        try:
+            with self._deciding():
+                return attempt()
+        except Exception as exc:
+            if self._pg is None or not self._pg.lost_race(exc):
+                raise
+            return None
+
+    def _decide(self, attempt: Callable[[], T | None]) -> T:
+        """Run `attempt` until its write lands: each time it does not, another loop changed
+        what it read, so it reads again (counted in `lost_races`)."""
+        for _ in range(MAX_ATTEMPTS):
+            result = self._try(attempt)
+            if result is not None:
+                return result
+            self.lost_races += 1
+        raise ContentionError(
+            f"{MAX_ATTEMPTS} attempts in a row lost the race to other loops on this store"
+        )
+
+    def _write(self, sql: str | tuple[str, ...], *parts: tuple[Any, ...]) -> bool:
         """Run one write step: one statement per part (SQLite's tuples), or one statement
-        taking every part's parameters in order (PostgreSQL's data-modifying CTEs)."""
+        taking every part's parameters in order (PostgreSQL's data-modifying CTEs).
+
+        Returns False, having written nothing, if the guard (the first part) matched no row.
+        """
         if isinstance(sql, str):
-            self.conn.execute(sql, tuple(chain.from_iterable(parts)))
-            return
-        for statement, params in zip(sql, parts, strict=True):
+            return self.conn.execute(sql, tuple(chain.from_iterable(parts))).rowcount > 0
+        (guard, guard_params), *rest = zip(sql, parts, strict=True)
+        if self.conn.execute(guard, guard_params).rowcount == 0:
+            return False
+        for statement, params in rest:
             self.conn.execute(statement, params)
+        return True
 
     def head_version(self) -> int:
         """The committed version: the catalog head, which is also the watermark."""
@@ -315,17 +366,20 @@ class WatermarkLoop:
 
         Raises `WindowFullError` if `window` ballots are already in flight.
         """
-        with self._writing():
+
+        def attempt() -> Ballot | None:
             count, ballot_id, head = self.conn.execute(self._sql.RESERVE_READ_SQL).fetchone()
             if count >= self.window:
                 raise WindowFullError(self.window, [b.ballot_id for b in self.inflight()])
             watermark = catalog.head_of(head)
-            self._write(
+            taken = self._write(
                 self._sql.RESERVE_SQL,
+                (ballot_id + 1, ballot_id),
                 (ballot_id, watermark, watermark, replay_of, self.clock()),
-                (ballot_id + 1,),
             )
-        return Ballot(ballot_id, watermark, watermark)
+            return Ballot(ballot_id, watermark, watermark) if taken else None
+
+        return self._decide(attempt)
 
     def _decision_read(self, ballot_id: int) -> tuple[int, int | None]:
         """The head and the ballot's fence (None unless it is in flight), in one read."""
@@ -345,7 +399,8 @@ class WatermarkLoop:
         return Checks(fence is not None, watermark_current, base == head, fence, head)
 
     def apply(self, response: Response) -> Outcome:
-        """Decide and, if the ballot still owns the watermark, commit, all in one transaction.
+        """Decide and, if the ballot still owns the watermark, commit: one read, one guarded
+        write (retried from a fresh read if another loop changed what was read first).
 
         Commit needs: ballot in flight, observed watermark == current, base == current head.
         Otherwise the response is rejected (`unknown_ballot`, `stale_watermark`, `stale_base`)
@@ -363,7 +418,14 @@ class WatermarkLoop:
         ballot_id, observed, base = _check_envelope(response)
         body, problem = _body(response.tools)
         now = self.clock()
-        with self._writing():
+        if self._pg is not None and body is not None and observed == base:
+            # PostgreSQL: try the commit this response asks for before reading anything. Its
+            # guard and the log's keys only let it land when the read below would decide
+            # "commit" (see `watermark_pg`); when it does not land, nothing was written.
+            if self._try(lambda: self._commit(ballot_id, observed, body, now) or None):
+                return Outcome(ballot_id, True, None, observed + 1)
+
+        def attempt() -> Outcome | None:
             current, fence = self._decision_read(ballot_id)
             reason: Reason | None
             fenced_out = fence is not None and fence != current
@@ -377,26 +439,37 @@ class WatermarkLoop:
                 reason = None
             if reason is None and body is None:
                 raise ResponseError(f"ballot {ballot_id}: {problem}")
-            body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
-            answer = (ballot_id, observed, base, body_hash, int(reason is None), reason, now)
             if reason is None:
-                version = catalog.version_row(body, ballot_id, base, now)
-                decision = ("committed", None, now, ballot_id)
-                self._write(self._sql.COMMIT_SQL, version, decision, answer)
-                current = version[0]
-            elif fenced_out:
+                if not self._commit(ballot_id, observed, body, now):
+                    return None
+                return Outcome(ballot_id, True, None, observed + 1)
+            body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
+            answer = (ballot_id, observed, base, body_hash, 0, reason, now)
+            if fenced_out:
                 decision = ("rejected", reason, now, ballot_id)
-                self._write(self._sql.DECIDE_SQL, decision, answer)
+                if not self._write(self._sql.DECIDE_SQL, decision, answer):
+                    return None
             else:
                 self._write(self._sql.RESPONSE_SQL, answer)
-        return Outcome(ballot_id, reason is None, reason, current)
+            return Outcome(ballot_id, False, reason, current)
+
+        return self._decide(attempt)
+
+    def _commit(self, ballot_id: int, fence: int, body: str, now: float) -> bool:
+        """The guarded write of version `fence` + 1 with `body`, for a ballot whose fence, echo
+        and base are all `fence`. Writes nothing and returns False unless the ballot is still
+        in flight on that fence and the version is still free (the head is still `fence`)."""
+        decision = ("committed", None, now, ballot_id, fence)
+        version = catalog.version_row(body, ballot_id, fence, now)
+        answer = (ballot_id, fence, fence, version[2], 1, None, now)
+        return self._write(self._sql.COMMIT_SQL, decision, version, answer)
 
     def abandon(self, ballot_id: int) -> bool:
         """Give up an in-flight ballot (e.g. stalled); a later response for it is unknown.
 
         Returns False if the ballot was not in flight.
         """
-        with self._writing():
+        with self._deciding():
             cur = self.conn.execute(self._sql.ABANDON_SQL, (self.clock(), ballot_id))
         return cur.rowcount == 1
 

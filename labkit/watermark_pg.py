@@ -1,13 +1,18 @@
-"""The ballot store on PostgreSQL: schema, statements and the lock every decision takes.
+"""The ballot store on PostgreSQL: schema, statements, and how a write that lost a race is told.
 
 `labkit.watermark_loop.WatermarkLoop` dispatches here when it is handed a psycopg connection;
 its rule is written once and runs these statements (same names as its SQLite ones). What
 PostgreSQL adds is concurrency: many processes, each with its own connection, share one store.
-Every write (reserve, apply, abandon) runs in one transaction that first takes a row lock on
-the single `wm_store` row (`SELECT ... FOR UPDATE`). Under READ COMMITTED each later statement
-of that transaction reads the latest commits, so the head a decision reads cannot move before
-it commits: two workers can never both commit on one watermark. The catalog's primary key on
-the version backs that up.
+No lock is held across a decision. The loop reads in one statement, decides in Python, then
+writes in one statement whose first part is a guard: it only changes rows that still hold what
+was read (`next_ballot = <read>`, `status = 'inflight'`), and every other part selects `FROM`
+that guard, so when the guard matches nothing the statement writes nothing. A commit also
+inserts version head+1, which the catalog's primary key refuses if another loop stored it
+first. Each statement runs on its own (autocommit), so it is atomic and durable when it
+returns; a write that lost (guard matched nothing, `lost_race` error) is decided again from a
+fresh read. This is compare-and-set at the database: correct at every isolation level (READ
+COMMITTED re-checks a guard against the newest row; stricter levels raise a serialization
+failure instead, which is a lost race too).
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog_pg import APPEND_SQL, reading
+from labkit.catalog_pg import reading
 
-__all__ = ["reading", "writing", "create_schema", "LoopConnectionError"]
+__all__ = ["reading", "deciding", "lost_race", "create_schema", "LoopConnectionError"]
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS wm_store (
@@ -53,18 +58,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballo
 INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING
 """
 SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.wm:' || current_schema()))"
-# Taken first by every write: the one store row, locked until the transaction ends.
-STORE_LOCK_SQL = (
-    "SELECT current_setting('transaction_isolation') FROM wm_store WHERE id = 1 FOR UPDATE"
-)
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
-# The same steps as `labkit.watermark_loop`'s constants of the same names. The reads are
-# statements of their own, sent after STORE_LOCK_SQL has returned: each takes its snapshot
-# when it starts, so it sees every commit made before the lock was granted. (Read in the lock
-# statement itself, they could come from the snapshot taken before it waited.)
+# The same steps as `labkit.watermark_loop`'s constants of the same names. Each read is one
+# statement, so one snapshot: the head, the ballots and the next id it returns belong together.
 RESERVE_READ_SQL = (
     "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"
     " (SELECT next_ballot FROM wm_store WHERE id = 1),"
@@ -74,25 +73,45 @@ DECISION_READ_SQL = (
     "SELECT (SELECT MAX(version) FROM catalog_versions),"
     " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = %s AND status = 'inflight')"
 )
-# Where SQLite runs a tuple of statements, one statement here: data-modifying CTEs, whose
-# parameters come in the same order as SQLite's parts. They all see the same snapshot and
-# touch different tables, so none depends on another's effect.
+# Where SQLite runs a tuple of statements, one statement here: the first part (the guard) is a
+# data-modifying CTE and every later part selects FROM it, with parameters in the order of
+# SQLite's parts. The statement's row count is 1 if the guard matched, 0 if it lost the race.
 RESERVE_SQL = (
-    "WITH ballot AS (INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version,"
-    " replay_of, status, reserved_at) VALUES (%s, %s, %s, %s, 'inflight', %s))"
-    " UPDATE wm_store SET next_ballot = %s WHERE id = 1"
+    "WITH guard AS (UPDATE wm_store SET next_ballot = %s WHERE id = 1 AND next_ballot = %s"
+    " RETURNING 1)\nINSERT INTO wm_ballots (ballot_id, observed_watermark, base_version,"
+    " replay_of, status, reserved_at)\n    SELECT %s, %s, %s, %s, 'inflight', %s FROM guard"
 )
 RESPONSE_SQL = (
     "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
     " committed, reason, received_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
-_DECIDE = "UPDATE wm_ballots SET status = %s, reason = %s, decided_at = %s WHERE ballot_id = %s"
-DECIDE_SQL = f"WITH decision AS ({_DECIDE}) {RESPONSE_SQL}"
-COMMIT_SQL = f"WITH version AS ({APPEND_SQL}), decision AS ({_DECIDE}) {RESPONSE_SQL}"
+_GUARDED_RESPONSE = (
+    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
+    " committed, reason, received_at)\n    SELECT %s, %s, %s, %s, %s, %s, %s FROM guard"
+)
+_DECIDE = (
+    "UPDATE wm_ballots SET status = %s, reason = %s, decided_at = %s\n"
+    "    WHERE ballot_id = %s AND status = 'inflight'"
+)
+DECIDE_SQL = f"WITH guard AS ({_DECIDE} RETURNING 1)\n{_GUARDED_RESPONSE}"
+# A commit's guard also names the fence it commits on, so the write can be tried before any
+# read (`WatermarkLoop.apply`): it lands only if the ballot is in flight on that fence and
+# version fence+1 is free. The log's keys make that mean "the head is the fence": the primary
+# key refuses a second fence+1, and each version's base must exist (a foreign key in
+# `catalog_pg`), so nothing can sit above a free fence+1.
+_COMMIT_DECIDE = f"{_DECIDE} AND observed_watermark = %s RETURNING 1"
+_APPEND = (
+    "INSERT INTO catalog_versions (version, tools, tools_hash, ballot_id, base_version,"
+    " committed_at)\n    SELECT %s, %s, %s, %s, %s, %s FROM guard"
+)
+COMMIT_SQL = f"WITH guard AS ({_COMMIT_DECIDE}),\nversion AS ({_APPEND})\n{_GUARDED_RESPONSE}"
 ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = %s"
     " WHERE ballot_id = %s AND status = 'inflight'"
 )
+# The one constraint a commit can trip when another loop stored the same version first.
+VERSION_KEY = "catalog_versions_pkey"
+
 
 class LoopConnectionError(RuntimeError):
     """The connection cannot give a write the guarantees the loop promises (see the message)."""
@@ -107,12 +126,12 @@ def create_schema(conn: Any) -> None:
 
 
 @contextmanager
-def writing(conn: Any) -> Iterator[Any]:
-    """One write transaction holding the store row lock: committed when the block ends.
+def deciding(conn: Any) -> Iterator[Any]:
+    """Run one read-decide-write with each statement committed on its own (autocommit).
 
-    Refused on a connection that already has a transaction open (a reserve must be durable
-    when it returns, not a savepoint of someone else's transaction) or that is not READ
-    COMMITTED (after the lock, each statement must see the commits that happened meanwhile).
+    Refused on a connection that already has a transaction open: a reserve or a decision must
+    be durable when it returns, not part of someone else's transaction. The connection's
+    autocommit setting is put back afterwards.
     """
     from psycopg.pq import TransactionStatus
 
@@ -121,11 +140,26 @@ def writing(conn: Any) -> Iterator[Any]:
             "WatermarkLoop on PostgreSQL needs a connection with no open transaction (a reserve"
             " or a decision is committed before it returns); commit or roll back first"
         )
-    with conn.transaction():
-        (isolation,) = conn.execute(STORE_LOCK_SQL).fetchone()
-        if isolation != "read committed":
-            raise LoopConnectionError(
-                "WatermarkLoop on PostgreSQL needs READ COMMITTED (after taking the store lock,"
-                f" each statement must read the latest commits); this connection is {isolation.upper()}"
-            )
+    if conn.autocommit:
         yield conn
+        return
+    conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        if not conn.closed:
+            conn.autocommit = False
+
+
+def lost_race(exc: BaseException) -> bool:
+    """True if `exc` means another loop changed what this write read: decide again.
+
+    Under READ COMMITTED a guard re-checked against the newest row simply matches nothing; the
+    errors here are the other two ways of losing: the next version was stored first (primary
+    key), or a stricter isolation level refused the write (serialization failure).
+    """
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.SerializationFailure):
+        return True
+    return isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name == VERSION_KEY

@@ -27,7 +27,7 @@ EXPECTED_ROWS = {
     # one stress run per rule: id order, lock, fence
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
-    "pg_ballots": 3,
+    "pg_ballots": 4,
 }
 
 

@@ -67,58 +67,110 @@ def wait_until_blocked(watch, conn) -> None:
         ).fetchone()
         if row and row[0] == "Lock":
             return
-    pytest.fail("the second connection never waited for the store lock")
+    pytest.fail("the second connection's write never waited for the first's")
 
 
-def test_a_decision_waits_for_the_store_lock_then_reads_the_new_head(connect) -> None:
-    """B applies while A holds the store lock mid-decision: B waits, then sees A's version."""
-    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+ISOLATION = ["read committed", "repeatable read", "serializable"]
+
+
+def at_isolation(conn, level: str):
+    """Make `level` the session's default, the one the loop's own statements run at."""
+    conn.autocommit = True
+    conn.execute(f"SET default_transaction_isolation = '{level}'")  # a fixed test value
+    conn.autocommit = False
+    return conn
+
+
+@pytest.mark.parametrize("level", ISOLATION)
+def test_a_commit_blocked_by_another_commit_is_refused_then_decided_stale(
+    connect, level: str
+) -> None:
+    """A has stored version 1 but not committed. B's answer asks to commit version 1 on fence 0
+    (tried before any read), so its write waits on A's row. A commits: B's write is refused
+    (the version's key, or the isolation level), nothing of it is kept, and B reads and
+    decides: stale, recorded once."""
+    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
     la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
     ba, bb = la.reserve(), lb.reserve()
     result = {}
     applier = threading.Thread(
         target=lambda: result.update(out=lb.apply(Response(bb.ballot_id, 0, 0, ["b"])))
     )
-    with wpg.writing(a_conn):  # A has taken the lock and is deciding
+    with a_conn.transaction():
+        catalog.append(a_conn, ["a"], ba.ballot_id, 0)
         applier.start()
         wait_until_blocked(watch, b_conn)
-        catalog.append(a_conn, ["a"], ba.ballot_id, 0)
     applier.join(10)
     assert (result["out"].committed, result["out"].reason) == (False, "stale_watermark")
     assert [v.tools for v in catalog.history(a_conn)] == [[], ["a"]]
+    assert lb.inflight() == [ba]  # B's ballot left flight
+    answers = a_conn.execute("SELECT committed, reason FROM wm_responses").fetchall()
+    assert answers == [(0, "stale_watermark")]  # one record of B's answer, not two
+    assert b_conn.autocommit is False  # the loop put the connection back as it found it
 
 
-def test_a_reserve_waits_for_the_store_lock_then_reads_what_was_committed_meanwhile(
-    connect,
+@pytest.mark.parametrize("level", ISOLATION)
+def test_a_decision_whose_guard_finds_the_ballot_changed_reads_again(connect, level: str) -> None:
+    """B's answer is stale (version 1 is committed), so B reads and decides to reject it, but
+    before B's write lands A abandons B's ballot (uncommitted, so B's write waits). B's guard
+    then matches nothing, B reads again: the ballot is unknown now, and that is what is kept."""
+    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    ba, bb = la.reserve(), lb.reserve()
+    assert la.apply(Response(ba.ballot_id, 0, 0, ["a"])).committed
+    result = {}
+    # base 1 != fence 0: not a commit, so B reads first; the read sees the ballot in flight
+    late = Response(bb.ballot_id, 0, 1, ["b"])
+    applier = threading.Thread(target=lambda: result.update(out=lb.apply(late)))
+    with a_conn.transaction():
+        a_conn.execute(wl.ABANDON_SQL.replace("?", "%s"), (0.0, bb.ballot_id))
+        applier.start()
+        wait_until_blocked(watch, b_conn)
+    applier.join(10)
+    assert (result["out"].committed, result["out"].reason) == (False, "unknown_ballot")
+    assert lb.lost_races == 1
+    statuses = a_conn.execute("SELECT status FROM wm_ballots ORDER BY ballot_id").fetchall()
+    assert statuses == [("committed",), ("abandoned",)]
+    answers = a_conn.execute("SELECT committed, reason FROM wm_responses ORDER BY seq").fetchall()
+    assert answers == [(1, None), (0, "unknown_ballot")]
+
+
+@pytest.mark.parametrize("level", ISOLATION)
+def test_a_reserve_that_loses_the_race_reads_again_and_takes_the_next_id(
+    connect, level: str
 ) -> None:
-    """B reserves while A holds the lock and commits a version and a ballot-id jump. B's reads
-    run after the lock is granted, so they see both; read in the lock statement, whose
-    snapshot predates the wait, B would observe head 0 and reuse a ballot id."""
-    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    """A moves the next ballot id on by 5 and stores version 1, uncommitted. B's reserve read
+    next id 1 and head 0; its guarded write waits on A's row, then finds the id changed and
+    writes nothing. Read again, B takes id 6 on watermark 1: no id used twice, no stale fence."""
+    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
     la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
     result = {}
     reserver = threading.Thread(target=lambda: result.update(ballot=lb.reserve()))
-    with wpg.writing(a_conn):
+    with a_conn.transaction():
+        a_conn.execute("UPDATE wm_store SET next_ballot = next_ballot + 5 WHERE id = 1")
+        catalog.append(a_conn, ["a"], ballot_id=1, base_version=0)
         reserver.start()
         wait_until_blocked(watch, b_conn)
-        catalog.append(a_conn, ["a"], ballot_id=1, base_version=0)
-        a_conn.execute("UPDATE wm_store SET next_ballot = next_ballot + 5 WHERE id = 1")
     reserver.join(10)
     assert result["ballot"] == Ballot(ballot_id=6, watermark=1, base_version=1)
-    assert la.inflight() == [result["ballot"]]
+    assert la.inflight() == [result["ballot"]] and lb.lost_races == 1
 
 
 def test_each_write_step_is_one_statement_on_postgres_with_sqlite_s_parts() -> None:
     """The same named steps on both backends: a tuple of statements on SQLite is one statement
-    (a data-modifying CTE per extra part) on PostgreSQL, taking the parameters in that order."""
+    (a data-modifying CTE per extra part) on PostgreSQL, taking the parameters in that order.
+    The first part is the guard, and on PostgreSQL every later part selects FROM it."""
     for name in ("RESERVE_SQL", "DECIDE_SQL", "COMMIT_SQL", "RESPONSE_SQL", "ABANDON_SQL"):
         lite, pgsql = getattr(wl, name), getattr(wpg, name)
         parts = (lite,) if isinstance(lite, str) else lite
         assert isinstance(pgsql, str) and pgsql.count(" AS (") == len(parts) - 1, name
         assert pgsql.count("%s") == sum(p.count("?") for p in parts), name
+        if len(parts) > 1:
+            assert pgsql.startswith("WITH guard AS (UPDATE "), name
+            assert pgsql.count("FROM guard") == len(parts) - 1, name
+            assert parts[0].startswith("UPDATE ") and " AND " in parts[0], name
     for name in ("RESERVE_READ_SQL", "DECISION_READ_SQL", "INFLIGHT_SQL"):
         assert getattr(wpg, name) == getattr(wl, name).replace("?", "%s"), name
-    assert "MAX(version)" not in wpg.STORE_LOCK_SQL  # nothing read before the lock is held
 
 
 def test_the_loop_refuses_a_connection_inside_a_transaction(connect) -> None:
@@ -129,17 +181,6 @@ def test_the_loop_refuses_a_connection_inside_a_transaction(connect) -> None:
         loop.reserve()
     conn.rollback()
     assert loop.reserve().ballot_id == 1  # nothing was reserved by the refused call
-
-
-def test_the_loop_refuses_repeatable_read(connect) -> None:
-    import psycopg
-
-    conn = connect()
-    loop = WatermarkLoop(conn)
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    with pytest.raises(wpg.LoopConnectionError, match="READ COMMITTED.*REPEATABLE READ"):
-        loop.reserve()
-    assert loop.inflight() == []
 
 
 def test_reads_leave_no_transaction_open(connect) -> None:
@@ -160,6 +201,20 @@ def test_the_catalog_primary_key_refuses_a_second_version_6(connect) -> None:
     commit_one(loop, "v1")
     with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
         catalog.append(conn, ["forged"], ballot_id=99, base_version=0)
+    assert catalog.verify(conn) == 1
+
+
+def test_the_catalog_refuses_a_version_above_a_missing_one(connect) -> None:
+    """The foreign key on the base: a commit tried before reading relies on it (a free version
+    fence+1 then means nothing can be above it, so the head is the fence)."""
+    import psycopg
+
+    conn = connect()
+    commit_one(WatermarkLoop(conn), "v1")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        catalog.append(conn, ["leap"], ballot_id=99, base_version=4)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        conn.execute("DELETE FROM catalog_versions WHERE version = 0")  # a hole below the head
     assert catalog.verify(conn) == 1
 
 
