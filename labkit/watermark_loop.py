@@ -257,8 +257,9 @@ class WatermarkLoop:
     `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
     each fenced by the watermark it observed (once one commits, the rest are stale). State
     lives entirely in the database, so a new loop over the same database resumes where one died.
-    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, READ COMMITTED, no transaction
-    open: many loops in many processes may share one store, see `labkit.watermark_pg`).
+    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, any isolation level, no
+    transaction open: many loops in many processes may share one store, each write guarded,
+    see `labkit.watermark_pg`; `lost_races` counts the decisions this loop had to redo).
     Opening verifies the catalog log (`CatalogCorruptError` if it is broken: nothing is ever
     appended on top of a bad log), and every write first checks that the database file is
     still the one that was opened (`DatabaseReplacedError` otherwise).

@@ -176,3 +176,19 @@ def test_the_loop_refuses_to_open_on_a_corrupt_log(tmp_path: Path, sql: str, mes
     with pytest.raises(CatalogCorruptError, match=message):
         WatermarkLoop(connect(path))
     assert snapshot(connect(path)) == before
+
+
+def test_a_decision_that_never_lands_gives_up_with_contention_error(
+    loop: WatermarkLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every lost race means another loop made progress, so the retry loop is bounded: if the
+    guard kept matching nothing, the caller gets a `ContentionError`, not a hang."""
+    from labkit import watermark_loop as wl
+    from labkit.ballot import ContentionError
+
+    monkeypatch.setattr(wl, "MAX_ATTEMPTS", 3)
+    tries = []
+    with pytest.raises(ContentionError, match="3 attempts in a row lost the race"):
+        loop._decide(lambda: tries.append(1))  # an attempt whose write never lands
+    assert len(tries) == 3 and loop.lost_races == 3
+    assert not in_transaction(loop.conn)  # every attempt ended its transaction
