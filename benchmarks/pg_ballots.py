@@ -124,7 +124,8 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
     )
     for line in many.invariants.lines():
         print(f"  {workers} workers: {line}")
-    print(f"  {workers} workers: {many.lost_races} guarded writes lost a race and were decided again")
+    print(f"  {workers} workers: {many.lost_races} guarded writes lost a race and were decided"
+          f" again; {many.commit_first_misses} commits tried before reading did not land")
     ratio = ticks["tick_s"] / ticks["floor_s"]
     ratios = {
         "tick / floor": ratio,

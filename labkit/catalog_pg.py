@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS catalog_versions (
     tools        text   NOT NULL,
     tools_hash   text   NOT NULL,
     ballot_id    bigint UNIQUE,
-    base_version bigint REFERENCES catalog_versions (version),
+    base_version bigint CONSTRAINT catalog_versions_base_exists REFERENCES catalog_versions (version),
     committed_at double precision NOT NULL,
     CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
         OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
@@ -32,6 +32,14 @@ CREATE TABLE IF NOT EXISTS catalog_reader_state (
 # CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may try
 # to create the type); a transaction-level advisory lock keyed on the schema serialises them.
 SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog:' || current_schema()))"
+# A store made before the base's foreign key existed gets it when it is next opened (the
+# name is fixed, so the check reads it; a broken log fails the ALTER, never half of it).
+BASE_KEY = "catalog_versions_base_exists"
+HAS_BASE_KEY_SQL = "SELECT 1 FROM pg_constraint WHERE conname = %s AND conrelid = 'catalog_versions'::regclass"
+ADD_BASE_KEY_SQL = (
+    "ALTER TABLE catalog_versions ADD CONSTRAINT catalog_versions_base_exists"
+    " FOREIGN KEY (base_version) REFERENCES catalog_versions (version)"
+)
 GENESIS_SQL = (
     "INSERT INTO catalog_versions"
     " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
@@ -72,10 +80,13 @@ def reading(conn: Any) -> Iterator[Any]:
 
 
 def create_schema(conn: Any, genesis_text: str, genesis_hash: str, now: float) -> None:
-    """Create the log and the reader table (idempotent, safe from many sessions) and version 0."""
+    """Create the log and the reader table (idempotent, safe from many sessions) and version 0;
+    give a log made before the base's foreign key that key."""
     with conn.transaction():
         conn.execute(SCHEMA_LOCK_SQL)
         conn.execute(SCHEMA_SQL)
+        if conn.execute(HAS_BASE_KEY_SQL, (BASE_KEY,)).fetchone() is None:
+            conn.execute(ADD_BASE_KEY_SQL)
         conn.execute(GENESIS_SQL, (genesis_text, genesis_hash, now))
 
 

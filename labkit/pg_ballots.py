@@ -174,6 +174,8 @@ class BallotRun:
 
     `lost_races`: reserves and decisions whose guarded write found the store changed since
     their read (another worker got there first) and that were decided again from a fresh read.
+    `commit_first_misses`: commits tried before reading that did not land (the answer was
+    stale by then, almost always), so the worker read and recorded the refusal.
     """
 
     workers: int
@@ -185,6 +187,7 @@ class BallotRun:
     rewinds: int
     invariants: Invariants
     lost_races: int
+    commit_first_misses: int
 
     @property
     def commits(self) -> int:
@@ -283,7 +286,7 @@ def _worker(
             got = loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, body))
             ticks.append(Tick(wid, ballot.ballot_id, ballot.watermark, time.time(),
                               got.committed, got.reason, got.version))
-    out.put((ticks, loop.lost_races))
+    out.put((ticks, loop.lost_races, loop.commit_first_misses))
 
 
 def run_workers(
@@ -319,11 +322,12 @@ def run_workers(
         failed = [p.exitcode for p in procs if p.exitcode != 0]
         if failed:
             raise RuntimeError(f"{len(failed)} of {workers} ballot workers failed (exit codes {failed})")
-        ticks = tuple(replace(t, t=t.t - start) for batch, _ in collected for t in batch)
+        ticks = tuple(replace(t, t=t.t - start) for batch, _, _ in collected for t in batch)
         inv = check_invariants(setup, ticks, rewinds)
     ordered = tuple(sorted(ticks, key=lambda t: (t.t, t.worker)))
-    lost = sum(n for _, n in collected)
-    return BallotRun(workers, target, seed, seconds, ordered, samples, rewinds, inv, lost)
+    lost = sum(n for _, n, _ in collected)
+    misses = sum(n for _, _, n in collected)
+    return BallotRun(workers, target, seed, seconds, ordered, samples, rewinds, inv, lost, misses)
 
 
 def _poll(reader: catalog.CatalogReader, procs: list[Any], out: Any, start: float):
@@ -333,7 +337,7 @@ def _poll(reader: catalog.CatalogReader, procs: list[Any], out: Any, start: floa
     what it put on the queue is unread) and marks when all have exited.
     """
     samples: list[tuple[float, int]] = []
-    collected: list[tuple[list[Tick], int]] = []
+    collected: list[tuple[list[Tick], int, int]] = []
     rewinds = 0
     done = threading.Event()
 

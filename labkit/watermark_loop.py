@@ -257,9 +257,9 @@ class WatermarkLoop:
     `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
     each fenced by the watermark it observed (once one commits, the rest are stale). State
     lives entirely in the database, so a new loop over the same database resumes where one died.
-    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, any isolation level, no
-    transaction open: many loops in many processes may share one store, each write guarded,
-    see `labkit.watermark_pg`; `lost_races` counts the decisions this loop had to redo).
+    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, READ COMMITTED, no transaction
+    open: many loops in many processes may share one store, each write guarded, see
+    `labkit.watermark_pg`; `lost_races` counts the decisions this loop had to redo).
     Opening verifies the catalog log (`CatalogCorruptError` if it is broken: nothing is ever
     appended on top of a bad log), and every write first checks that the database file is
     still the one that was opened (`DatabaseReplacedError` otherwise).
@@ -279,8 +279,13 @@ class WatermarkLoop:
         self.window = window
         self.clock = clock
         self._pg = _pg(conn)
-        # Decisions whose write found what they read had changed, and were decided again.
+        if self._pg is not None:
+            self._pg.check_isolation(conn)
+        # Reserves and decisions whose guarded write found that what they read had changed
+        # (another loop got there first), so they read and decided again.
         self.lost_races = 0
+        # PostgreSQL: commits tried before reading that did not land (the read then decided).
+        self.commit_first_misses = 0
         # The backend's statements: this module's constants, or the same names in watermark_pg.
         self._sql = sys.modules[__name__] if self._pg is None else self._pg
         self._identity = None if self._pg else FileIdentity.of(conn)
@@ -401,7 +406,9 @@ class WatermarkLoop:
 
     def apply(self, response: Response) -> Outcome:
         """Decide and, if the ballot still owns the watermark, commit: one read, one guarded
-        write (retried from a fresh read if another loop changed what was read first).
+        write (retried from a fresh read if another loop changed what was read first). On
+        PostgreSQL a response that asks to commit (echo == base) first tries that guarded write
+        with no read; only if it does not land does the loop read and decide.
 
         Commit needs: ballot in flight, observed watermark == current, base == current head.
         Otherwise the response is rejected (`unknown_ballot`, `stale_watermark`, `stale_base`)
@@ -419,12 +426,13 @@ class WatermarkLoop:
         ballot_id, observed, base = _check_envelope(response)
         body, problem = _body(response.tools)
         now = self.clock()
-        if self._pg is not None and body is not None and observed == base:
+        if self._pg is not None and body is not None and observed == base < SQLITE_INT_MAX:
             # PostgreSQL: try the commit this response asks for before reading anything. Its
             # guard and the log's keys only let it land when the read below would decide
             # "commit" (see `watermark_pg`); when it does not land, nothing was written.
             if self._try(lambda: self._commit(ballot_id, observed, body, now) or None):
                 return Outcome(ballot_id, True, None, observed + 1)
+            self.commit_first_misses += 1
 
         def attempt() -> Outcome | None:
             current, fence = self._decision_read(ballot_id)

@@ -8,11 +8,17 @@ writes in one statement whose first part is a guard: it only changes rows that s
 was read (`next_ballot = <read>`, `status = 'inflight'`), and every other part selects `FROM`
 that guard, so when the guard matches nothing the statement writes nothing. A commit also
 inserts version head+1, which the catalog's primary key refuses if another loop stored it
-first. Each statement runs on its own (autocommit), so it is atomic and durable when it
-returns; a write that lost (guard matched nothing, `lost_race` error) is decided again from a
-fresh read. This is compare-and-set at the database: correct at every isolation level (READ
-COMMITTED re-checks a guard against the newest row; stricter levels raise a serialization
-failure instead, which is a lost race too).
+first. Each statement runs on its own (autocommit) at READ COMMITTED, so it is atomic and
+durable when it returns, and its guard is re-checked against the newest committed row; a write
+that lost (guard matched nothing, `lost_race` error) is decided again from a fresh read.
+
+Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
+its read and its write (nothing the reserve writes says otherwise): safe, the ballot is
+refused as stale, but its planner call is wasted; the old design's store lock prevented that
+at the price of every worker waiting for every decision. `wm_responses.seq` numbers inserts,
+not decisions: on PostgreSQL two decisions may commit in the other order, and a refused write
+leaves a gap. A commit tried before the read (`WatermarkLoop.apply`) that is refused shows in
+the server log as a duplicate-key error; `WatermarkLoop.commit_first_misses` counts them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog_pg import reading
+from labkit.catalog_pg import BASE_KEY, reading
 
 __all__ = ["reading", "deciding", "lost_race", "create_schema", "LoopConnectionError"]
 
@@ -109,8 +115,10 @@ ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = %s"
     " WHERE ballot_id = %s AND status = 'inflight'"
 )
-# The one constraint a commit can trip when another loop stored the same version first.
-VERSION_KEY = "catalog_versions_pkey"
+# The constraints a commit can trip when what it assumed about the head is no longer true:
+# another loop stored the same version first, or the head went back below the commit's fence.
+VERSION_KEYS = ("catalog_versions_pkey", BASE_KEY)
+ISOLATION_SQL = "SHOW default_transaction_isolation"
 
 
 class LoopConnectionError(RuntimeError):
@@ -162,4 +170,32 @@ def lost_race(exc: BaseException) -> bool:
 
     if isinstance(exc, psycopg.errors.SerializationFailure):
         return True
-    return isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name == VERSION_KEY
+    return (
+        isinstance(exc, psycopg.errors.UniqueViolation | psycopg.errors.ForeignKeyViolation)
+        and exc.diag.constraint_name in VERSION_KEYS
+    )
+
+
+def check_isolation(conn: Any) -> None:
+    """Refuse a connection whose statements would not run at READ COMMITTED.
+
+    The loop's statements run in autocommit, so the session default is what applies (psycopg's
+    `isolation_level` only sets the level of transactions it opens, which the loop does not).
+    Its guarded writes are also correct at stricter levels, but there reads and abandons can
+    fail with serialization errors the loop does not retry, so it promises READ COMMITTED only.
+    """
+    import psycopg
+
+    level = conn.isolation_level
+    if level is not None and level != psycopg.IsolationLevel.READ_COMMITTED:
+        raise LoopConnectionError(
+            "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this connection asks for"
+            f" {level.name.replace('_', ' ')} (set isolation_level to None or READ_COMMITTED)"
+        )
+    with reading(conn):
+        (default,) = conn.execute(ISOLATION_SQL).fetchone()
+    if default != "read committed":
+        raise LoopConnectionError(
+            "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this session's"
+            f" default_transaction_isolation is {default.upper()}"
+        )

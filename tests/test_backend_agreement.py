@@ -21,7 +21,9 @@ from labkit.watermark_loop import Response, WatermarkLoop
 
 pytestmark = pytest.mark.postgres
 
-# What an answer echoes, relative to its ballot: (observed, base) shifts and the body.
+TOP = 2**63 - 1  # the largest fence either backend can store
+# What an answer echoes, relative to its ballot: (observed, base) shifts or fixed values, and
+# the body; "unknown ballot" answers for an id nobody reserved.
 ANSWERS = {
     "fresh": (0, 0, "good"),
     "claims the next fence": (1, 1, "good"),
@@ -30,13 +32,20 @@ ANSWERS = {
     "base from the future": (0, 1, "good"),
     "echo ahead only": (1, 0, "good"),
     "bad body": (0, 0, "bad"),
+    "largest fence": ("top", "top", "good"),
+    "negative fence": ("-5", "-5", "good"),
+    "unknown ballot": (0, 0, "good"),
 }
+ANSWER = st.sampled_from(list(ANSWERS))
+WHO, WHICH = st.integers(0, 1), st.integers(0, 7)
 STEP = st.one_of(
-    st.tuples(st.just("reserve"), st.integers(0, 1)),
-    st.tuples(st.just("apply"), st.integers(0, 1), st.integers(0, 7), st.sampled_from(list(ANSWERS))),
-    st.tuples(st.just("apply"), st.integers(0, 1), st.integers(0, 7), st.just("fresh")),
-    st.tuples(st.just("abandon"), st.integers(0, 1), st.integers(0, 7)),
-    st.tuples(st.just("replay"), st.integers(0, 1), st.integers(0, 7)),
+    st.tuples(st.just("reserve"), WHO),
+    st.tuples(st.just("apply"), WHO, WHICH, ANSWER),
+    st.tuples(st.just("apply"), WHO, WHICH, st.just("fresh")),
+    st.tuples(st.just("checks"), WHO, WHICH, ANSWER),
+    st.tuples(st.just("abandon"), WHO, WHICH),
+    st.tuples(st.just("replay"), WHO, WHICH),
+    st.tuples(st.just("head goes back"), WHO),  # a restore from an older backup
 )
 # Everything but the PostgreSQL-only sequence numbers (a refused insert may use one up there).
 TABLES = {
@@ -50,63 +59,103 @@ TABLES = {
 }
 
 
-def run_program(conns: list[Any], program: list[tuple]) -> tuple[list[str], dict[str, list]]:
-    """Two loops on one store (window 3), a fixed clock; each step's outcome as text."""
+def shifted(value: int, shift: int | str) -> int:
+    if isinstance(shift, str):
+        return {"top": TOP, "-5": -5}[shift]
+    return value + shift
+
+
+def answer(b: Any, kind: str) -> Response:
+    d_observed, d_base, body_kind = ANSWERS[kind]
+    body = ["tool", b.ballot_id] if body_kind == "good" else [{1, 2}]
+    ballot_id = 10_000 if kind == "unknown ballot" else b.ballot_id
+    return Response(ballot_id, shifted(b.watermark, d_observed), shifted(b.base_version, d_base), body)
+
+
+def drop_head(conn: Any) -> None:
+    """Delete the newest version above genesis, as restoring an older backup would."""
+    sql = (
+        "DELETE FROM catalog_versions WHERE version > 0"
+        " AND version = (SELECT MAX(version) FROM catalog_versions)"
+    )
+    if isinstance(conn, sqlite3.Connection):
+        with conn:
+            conn.execute(sql)
+    else:
+        with conn.transaction():
+            conn.execute(sql)
+
+
+def run_program(
+    conns: list[Any], program: list[tuple], window: int
+) -> tuple[list[str], dict[str, list]]:
+    """Two loops on one store, a fixed clock; each step's outcome as text. Only the loop's own
+    calls are inside the `try`: an error the harness makes is not an outcome."""
     ticks = iter(range(1, 10_000))
-    loops = [WatermarkLoop(c, window=3, clock=lambda: float(next(ticks))) for c in conns]
+    loops = [WatermarkLoop(c, window=window, clock=lambda: float(next(ticks))) for c in conns]
     ballots: list[Any] = []
     seen = []
     for step in program:
         kind, who = step[0], loops[step[1]]
+        if kind == "head goes back":
+            drop_head(conns[step[1]])
+        elif kind != "reserve" and not ballots:
+            seen.append("no ballot yet")
+            continue
+        b = ballots[step[2] % len(ballots)] if len(step) > 2 else None
+        resp = answer(b, step[3]) if len(step) > 3 else None
         try:
-            if kind == "reserve":
-                ballots.append(who.reserve())
-                got: object = ballots[-1]
-            elif not ballots:
-                got = "no ballot yet"
+            if kind == "head goes back":
+                got: object = who.head_version()
+            elif kind == "reserve":
+                got = who.reserve()
+            elif kind == "apply":
+                got = who.apply(resp)
+            elif kind == "checks":
+                got = who.checks(resp)
+            elif kind == "abandon":
+                got = who.abandon(b.ballot_id)
             else:
-                b = ballots[step[2] % len(ballots)]
-                if kind == "apply":
-                    d_observed, d_base, body_kind = ANSWERS[step[3]]
-                    body = ["tool", b.ballot_id] if body_kind == "good" else [{1, 2}]
-                    got = who.apply(Response(b.ballot_id, b.watermark + d_observed,
-                                             b.base_version + d_base, body))
-                elif kind == "abandon":
-                    got = who.abandon(b.ballot_id)
-                else:
-                    ballots.append(who.replay(b.ballot_id))
-                    got = ballots[-1]
+                got = who.replay(b.ballot_id)
         except Exception as exc:  # the same refusal, with the same words, is what must agree
             got = f"{type(exc).__name__}: {exc}"
+        if kind in ("reserve", "replay") and not isinstance(got, str):
+            ballots.append(got)
         seen.append(repr(got))
     state = {name: [tuple(r) for r in rows(conns[0], sql)] for name, sql in TABLES.items()}
     return seen, state
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(program=st.lists(STEP, min_size=1, max_size=16))
+@given(program=st.lists(STEP, min_size=1, max_size=16), window=st.sampled_from([1, 2, 3]))
 # The cases where a commit tried before reading would go wrong if its guard were weaker:
 @example(program=[("reserve", 0), ("reserve", 1), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "claims the next fence")])
+                  ("apply", 1, 1, "claims the next fence")], window=3)
 @example(program=[("reserve", 0), ("reserve", 1), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "fresh"), ("apply", 1, 1, "stale base")])
-@example(program=[("reserve", 0), ("apply", 1, 0, "fresh"), ("apply", 0, 0, "fresh")])
-@example(program=[("reserve", 0), ("abandon", 1, 0), ("apply", 0, 0, "fresh")])
+                  ("apply", 1, 1, "fresh"), ("apply", 1, 1, "stale base")], window=3)
+@example(program=[("reserve", 0), ("apply", 1, 0, "fresh"), ("apply", 0, 0, "fresh")], window=3)
+@example(program=[("reserve", 0), ("abandon", 1, 0), ("apply", 0, 0, "fresh")], window=3)
+@example(program=[("reserve", 0), ("apply", 0, 0, "fresh"), ("reserve", 1), ("head goes back", 1),
+                  ("apply", 1, 1, "fresh"), ("reserve", 1), ("apply", 1, 2, "fresh")], window=3)
+@example(program=[("reserve", 0), ("apply", 0, 0, "largest fence"),
+                  ("apply", 1, 0, "unknown ballot"), ("checks", 1, 0, "negative fence")], window=1)
 @example(program=[("reserve", 0), ("replay", 1, 0), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "fresh"), ("apply", 0, 0, "claims the previous fence")])
-def test_postgres_decides_every_step_as_sqlite_does(pg_dsn: str, program: list[tuple]) -> None:
+                  ("apply", 1, 1, "fresh"), ("apply", 0, 0, "claims the previous fence")], window=3)
+def test_postgres_decides_every_step_as_sqlite_does(
+    pg_dsn: str, program: list[tuple], window: int
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "wm.db"
         lite: list[sqlite3.Connection] = [db.connect(path), db.connect(path)]
         try:
-            expected = run_program(lite, program)
+            expected = run_program(lite, program, window)
         finally:
             for c in lite:
                 c.close()
     with pg.scratch_schema(pg_dsn, prefix="agree") as schema:
         conns = [pg.connect(pg_dsn, options=pg.search_path_option(schema)) for _ in range(2)]
         try:
-            got = run_program(conns, program)
+            got = run_program(conns, program, window)
         finally:
             for c in conns:
                 c.close()

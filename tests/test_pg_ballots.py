@@ -74,7 +74,9 @@ ISOLATION = ["read committed", "repeatable read", "serializable"]
 
 
 def at_isolation(conn, level: str):
-    """Make `level` the session's default, the one the loop's own statements run at."""
+    """Make `level` the session's default, the one the loop's own statements run at. The loop
+    refuses to open at a stricter level, but its reserve and apply stay correct if the level is
+    raised afterwards (they retry serialization failures), and these tests hold it to that."""
     conn.autocommit = True
     conn.execute(f"SET default_transaction_isolation = '{level}'")  # a fixed test value
     conn.autocommit = False
@@ -89,8 +91,9 @@ def test_a_commit_blocked_by_another_commit_is_refused_then_decided_stale(
     (tried before any read), so its write waits on A's row. A commits: B's write is refused
     (the version's key, or the isolation level), nothing of it is kept, and B reads and
     decides: stale, recorded once."""
-    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    at_isolation(b_conn, level)
     ba, bb = la.reserve(), lb.reserve()
     result = {}
     applier = threading.Thread(
@@ -114,8 +117,9 @@ def test_a_decision_whose_guard_finds_the_ballot_changed_reads_again(connect, le
     """B's answer is stale (version 1 is committed), so B reads and decides to reject it, but
     before B's write lands A abandons B's ballot (uncommitted, so B's write waits). B's guard
     then matches nothing, B reads again: the ballot is unknown now, and that is what is kept."""
-    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    at_isolation(b_conn, level)
     ba, bb = la.reserve(), lb.reserve()
     assert la.apply(Response(ba.ballot_id, 0, 0, ["a"])).committed
     result = {}
@@ -141,9 +145,11 @@ def test_a_reserve_that_loses_the_race_reads_again_and_takes_the_next_id(
 ) -> None:
     """A moves the next ballot id on by 5 and stores version 1, uncommitted. B's reserve read
     next id 1 and head 0; its guarded write waits on A's row, then finds the id changed and
-    writes nothing. Read again, B takes id 6 on watermark 1: no id used twice, no stale fence."""
-    a_conn, b_conn, watch = connect(), at_isolation(connect(), level), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(b_conn, window=2)
+    writes nothing. Read again, B takes id 6 on watermark 1: no id used twice, and (here, where
+    the commit and the id jump are one transaction) no stale fence."""
+    a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
+    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    at_isolation(b_conn, level)
     result = {}
     reserver = threading.Thread(target=lambda: result.update(ballot=lb.reserve()))
     with a_conn.transaction():
@@ -171,6 +177,63 @@ def test_each_write_step_is_one_statement_on_postgres_with_sqlite_s_parts() -> N
             assert parts[0].startswith("UPDATE ") and " AND " in parts[0], name
     for name in ("RESERVE_READ_SQL", "DECISION_READ_SQL", "INFLIGHT_SQL"):
         assert getattr(wpg, name) == getattr(wl, name).replace("?", "%s"), name
+
+
+@pytest.mark.parametrize("level", ["repeatable read", "serializable"])
+def test_the_loop_refuses_a_session_that_is_not_read_committed(connect, level: str) -> None:
+    conn = at_isolation(connect(), level)
+    with pytest.raises(wpg.LoopConnectionError, match=f"default_transaction_isolation is {level.upper()}"):
+        WatermarkLoop(conn)
+
+
+def test_the_loop_refuses_a_connection_asking_for_another_level(connect) -> None:
+    """psycopg's isolation_level would not reach the loop's autocommit statements: refused
+    rather than silently ignored."""
+    import psycopg
+
+    conn = connect()
+    conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+    with pytest.raises(wpg.LoopConnectionError, match="asks for SERIALIZABLE"):
+        WatermarkLoop(conn)
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    assert WatermarkLoop(conn).reserve().ballot_id == 1
+
+
+def test_a_store_made_before_the_base_key_gets_it_when_opened(connect) -> None:
+    from labkit import catalog_pg
+
+    conn = connect(autocommit=True)
+    commit_one(WatermarkLoop(conn), "v1")
+    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {catalog_pg.BASE_KEY}")
+    assert conn.execute(catalog_pg.HAS_BASE_KEY_SQL, (catalog_pg.BASE_KEY,)).fetchone() is None
+    loop = WatermarkLoop(conn)
+    assert conn.execute(catalog_pg.HAS_BASE_KEY_SQL, (catalog_pg.BASE_KEY,)).fetchone() == (1,)
+    assert commit_one(loop, "v2") == 2
+
+
+def test_a_commit_tried_before_reading_after_the_head_went_back_is_decided_stale(connect) -> None:
+    """Version 1 is deleted (a restore from an older backup) while ballot 2, reserved on fence
+    1, is in flight. Its answer asks to commit version 2 on fence 1; the base key refuses that
+    (version 1 is gone), nothing is written, and the read decides as SQLite would: stale."""
+    conn = connect(autocommit=True)
+    loop = WatermarkLoop(conn, window=2)
+    commit_one(loop, "v1")
+    b2 = loop.reserve()
+    conn.execute("DELETE FROM catalog_versions WHERE version = 1")
+    out = loop.apply(Response(b2.ballot_id, 1, 1, ["v2"]))
+    assert (out.committed, out.reason, out.version) == (False, "stale_watermark", 0)
+    assert loop.commit_first_misses == 1 and catalog.verify(conn) == 0
+
+
+def test_a_commit_for_the_largest_fence_is_refused_not_overflowed(connect) -> None:
+    """observed == base == 2**63-1 would ask for version 2**63, past bigint: no commit is tried
+    before the read, and the answer is recorded as the read decides, as on SQLite."""
+    loop = WatermarkLoop(connect())
+    top = 2**63 - 1
+    b = loop.reserve()
+    assert loop.apply(Response(b.ballot_id, top, top, ["x"])).reason == "stale_watermark"
+    assert loop.apply(Response(999, top, top, ["x"])).reason == "unknown_ballot"
+    assert loop.commit_first_misses == 0
 
 
 def test_the_loop_refuses_a_connection_inside_a_transaction(connect) -> None:
