@@ -104,6 +104,7 @@ SHOWS = {
         r"rewinds seen by the reader: 0",
         r"every refusal: stale_watermark: True",
         r"\d+ guarded writes found the store changed since their read, wrote nothing",
+        r"\d+ answers tried their commit before reading and were refused by the database",
         r"AND observed_watermark = %s RETURNING 1\),\nversion AS \(INSERT INTO catalog_versions",
     ],
 }
