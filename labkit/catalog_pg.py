@@ -32,13 +32,21 @@ CREATE TABLE IF NOT EXISTS catalog_reader_state (
 # CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may try
 # to create the type); a transaction-level advisory lock keyed on the schema serialises them.
 SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog:' || current_schema()))"
-# A store made before the base's foreign key existed gets it when it is next opened (the
-# name is fixed, so the check reads it; a broken log fails the ALTER, never half of it).
+# A store made before the base's foreign key existed gets it when it is next opened. Any
+# foreign key on the log counts (an earlier version of this module left it unnamed).
 BASE_KEY = "catalog_versions_base_exists"
-HAS_BASE_KEY_SQL = "SELECT 1 FROM pg_constraint WHERE conname = %s AND conrelid = 'catalog_versions'::regclass"
+HAS_BASE_KEY_SQL = (
+    "SELECT 1 FROM pg_constraint WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'"
+)
 ADD_BASE_KEY_SQL = (
     "ALTER TABLE catalog_versions ADD CONSTRAINT catalog_versions_base_exists"
     " FOREIGN KEY (base_version) REFERENCES catalog_versions (version)"
+)
+# Whether the tables exist: opening an existing store then runs no DDL, which would take
+# table locks that a running loop's statements can deadlock against.
+SCHEMA_PRESENT_SQL = (
+    "SELECT to_regclass('catalog_versions') IS NOT NULL"
+    " AND to_regclass('catalog_reader_state') IS NOT NULL"
 )
 GENESIS_SQL = (
     "INSERT INTO catalog_versions"
@@ -82,11 +90,18 @@ def reading(conn: Any) -> Iterator[Any]:
 def create_schema(conn: Any, genesis_text: str, genesis_hash: str, now: float) -> None:
     """Create the log and the reader table (idempotent, safe from many sessions) and version 0;
     give a log made before the base's foreign key that key."""
+    import psycopg
+
     with conn.transaction():
         conn.execute(SCHEMA_LOCK_SQL)
-        conn.execute(SCHEMA_SQL)
-        if conn.execute(HAS_BASE_KEY_SQL, (BASE_KEY,)).fetchone() is None:
-            conn.execute(ADD_BASE_KEY_SQL)
+        if not conn.execute(SCHEMA_PRESENT_SQL).fetchone()[0]:
+            conn.execute(SCHEMA_SQL)
+        if conn.execute(HAS_BASE_KEY_SQL).fetchone() is None:
+            try:
+                with conn.transaction():
+                    conn.execute(ADD_BASE_KEY_SQL)
+            except psycopg.errors.ForeignKeyViolation:
+                pass  # a broken log: left as it is, for `catalog.verify` to name what is wrong
         conn.execute(GENESIS_SQL, (genesis_text, genesis_hash, now))
 
 

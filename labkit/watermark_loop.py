@@ -257,9 +257,11 @@ class WatermarkLoop:
     `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
     each fenced by the watermark it observed (once one commits, the rest are stale). State
     lives entirely in the database, so a new loop over the same database resumes where one died.
-    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL, READ COMMITTED, no transaction
-    open: many loops in many processes may share one store, each write guarded, see
-    `labkit.watermark_pg`; `lost_races` counts the decisions this loop had to redo).
+    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL at READ COMMITTED, no
+    transaction open, both checked when the loop opens: many loops in many processes may share
+    one store, each write guarded, see `labkit.watermark_pg`). `lost_races` counts the reserves
+    and decisions this loop had to redo after another loop got there first;
+    `commit_first_misses` the commits PostgreSQL tried before reading that did not land.
     Opening verifies the catalog log (`CatalogCorruptError` if it is broken: nothing is ever
     appended on top of a bad log), and every write first checks that the database file is
     still the one that was opened (`DatabaseReplacedError` otherwise).
@@ -280,7 +282,7 @@ class WatermarkLoop:
         self.clock = clock
         self._pg = _pg(conn)
         if self._pg is not None:
-            self._pg.check_isolation(conn)
+            self._pg.check_connection(conn)
         # Reserves and decisions whose guarded write found that what they read had changed
         # (another loop got there first), so they read and decided again.
         self.lost_races = 0

@@ -8,9 +8,10 @@ writes in one statement whose first part is a guard: it only changes rows that s
 was read (`next_ballot = <read>`, `status = 'inflight'`), and every other part selects `FROM`
 that guard, so when the guard matches nothing the statement writes nothing. A commit also
 inserts version head+1, which the catalog's primary key refuses if another loop stored it
-first. Each statement runs on its own (autocommit) at READ COMMITTED, so it is atomic and
-durable when it returns, and its guard is re-checked against the newest committed row; a write
-that lost (guard matched nothing, `lost_race` error) is decided again from a fresh read.
+first. Each statement runs on its own (autocommit) at READ COMMITTED (checked when the loop
+opens), so it is atomic and durable when it returns, and its guard is re-checked against the
+newest committed row; a write that lost (guard matched nothing, `lost_race` error) is decided
+again from a fresh read.
 
 Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
 its read and its write (nothing the reserve writes says otherwise): safe, the ballot is
@@ -27,9 +28,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog_pg import BASE_KEY, reading
+from labkit.catalog_pg import reading
 
-__all__ = ["reading", "deciding", "lost_race", "create_schema", "LoopConnectionError"]
+__all__ = [
+    "reading",
+    "deciding",
+    "lost_race",
+    "check_connection",
+    "create_schema",
+    "LoopConnectionError",
+]
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS wm_store (
@@ -60,9 +68,18 @@ CREATE TABLE IF NOT EXISTS wm_responses (
     received_at        double precision NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)
-    WHERE committed = 1;
-INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING
+    WHERE committed = 1
 """
+# Whether every object exists: opening an existing store then runs no DDL (CREATE INDEX IF NOT
+# EXISTS locks its table even when the index is there, in an order a running loop's prepared
+# statements can deadlock against).
+SCHEMA_PRESENT_SQL = (
+    "SELECT to_regclass('wm_store') IS NOT NULL AND to_regclass('wm_ballots') IS NOT NULL"
+    " AND to_regclass('wm_ballots_inflight') IS NOT NULL"
+    " AND to_regclass('wm_responses') IS NOT NULL"
+    " AND to_regclass('wm_responses_one_commit') IS NOT NULL"
+)
+STORE_INIT_SQL = "INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING"
 SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.wm:' || current_schema()))"
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
@@ -115,9 +132,9 @@ ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = %s"
     " WHERE ballot_id = %s AND status = 'inflight'"
 )
-# The constraints a commit can trip when what it assumed about the head is no longer true:
-# another loop stored the same version first, or the head went back below the commit's fence.
-VERSION_KEYS = ("catalog_versions_pkey", BASE_KEY)
+# The key a commit trips when another loop stored the same version first. (A foreign key on
+# the log trips when the head went back below the commit's fence; any such key counts.)
+VERSION_KEY = "catalog_versions_pkey"
 ISOLATION_SQL = "SHOW default_transaction_isolation"
 
 
@@ -127,10 +144,13 @@ class LoopConnectionError(RuntimeError):
 
 def create_schema(conn: Any) -> None:
     """Create the store, ballots and responses tables and the store row (idempotent, safe from
-    many sessions at once: an advisory lock keyed on the schema serialises the DDL)."""
+    many sessions at once: an advisory lock keyed on the schema serialises the DDL, and a store
+    that exists is left alone)."""
     with conn.transaction():
         conn.execute(SCHEMA_LOCK_SQL)
-        conn.execute(SCHEMA_SQL)
+        if not conn.execute(SCHEMA_PRESENT_SQL).fetchone()[0]:
+            conn.execute(SCHEMA_SQL)
+        conn.execute(STORE_INIT_SQL)
 
 
 @contextmanager
@@ -160,41 +180,54 @@ def deciding(conn: Any) -> Iterator[Any]:
 
 
 def lost_race(exc: BaseException) -> bool:
-    """True if `exc` means another loop changed what this write read: decide again.
+    """True if `exc` means what this write assumed is no longer true: read and decide again.
 
     Under READ COMMITTED a guard re-checked against the newest row simply matches nothing; the
-    errors here are the other two ways of losing: the next version was stored first (primary
-    key), or a stricter isolation level refused the write (serialization failure).
+    errors here are the other ways of losing: the next version was stored first (primary key),
+    the head went back below the fence a commit assumed (the log's foreign key), or the server
+    broke a deadlock by cancelling this statement. Each write is one autocommit statement, so
+    a statement that failed wrote nothing. (A serialization failure, possible only if the
+    session's level was raised after the loop opened, is retried the same way.)
     """
     import psycopg
 
-    if isinstance(exc, psycopg.errors.SerializationFailure):
+    errors = psycopg.errors
+    if isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected):
         return True
-    return (
-        isinstance(exc, psycopg.errors.UniqueViolation | psycopg.errors.ForeignKeyViolation)
-        and exc.diag.constraint_name in VERSION_KEYS
-    )
+    if isinstance(exc, errors.UniqueViolation):
+        return exc.diag.constraint_name == VERSION_KEY
+    return isinstance(exc, errors.ForeignKeyViolation) and exc.diag.table_name == "catalog_versions"
 
 
-def check_isolation(conn: Any) -> None:
-    """Refuse a connection whose statements would not run at READ COMMITTED.
+def check_connection(conn: Any) -> None:
+    """Refuse, when a loop opens, a connection it cannot keep its promises on.
 
-    The loop's statements run in autocommit, so the session default is what applies (psycopg's
-    `isolation_level` only sets the level of transactions it opens, which the loop does not).
-    Its guarded writes are also correct at stricter levels, but there reads and abandons can
-    fail with serialization errors the loop does not retry, so it promises READ COMMITTED only.
+    It must have no transaction open: opening takes the schema's locks, which a caller's
+    transaction would hold until it ends, stalling every other loop. Its statements must run
+    at READ COMMITTED (READ UNCOMMITTED is the same level in PostgreSQL): the loop's writes are
+    autocommit statements, so the session default applies to them, and psycopg's
+    `isolation_level` applies to the reads it opens transactions for. A later `SET` is not
+    noticed; the writes stay correct then (they retry serialization failures), but reads and
+    abandons may raise them.
     """
     import psycopg
+    from psycopg.pq import TransactionStatus
 
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise LoopConnectionError(
+            "WatermarkLoop on PostgreSQL needs a connection with no open transaction when it"
+            " opens (it takes the schema's locks); commit or roll back first"
+        )
+    allowed = (psycopg.IsolationLevel.READ_COMMITTED, psycopg.IsolationLevel.READ_UNCOMMITTED)
     level = conn.isolation_level
-    if level is not None and level != psycopg.IsolationLevel.READ_COMMITTED:
+    if level is not None and level not in allowed:
         raise LoopConnectionError(
             "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this connection asks for"
             f" {level.name.replace('_', ' ')} (set isolation_level to None or READ_COMMITTED)"
         )
     with reading(conn):
         (default,) = conn.execute(ISOLATION_SQL).fetchone()
-    if default != "read committed":
+    if default not in ("read committed", "read uncommitted"):
         raise LoopConnectionError(
             "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this session's"
             f" default_transaction_isolation is {default.upper()}"

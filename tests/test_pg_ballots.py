@@ -199,30 +199,86 @@ def test_the_loop_refuses_a_connection_asking_for_another_level(connect) -> None
     assert WatermarkLoop(conn).reserve().ballot_id == 1
 
 
-def test_a_store_made_before_the_base_key_gets_it_when_opened(connect) -> None:
+# The log's foreign key as stores made by earlier code have it: none, or unnamed.
+OLD_KEYS = {
+    "no key": None,
+    "unnamed key": "ALTER TABLE catalog_versions ADD FOREIGN KEY (base_version)"
+    " REFERENCES catalog_versions (version)",
+}
+
+
+def foreign_keys(conn) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT conname FROM pg_constraint"
+        " WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'").fetchall()]
+
+
+@pytest.mark.parametrize("old", list(OLD_KEYS))
+def test_a_store_made_by_earlier_code_has_one_base_key_after_opening(connect, old: str) -> None:
+    """Opened again, a store with no key gets one; one with an unnamed key keeps it alone. Either
+    way a commit tried before reading after the head went back is decided stale, as on SQLite."""
     from labkit import catalog_pg
 
     conn = connect(autocommit=True)
     commit_one(WatermarkLoop(conn), "v1")
     conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {catalog_pg.BASE_KEY}")
-    assert conn.execute(catalog_pg.HAS_BASE_KEY_SQL, (catalog_pg.BASE_KEY,)).fetchone() is None
-    loop = WatermarkLoop(conn)
-    assert conn.execute(catalog_pg.HAS_BASE_KEY_SQL, (catalog_pg.BASE_KEY,)).fetchone() == (1,)
-    assert commit_one(loop, "v2") == 2
-
-
-def test_a_commit_tried_before_reading_after_the_head_went_back_is_decided_stale(connect) -> None:
-    """Version 1 is deleted (a restore from an older backup) while ballot 2, reserved on fence
-    1, is in flight. Its answer asks to commit version 2 on fence 1; the base key refuses that
-    (version 1 is gone), nothing is written, and the read decides as SQLite would: stale."""
-    conn = connect(autocommit=True)
+    if OLD_KEYS[old]:
+        conn.execute(OLD_KEYS[old])
     loop = WatermarkLoop(conn, window=2)
-    commit_one(loop, "v1")
-    b2 = loop.reserve()
-    conn.execute("DELETE FROM catalog_versions WHERE version = 1")
-    out = loop.apply(Response(b2.ballot_id, 1, 1, ["v2"]))
-    assert (out.committed, out.reason, out.version) == (False, "stale_watermark", 0)
+    assert len(foreign_keys(conn)) == 1
+    b = loop.reserve()
+    conn.execute("DELETE FROM catalog_versions WHERE version = 1")  # the head goes back
+    out = loop.apply(Response(b.ballot_id, 1, 1, ["v2"]))
+    assert (out.committed, out.reason) == (False, "stale_watermark")
     assert loop.commit_first_misses == 1 and catalog.verify(conn) == 0
+
+
+def test_an_old_store_with_a_broken_log_is_named_corrupt_not_a_key_error(connect) -> None:
+    from labkit import catalog_pg
+
+    conn = connect(autocommit=True)
+    loop = WatermarkLoop(conn)
+    commit_one(loop, "v1"), commit_one(loop, "v2")
+    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {catalog_pg.BASE_KEY}")
+    conn.execute("DELETE FROM catalog_versions WHERE version = 1")  # a hole in the log
+    with pytest.raises(catalog.CatalogCorruptError, match="version 1 missing"):
+        WatermarkLoop(conn)
+    assert foreign_keys(conn) == []  # nothing half-done
+
+
+def test_opening_an_existing_store_locks_none_of_its_tables(connect) -> None:
+    """Opening ran CREATE INDEX IF NOT EXISTS, which locks the table even when the index is
+    there, in an order a running loop's prepared statements could deadlock against. Now an
+    existing store gets no DDL: nothing stronger than a row-exclusive lock is taken."""
+    from labkit import catalog_pg
+
+    conn, watch = connect(), connect(autocommit=True)
+    WatermarkLoop(conn)
+    with conn.transaction():
+        catalog_pg.create_schema(conn, "[]", catalog.tools_hash([]), 0.0)
+        wpg.create_schema(conn)
+        held = watch.execute(
+            "SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE l.pid = %s AND c.relname LIKE ANY (ARRAY['wm_%%', 'catalog_%%'])",
+            (conn.info.backend_pid,),
+        ).fetchall()
+    assert {mode for _, mode in held} <= {"AccessShareLock", "RowExclusiveLock"}, held
+    assert not [rel for rel, _ in held if rel.startswith(("wm_ballots", "wm_responses"))], held
+
+
+def test_a_deadlock_the_server_broke_is_a_lost_race_to_retry() -> None:
+    import psycopg
+
+    assert wpg.lost_race(psycopg.errors.DeadlockDetected())
+    assert wpg.lost_race(psycopg.errors.SerializationFailure())
+    assert not wpg.lost_race(psycopg.errors.DiskFull())
+
+
+def test_the_loop_refuses_to_open_inside_a_transaction(connect) -> None:
+    conn = connect()
+    conn.execute("SELECT 1")  # psycopg opened a transaction the loop does not own
+    with pytest.raises(wpg.LoopConnectionError, match="no open transaction when it opens"):
+        WatermarkLoop(conn)
 
 
 def test_a_commit_for_the_largest_fence_is_refused_not_overflowed(connect) -> None:

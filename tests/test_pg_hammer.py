@@ -2,8 +2,8 @@
 (markers `postgres`, `slow`). The scripted races in test_pg_ballots step one interleaving each;
 here seeded threads produce thousands, and the store is read back against the promises: a
 contiguous log, each version made by the ballot that owned its fence, at most one commit per
-watermark, one response row per answer, the window never exceeded, and no stale, forged or
-malformed answer ever committed."""
+watermark, one response row per answer, the window never exceeded, an abandoned ballot never
+decided afterwards, and no stale, forged or malformed answer ever committed."""
 
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ KINDS = {"fresh": (0, 0), "next": (1, 1), "previous": (-1, -1), "stale base": (0
          "future base": (0, 1), "echo ahead": (1, 0), "bad body": (0, 0)}
 
 
-def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], list[str], int]:
-    """Run THREADS loops for STEPS random calls each; return (answers, errors, most in flight)."""
+def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], set[int], list[str], int]:
+    """Run THREADS loops for STEPS random calls each; return (answers, ballots abandoned,
+    errors, most in flight)."""
     ballots: list[Any] = []
+    abandoned: set[int] = set()
     answers: list[tuple[str, str, Any, Any]] = []  # (nonce, kind, ballot, outcome or error)
     errors: list[str] = []
     shared = threading.Lock()
@@ -72,7 +74,10 @@ def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], list[str], int]
                     with shared:
                         answers.append((nonce, kind, b, out))
                 elif roll < 0.94:
-                    loop.abandon(rng.choice(recent).ballot_id)
+                    victim = rng.choice(recent).ballot_id
+                    if loop.abandon(victim):
+                        with shared:
+                            abandoned.add(victim)
                 else:
                     try:
                         got = loop.replay(rng.choice(recent).ballot_id)
@@ -96,12 +101,12 @@ def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], list[str], int]
     watcher.join(10)
     for c in conns:
         c.close()
-    return answers, errors, most_in_flight[0]
+    return answers, abandoned, errors, most_in_flight[0]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_many_loops_on_one_store_keep_every_promise(pg_dsn: str, pg_schema: str, seed: int) -> None:
-    answers, errors, most_in_flight = hammer(pg_dsn, pg_schema, seed)
+    answers, abandoned, errors, most_in_flight = hammer(pg_dsn, pg_schema, seed)
     assert errors == []
     with pg.connect(pg_dsn, autocommit=True, options=pg.search_path_option(pg_schema)) as c:
         head = catalog.verify(c)  # contiguous, each version based on the one before
@@ -115,6 +120,7 @@ def test_many_loops_on_one_store_keep_every_promise(pg_dsn: str, pg_schema: str,
     assert head > 10, "too few commits for the run to mean anything"
     for version, ballot_id, _ in versions:  # made by the ballot that owned its fence
         assert ballots[ballot_id] == (version - 1, "committed"), version
+    assert abandoned and {ballots[b][1] for b in abandoned} == {"abandoned"}  # none decided later
     per_watermark = Counter(fence for fence, status in ballots.values() if status == "committed")
     assert max(per_watermark.values()) == 1
     assert sum(committed for _, committed in responses) == head
