@@ -163,6 +163,8 @@ def deciding(conn: Any) -> Iterator[Any]:
     """
     from psycopg.pq import TransactionStatus
 
+    if conn.closed:
+        raise LoopConnectionError("WatermarkLoop on PostgreSQL: the connection is closed or broken")
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise LoopConnectionError(
             "WatermarkLoop on PostgreSQL needs a connection with no open transaction (a reserve"
@@ -213,6 +215,8 @@ def check_connection(conn: Any) -> None:
     import psycopg
     from psycopg.pq import TransactionStatus
 
+    if conn.closed:
+        raise LoopConnectionError("WatermarkLoop on PostgreSQL: the connection is closed or broken")
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise LoopConnectionError(
             "WatermarkLoop on PostgreSQL needs a connection with no open transaction when it"

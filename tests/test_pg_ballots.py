@@ -274,6 +274,16 @@ def test_a_deadlock_the_server_broke_is_a_lost_race_to_retry() -> None:
     assert not wpg.lost_race(psycopg.errors.DiskFull())
 
 
+def test_a_closed_connection_is_named_as_closed(connect) -> None:
+    conn = connect()
+    loop = WatermarkLoop(conn)
+    conn.close()
+    with pytest.raises(wpg.LoopConnectionError, match="closed or broken"):
+        loop.reserve()
+    with pytest.raises(wpg.LoopConnectionError, match="closed or broken"):
+        WatermarkLoop(conn)
+
+
 def test_the_loop_refuses_to_open_inside_a_transaction(connect) -> None:
     conn = connect()
     conn.execute("SELECT 1")  # psycopg opened a transaction the loop does not own
