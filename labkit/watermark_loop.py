@@ -6,8 +6,9 @@ still in flight, the watermark has not moved, and its body is based on the curre
 The watermark *is* the catalog head (`labkit.catalog`): one committed version, no drift.
 This is the core the simulator and the designs build on; `labkit.ballot` is its public face.
 Handed a psycopg connection, the same rule runs on PostgreSQL, where many processes share one
-store: there each write is a compare-and-set, retried from a fresh read when another loop won
-the race (`labkit.watermark_pg`, imported on first use).
+store: there each write is guarded (a conditional write the database checks), and decided
+again from a fresh read when another loop won the race (`labkit.watermark_pg`, imported on
+first use).
 """
 
 from __future__ import annotations
