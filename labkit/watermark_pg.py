@@ -153,6 +153,19 @@ def create_schema(conn: Any) -> None:
         conn.execute(STORE_INIT_SQL)
 
 
+def _require_idle(conn: Any, why: str) -> None:
+    """`LoopConnectionError` if `conn` is closed or has a transaction open; `why` says why not."""
+    from psycopg.pq import TransactionStatus
+
+    if conn.closed:
+        raise LoopConnectionError("WatermarkLoop on PostgreSQL: the connection is closed or broken")
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise LoopConnectionError(
+            f"WatermarkLoop on PostgreSQL needs a connection with no open transaction {why};"
+            " commit or roll back first"
+        )
+
+
 @contextmanager
 def deciding(conn: Any) -> Iterator[Any]:
     """Run one read-decide-write with each statement committed on its own (autocommit).
@@ -161,15 +174,7 @@ def deciding(conn: Any) -> Iterator[Any]:
     be durable when it returns, not part of someone else's transaction. The connection's
     autocommit setting is put back afterwards.
     """
-    from psycopg.pq import TransactionStatus
-
-    if conn.closed:
-        raise LoopConnectionError("WatermarkLoop on PostgreSQL: the connection is closed or broken")
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        raise LoopConnectionError(
-            "WatermarkLoop on PostgreSQL needs a connection with no open transaction (a reserve"
-            " or a decision is committed before it returns); commit or roll back first"
-        )
+    _require_idle(conn, "(a reserve or a decision is committed before it returns)")
     if conn.autocommit:
         yield conn
         return
@@ -213,15 +218,8 @@ def check_connection(conn: Any) -> None:
     abandons may raise them.
     """
     import psycopg
-    from psycopg.pq import TransactionStatus
 
-    if conn.closed:
-        raise LoopConnectionError("WatermarkLoop on PostgreSQL: the connection is closed or broken")
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        raise LoopConnectionError(
-            "WatermarkLoop on PostgreSQL needs a connection with no open transaction when it"
-            " opens (it takes the schema's locks); commit or roll back first"
-        )
+    _require_idle(conn, "when it opens (it takes the schema's locks)")
     allowed = (psycopg.IsolationLevel.READ_COMMITTED, psycopg.IsolationLevel.READ_UNCOMMITTED)
     level = conn.isolation_level
     if level is not None and level not in allowed:
