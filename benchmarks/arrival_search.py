@@ -19,8 +19,9 @@ from benchmarks.common import (
     time_call,
     time_interleaved,
 )
-from labkit import arrival_search, arrivals
-from labkit.designs import DESIGNS
+from labkit.designs import arrival_orders as arrivals
+from labkit.designs import arrival_search
+from labkit.designs.design import DESIGNS
 
 NAME = "arrival_search"
 SIZES = (4, 5, 6, 7, 8)

@@ -16,8 +16,8 @@ from pathlib import Path
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
 from labkit import db
 from labkit.ballot import Response, WatermarkLoop
-from labkit.designs import DESIGNS
-from labkit.planner import FAULTS, simulate
+from labkit.designs.design import DESIGNS
+from labkit.designs.simulator import FAULTS, simulate
 
 NAME = "ballot_throughput"
 TOOLS = [{"name": f"tool-{i}", "args": ["query", "limit"], "enabled": True} for i in range(8)]

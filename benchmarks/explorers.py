@@ -1,8 +1,8 @@
 """Exhaustive explorers: every delivery order (part one) and every arrival order (part two).
 
-`labkit.explorer.explore_delivery_orders` walks all n! orders of n messages (equal priorities,
+`labkit.frontier.orders.explore_delivery_orders` walks all n! orders of n messages (equal priorities,
 so every order is feasible), summarizing under both policies after each finished row.
-`labkit.arrivals.explore` walks every schedule of n deliveries (each response at most twice,
+`labkit.designs.arrival_orders.explore` walks every schedule of n deliveries (each response at most twice,
 one timeout) per design.
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_call
-from labkit import arrivals, explorer
-from labkit.designs import DESIGNS
+from labkit.designs import arrival_orders as arrivals
+from labkit.designs.design import DESIGNS
+from labkit.frontier import orders as explorer
 
 NAME = "explorers"
 ORDER_SIZES = (7, 8)

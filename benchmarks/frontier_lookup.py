@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
-from labkit import frontier as fr
+from labkit.frontier import log as fr
 
 NAME = "frontier_lookup"
 SIZES = (10**3, 10**4, 10**5, 10**6)

@@ -6,7 +6,7 @@ target's yardstick) is two bare transactions on the same server with the same se
 (durable commits): BEGIN, an UPDATE, COMMIT; BEGIN, an UPDATE and an INSERT, COMMIT. Shown
 beside it, stricter: the same two writes as two autocommit statements, with no BEGIN or COMMIT
 round trips at all. Samples alternate between the three. Then
-`labkit.pg_ballots.run_workers` runs N worker processes on one catalog and reports commits/s
+`labkit.pg.ballots.run_workers` runs N worker processes on one catalog and reports commits/s
 with its invariants (the workers commit asynchronously: their number is the rule's cost under
 contention, not the disk's).
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from benchmarks.ballot_throughput import loop_tick  # the same tick as on SQLite
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
-from labkit import pg
-from labkit import pg_ballots as pb
-from labkit.watermark_loop import WatermarkLoop
+from labkit.catalog.loop import WatermarkLoop
+from labkit.pg import ballots as pb
+from labkit.pg import instance as pg
 
 NAME = "pg_ballots"
 WORKERS, TARGET = 8, 300

@@ -1,6 +1,6 @@
 """Commit order on PostgreSQL: Article 1's rule, a lock and the snapshot fence under load.
 
-Each rule runs `labkit.pg_stress.run_stress` on the same server (LABKIT_PG_DSN or the embedded
+Each rule runs `labkit.pg.stress.run_stress` on the same server (LABKIT_PG_DSN or the embedded
 one): writer processes insert and commit after seeded random delays (one in ten commits
 slowly), a dispatcher delivers, a summarizer advances its checkpoint. Reported per rule: rows,
 orphans (terminal rows in no summary) and rows/s committed and summarized. The rules run one
@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, print_table
-from labkit import pg
-from labkit import pg_stress as ps
+from labkit.pg import instance as pg
+from labkit.pg import stress as ps
 
 NAME = "pg_commit_order"
 WRITERS, ROWS_PER_WRITER = 4, 500

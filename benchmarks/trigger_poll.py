@@ -20,8 +20,8 @@ from benchmarks.common import (
     print_table,
     time_interleaved,
 )
-from labkit import frontier as fr
-from labkit import triggers
+from labkit.frontier import log as fr
+from labkit.frontier import triggers
 
 NAME = "trigger_poll"
 SIZES = (10, 10**2, 10**3, 10**4)

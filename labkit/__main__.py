@@ -38,14 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "figures":
-            from labkit.figures import FigureOutputError, build_all
+            from labkit.docs.figures import FigureOutputError, build_all
 
             try:
                 build_all(args.out)
             except FigureOutputError as exc:
                 return _fail(args.command, str(exc))
         else:
-            from labkit.nbfiles import NotebookFileError, make_student_copies, strip_paths
+            from labkit.docs.nbfiles import NotebookFileError, make_student_copies, strip_paths
 
             try:
                 if args.command == "exercises":

@@ -45,7 +45,7 @@ def open_store(request: pytest.FixtureRequest, backend: str) -> Store:
         path = request.getfixturevalue("tmp_path") / "wm.db"
         store = Store("sqlite", lambda: db.connect(path))
     else:
-        from labkit import pg
+        from labkit.pg import instance as pg
 
         dsn = request.getfixturevalue("pg_dsn")
         schema = request.getfixturevalue("pg_schema")
@@ -61,7 +61,7 @@ def rows(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
     read's transaction is ended, so the loop's next write finds the connection idle."""
     if isinstance(conn, sqlite3.Connection):
         return conn.execute(sql, params).fetchall()
-    from labkit.catalog_pg import reading
+    from labkit.catalog.versions_pg import reading
 
     with reading(conn):
         return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), params).fetchall()]

@@ -31,7 +31,7 @@ def pg_dsn() -> Iterator[str]:
     Locally the tests skip, with the reason, only when no server can be had; with CI=true
     they fail instead.
     """
-    from labkit import pg
+    from labkit.pg import instance as pg
 
     try:
         cm = pg.server()
@@ -49,7 +49,7 @@ def pg_dsn() -> Iterator[str]:
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
     """A fresh schema on the session's server for one test, dropped afterwards."""
-    from labkit import pg
+    from labkit.pg import instance as pg
 
     with pg.scratch_schema(pg_dsn, prefix="t") as name:
         yield name
@@ -58,8 +58,8 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
 @pytest.fixture
 def pg_connect(pg_dsn: str, pg_schema: str) -> Iterator[Callable[..., Any]]:
     """Open connections into the test's schema (log created); all closed after the test."""
-    from labkit import frontier as fr
-    from labkit import pg
+    from labkit.frontier import log as fr
+    from labkit.pg import instance as pg
 
     opened = []
 

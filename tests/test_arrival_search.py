@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from labkit import arrival_search
-from labkit.arrival_search import (
+from labkit.designs import arrival_search
+from labkit.designs.arrival_orders import ScheduleError, run_schedule, verify_model_against_sqlite
+from labkit.designs.arrival_orders import explore_by_replay as explore
+from labkit.designs.arrival_search import (
     LoopModel,
     explore_fast,
     explore_with_stats,
     run_model,
 )
-from labkit.arrivals import ScheduleError, run_schedule, verify_model_against_sqlite
-from labkit.arrivals import explore_by_replay as explore
-from labkit.designs import DESIGNS
+from labkit.designs.design import DESIGNS
 
 NON_DEFAULT = [
     {"copies": 1},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.arrivals import (
+from labkit.designs.arrival_orders import (
     CRASH,
     DELIVER,
     TIMEOUT,

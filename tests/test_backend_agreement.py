@@ -16,8 +16,9 @@ from backends import rows
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from labkit import db, pg
-from labkit.watermark_loop import Response, WatermarkLoop
+from labkit import db
+from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.pg import instance as pg
 
 pytestmark = pytest.mark.postgres
 

@@ -11,8 +11,8 @@ import sqlite3
 import pytest
 from backends import BACKENDS, Store, open_store
 
-from labkit import catalog
 from labkit.ballot import INFLIGHT_SQL, Ballot, Response, WatermarkLoop, WindowFullError
+from labkit.catalog import versions as catalog
 from labkit.db import connect
 
 

@@ -15,7 +15,7 @@ import pytest
 from backends import BACKENDS, in_transaction, open_store, rows
 
 from labkit.ballot import Response, ResponseError, WatermarkLoop
-from labkit.catalog import CatalogCorruptError
+from labkit.catalog.versions import CatalogCorruptError
 from labkit.db import DatabaseReplacedError, connect
 
 TABLES = ("catalog_versions", "wm_store", "wm_ballots", "wm_responses")
@@ -183,8 +183,8 @@ def test_a_decision_that_never_lands_gives_up_with_contention_error(
 ) -> None:
     """Every lost race means another loop made progress, so the retry loop is bounded: if the
     guard kept matching nothing, the caller gets a `ContentionError`, not a hang."""
-    from labkit import watermark_loop as wl
     from labkit.ballot import ContentionError
+    from labkit.catalog import loop as wl
 
     monkeypatch.setattr(wl, "MAX_ATTEMPTS", 3)
     tries = []

@@ -22,9 +22,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from labkit import catalog
 from labkit.ballot import Ballot, Response, WatermarkLoop, WindowFullError
-from labkit.catalog import CatalogReader
+from labkit.catalog import versions as catalog
+from labkit.catalog.versions import CatalogReader
 from labkit.db import connect
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.__main__ import NAMES, main
 from benchmarks.common import FIGURES, time_interleaved
-from labkit.designs import DESIGNS
+from labkit.designs.design import DESIGNS
 
 EXPECTED_ROWS = {
     # frontier: 2 smoke sizes x 2 shapes x (with, without partial index)
@@ -40,7 +40,7 @@ def _run(name: str, out: Path):
     module = importlib.import_module(f"benchmarks.{name}")
     if name == "widget_latency" and not module.available():
         pytest.skip("the widget apps are not in labkit.widgets yet")
-    from labkit.pg import PgUnavailable
+    from labkit.pg.instance import PgUnavailable
 
     try:
         return module.run(smoke=True, out=out)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import catalog
-from labkit.catalog import CatalogCorruptError, CatalogReader, RewindError
+from labkit.catalog import versions as catalog
+from labkit.catalog.versions import CatalogCorruptError, CatalogReader, RewindError
 from labkit.db import connect, immediate
 
 

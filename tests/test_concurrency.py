@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from labkit import frontier as fr
-from labkit import summarizer as sm
+from labkit.frontier import log as fr
+from labkit.frontier import summarizer as sm
 
 WORKERS = 6
 

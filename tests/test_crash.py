@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from labkit import catalog
-from labkit.catalog import CatalogReader
-from labkit.crashlab import KILLED_RETURNCODE
+from labkit.catalog import versions as catalog
+from labkit.catalog.crashlab import KILLED_RETURNCODE
+from labkit.catalog.versions import CatalogReader
 from labkit.db import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # response twice (at-least-once), and polls its own persistent reader after every round.
 WORKER = """
 import sys
-from labkit import catalog
+from labkit.catalog import versions as catalog
 from labkit.db import connect
 from labkit.ballot import Response, WatermarkLoop, WindowFullError
-from labkit.catalog import CatalogReader
-from labkit.crashlab import KILLED_RETURNCODE
+from labkit.catalog.versions import CatalogReader
+from labkit.catalog.crashlab import KILLED_RETURNCODE
 
 import os, time
 db, name, window, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

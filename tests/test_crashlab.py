@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import catalog, crash_child, crashlab
 from labkit.ballot import WatermarkLoop
-from labkit.catalog import CatalogReader, RewindError
+from labkit.catalog import crash_child, crashlab
+from labkit.catalog import versions as catalog
+from labkit.catalog.versions import CatalogReader, RewindError
 from labkit.db import connect
 
 
@@ -62,9 +63,9 @@ def test_unknown_kill_point_is_named(db: Path) -> None:
 
 @pytest.mark.parametrize("point", crashlab.POINTS)
 def test_the_child_is_a_module_that_never_commits_past_its_point(db: Path, point: str) -> None:
-    """Run `python -m labkit.crash_child` with nobody to kill it: it stops, commits nothing."""
+    """Run `python -m labkit.catalog.crash_child` with nobody to kill it: it stops, commits nothing."""
     proc = subprocess.run(
-        [sys.executable, "-m", "labkit.crash_child", str(db), point, "1", '["never"]'],
+        [sys.executable, "-m", "labkit.catalog.crash_child", str(db), point, "1", '["never"]'],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
     )
     assert proc.returncode == crash_child.NOT_KILLED, proc.stderr

@@ -121,7 +121,7 @@ OPENERS, ROUNDS = 8, 12
 
 def _open_fresh_files(directory: str, barrier: object, errors: object) -> None:
     """One of OPENERS processes: each round, open the same fresh file as all the others at once."""
-    from labkit.watermark_loop import WatermarkLoop
+    from labkit.catalog.loop import WatermarkLoop
 
     for r in range(ROUNDS):
         barrier.wait()  # type: ignore[attr-defined]

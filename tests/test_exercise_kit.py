@@ -9,8 +9,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbrun import cell_errors
 
+from labkit.docs.nbfiles import make_student_copies, studentize_source
 from labkit.exercises.kit import BLANK, Exercise, Feedback, Wrong, ____, learner_call
-from labkit.nbfiles import make_student_copies, studentize_source
 
 
 def _checker(answer: object) -> str | None:

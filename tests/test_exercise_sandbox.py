@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from labkit import exercises as exs
-from labkit import frontier as fr
 from labkit.exercises import sandbox
 from labkit.exercises.kit import Wrong
+from labkit.frontier import log as fr
 
 RIGHT = (
     "SELECT COALESCE((SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard "

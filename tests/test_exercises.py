@@ -14,12 +14,12 @@ from apply_rules import decide
 from nbrun import execute_notebook
 
 from labkit import exercises as exs
-from labkit import frontier as fr
-from labkit.arrivals import run_schedule
 from labkit.ballot import WatermarkLoop
+from labkit.designs.arrival_orders import run_schedule
+from labkit.docs.nbfiles import make_student_copies
 from labkit.exercises import ____, ex1_frontier, ex2_ballots, sandbox
 from labkit.exercises.kit import Exercise, Feedback
-from labkit.nbfiles import make_student_copies
+from labkit.frontier import log as fr
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))

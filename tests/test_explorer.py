@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labkit import explorer as ex
-from labkit import scenarios as sc
+from labkit.frontier import orders as ex
+from labkit.frontier import scenarios as sc
 
 
 def feasible(order: tuple[int, ...], priorities: list[int], workers: int) -> bool:

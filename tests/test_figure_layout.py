@@ -1,6 +1,6 @@
 """No figure is cut at its edge: every text a figure draws lies inside its canvas.
 
-Each docs figure (`labkit.figure_specs.SPECS`) and each benchmark figure (redrawn from its
+Each docs figure (`labkit.docs.figure_specs.SPECS`) and each benchmark figure (redrawn from its
 committed CSV by the benchmark's own `plot(rows)`; one without is skipped, saying so) is drawn
 on an Agg canvas; every Text artist the draw actually rendered (titles, axis labels, tick
 labels, legend texts, annotations) must have its window extent inside `fig.bbox`. Saving never uses `bbox_inches`, so text outside the
@@ -22,7 +22,7 @@ from matplotlib.text import Annotation, Text
 
 from benchmarks.__main__ import NAMES as BENCHMARKS
 from benchmarks.common import FIGURES, figure_from_csv
-from labkit.figure_specs import SPECS
+from labkit.docs.figure_specs import SPECS
 from labkit.plots.style import new_figure, workbook_style
 
 # Sub-pixel rounding of glyph extents is not a cut; half a pixel is.

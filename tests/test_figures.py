@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.figures import DEFAULT_OUT, MANIFEST, build_all, registry
+from labkit.docs.figures import DEFAULT_OUT, MANIFEST, build_all, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -70,11 +70,11 @@ def test_figure_specs_stand_below_the_build() -> None:
     import subprocess
     import sys
 
-    from labkit import figure_specs, figures
+    from labkit.docs import figure_specs, figures
 
     assert figures.FigureSpec is figure_specs.FigureSpec
-    assert figure_specs.FigureSpec.__module__ == "labkit.figure_specs"
-    probe = "import sys, labkit.figure_specs; print('labkit.figures' in sys.modules)"
+    assert figure_specs.FigureSpec.__module__ == "labkit.docs.figure_specs"
+    probe = "import sys, labkit.docs.figure_specs; print('labkit.docs.figures' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from labkit import frontier as fr
+from labkit.frontier import log as fr
 
 ODD_KEYS = ["main", "o'brien\"; DROP TABLE conversations;--", "频道-é", ""]
 

@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from labkit import catalog, pg
-from labkit import frontier_pg as fpg
-from labkit import pg_ballots as pb
-from labkit import watermark_loop as wl
-from labkit import watermark_pg as wpg
-from labkit.watermark_loop import INFLIGHT_SQL, Ballot, Response, WatermarkLoop
+from labkit.catalog import loop as wl
+from labkit.catalog import loop_pg as wpg
+from labkit.catalog import versions as catalog
+from labkit.catalog.loop import INFLIGHT_SQL, Ballot, Response, WatermarkLoop
+from labkit.frontier import log_pg as fpg
+from labkit.pg import ballots as pb
+from labkit.pg import instance as pg
 
 pytestmark = pytest.mark.postgres
 
@@ -217,7 +218,7 @@ def foreign_keys(conn) -> list[str]:
 def test_a_store_made_by_earlier_code_has_one_base_key_after_opening(connect, old: str) -> None:
     """Opened again, a store with no key gets one; one with an unnamed key keeps it alone. Either
     way a commit tried before reading after the head went back is decided stale, as on SQLite."""
-    from labkit import catalog_pg
+    from labkit.catalog import versions_pg as catalog_pg
 
     conn = connect(autocommit=True)
     commit_one(WatermarkLoop(conn), "v1")
@@ -234,7 +235,7 @@ def test_a_store_made_by_earlier_code_has_one_base_key_after_opening(connect, ol
 
 
 def test_an_old_store_with_a_broken_log_is_named_corrupt_not_a_key_error(connect) -> None:
-    from labkit import catalog_pg
+    from labkit.catalog import versions_pg as catalog_pg
 
     conn = connect(autocommit=True)
     loop = WatermarkLoop(conn)
@@ -250,7 +251,7 @@ def test_opening_an_existing_store_locks_none_of_its_tables(connect) -> None:
     """Opening ran CREATE INDEX IF NOT EXISTS, which locks the table even when the index is
     there, in an order a running loop's prepared statements could deadlock against. Now an
     existing store gets no DDL: nothing stronger than a row-exclusive lock is taken."""
-    from labkit import catalog_pg
+    from labkit.catalog import versions_pg as catalog_pg
 
     conn, watch = connect(), connect(autocommit=True)
     WatermarkLoop(conn)

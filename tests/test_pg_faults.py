@@ -16,10 +16,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from labkit import commit_order as co
-from labkit import frontier as fr
-from labkit import frontier_pg as fpg
-from labkit import pg
+from labkit.frontier import log as fr
+from labkit.frontier import log_pg as fpg
+from labkit.pg import commit_order as co
+from labkit.pg import instance as pg
 
 pytestmark = pytest.mark.postgres
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from labkit import frontier as fr
-from labkit import frontier_pg as fpg
+from labkit.frontier import log as fr
+from labkit.frontier import log_pg as fpg
 
 pytestmark = pytest.mark.postgres
 

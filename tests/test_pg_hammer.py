@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from labkit import catalog, pg
-from labkit.watermark_loop import Response, ResponseError, WatermarkLoop, WindowFullError
+from labkit.catalog import versions as catalog
+from labkit.catalog.loop import Response, ResponseError, WatermarkLoop, WindowFullError
+from labkit.pg import instance as pg
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

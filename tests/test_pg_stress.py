@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from labkit import commit_order as co
-from labkit import pg_stress as ps
+from labkit.pg import commit_order as co
+from labkit.pg import stress as ps
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.postgres
 
 
 def test_buttons_reproduce_the_late_commit(pg_dsn: str) -> None:
-    from labkit.commit_order import LATE_COMMIT
+    from labkit.pg.commit_order import LATE_COMMIT
     from labkit.widgets.part3_postgres import CommitOrderApp
 
     app = CommitOrderApp(pg_dsn)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from labkit.ballot import Response
-from labkit.designs import DESIGNS, Request, check_design, make_design
-from labkit.planner import PlannerConfig
-from labkit.planner_model import HeadReader, respond
+from labkit.designs.design import DESIGNS, Request, check_design, make_design
+from labkit.designs.planner import HeadReader, respond
+from labkit.designs.simulator import PlannerConfig
 
 
 def test_respond_builds_the_body_from_the_base_and_falls_back_to_the_request_id() -> None:

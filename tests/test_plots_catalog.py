@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from labkit.arrivals import run_schedule
-from labkit.designs import DESIGNS, DISPLAY_NAMES
-from labkit.planner import simulate
+from labkit.designs.arrival_orders import run_schedule
+from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.simulator import simulate
 from labkit.plots.part2_catalog import (
     FourDesignsCanvas,
     arrival_lanes_figure,
@@ -141,13 +141,13 @@ def test_blitted_png_matches_a_full_draw(traces) -> None:
 
 # --- bug 2 made visible, and the workbench picture ----------------------------------------
 
-from labkit.figure_specs import BUG2_FAULTS, BUG2_SEED  # noqa: E402
+from labkit.designs.schedule_builder import ScheduleBuilder  # noqa: E402
+from labkit.docs.figure_specs import BUG2_FAULTS, BUG2_SEED  # noqa: E402
 from labkit.plots.part2_catalog import (  # noqa: E402
     WorkbenchCanvas,
     rewind_panels_figure,
     workbench_figure,
 )
-from labkit.schedule_builder import ScheduleBuilder  # noqa: E402
 
 
 def _share_below_previous_head(line) -> float:

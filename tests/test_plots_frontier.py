@@ -7,12 +7,18 @@ import math
 import pytest
 from matplotlib.figure import Figure
 
-from labkit import explorer, triggers
-from labkit import summarizer as sm
-from labkit.frontier import POLICIES
+from labkit.frontier import orders as explorer
+from labkit.frontier import summarizer as sm
+from labkit.frontier import triggers
+from labkit.frontier.log import POLICIES
+from labkit.frontier.scenarios import (
+    load_scenario,
+    replay_scenario,
+    run_scenario,
+    scenario_from_order,
+)
 from labkit.plots import part1_frontier as pf
 from labkit.plots.style import image_bundle, label_share_bars, new_figure, png_bytes
-from labkit.scenarios import load_scenario, replay_scenario, run_scenario, scenario_from_order
 
 
 def _check_figure(fig: Figure) -> None:

@@ -32,7 +32,7 @@ POSIX_ATTRIBUTES = {
 POSIX_PATHS = ("/tmp", "/usr/", "/dev/", "/var/", "/proc/", "/etc/")
 # Known gaps, each with its reason and said in the README's Platforms section: (file, what).
 KNOWN_GAPS = {
-    ("labkit/pg_stress.py", "get_context('fork')"): (
+    ("labkit/pg/stress.py", "get_context('fork')"): (
         "part three's stress run forks its writers: under spawn they start about a second apart"
         " and the late commits it exists to show no longer overlap (needs a start barrier)"
     ),
@@ -167,7 +167,7 @@ def test_the_stress_run_says_why_it_cannot_run_without_fork(monkeypatch) -> None
 
     import pytest
 
-    from labkit import pg_stress
+    from labkit.pg import stress as pg_stress
 
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert not pg_stress.can_run()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import scenarios as sc
+from labkit.frontier import scenarios as sc
 
 EDGE_CASES = {
     "seed",

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from labkit.ballot import simulate
 from labkit.db import connect
-from labkit.planner import COLUMNS, FAULTS, RunSummary, run, summarize_run
+from labkit.designs.simulator import COLUMNS, FAULTS, RunSummary, run, summarize_run
 
 SAFE = ("ballot", "fenced")
 UNSAFE = ("callback", "lww")
@@ -123,7 +123,7 @@ def test_bad_arguments_are_named() -> None:
 
 
 def test_summary_table_splits_rejects_by_reason() -> None:
-    from labkit.planner import summary_table
+    from labkit.designs.simulator import summary_table
 
     traces = {d: simulate(d, ["stale_body"], seed=2) for d in ("callback", "ballot")}
     table = summary_table({d: summarize_run(t) for d, t in traces.items()}).set_index("design")
@@ -140,7 +140,7 @@ def test_crash_restarts_from_the_sqlite_file(design: str, tmp_path) -> None:
     assert summarize_run(on_file).crashes == 1
     cols = ["t", "event", "ballot_id", "committed", "reason", "head_version"]
     assert on_file[cols].equals(in_memory[cols])
-    from labkit import catalog
+    from labkit.catalog import versions as catalog
 
     assert catalog.verify(connect(tmp_path / "store.db")) == 20  # the log is on disk
     with pytest.raises(ValueError, match="new file"):
@@ -291,7 +291,7 @@ def test_an_overwrite_takes_back_the_version_it_wrote_over() -> None:
 
 
 def test_summary_table_has_the_new_columns_rounded_and_names_each_design() -> None:
-    from labkit.planner import summary_table
+    from labkit.designs.simulator import summary_table
 
     runs = {d: summarize_run(simulate(d, FAULTS, seed=0)) for d in ("callback", "fenced")}
     table = summary_table(runs).set_index("design")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import storeview
 from labkit.ballot import Response, WatermarkLoop
+from labkit.catalog import storeview
 from labkit.db import connect
 
 

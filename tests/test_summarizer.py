@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
 
-from labkit import frontier as fr
-from labkit import summarizer as sm
+from labkit.frontier import log as fr
+from labkit.frontier import summarizer as sm
 
 SHARDS = ["main", "o'brien\"; DROP", "频道-é"]
 

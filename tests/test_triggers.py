@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from labkit import frontier as fr
-from labkit import triggers
+from labkit.frontier import log as fr
+from labkit.frontier import triggers
 
 
 def blocked_log() -> sqlite3.Connection:

@@ -9,7 +9,7 @@ import itertools
 import pytest
 from backends import BACKENDS, Store, open_store, rows
 
-from labkit.watermark_loop import Response, ResponseError, WatermarkLoop
+from labkit.catalog.loop import Response, ResponseError, WatermarkLoop
 
 
 @pytest.fixture(params=BACKENDS)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _WINDOWS_ROOT = {"SYSTEMROOT": os.environ["SYSTEMROOT"]} if "SYSTEMROOT" in os.environ else {}
 OFFLINE = ("No matching distribution", "Could not find a version", "NewConnectionError")
 PROBE = """
-import labkit, labkit.scenarios as sc
+import labkit, labkit.frontier.scenarios as sc
 print(labkit.__file__)
 print(sc.DATA_DIR)
 print(sorted(p.stem for p in sc.list_scenarios()))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.arrivals import DELIVER
-from labkit.designs import DESIGNS
-from labkit.planner import FAULTS, summarize_run
+from labkit.designs.arrival_orders import DELIVER
+from labkit.designs.design import DESIGNS
+from labkit.designs.simulator import FAULTS, summarize_run
 from labkit.widgets.part2_catalog import FAULT_PRESETS, FourDesignsApp, InvertedArrivalStepper
 
 
@@ -109,7 +109,7 @@ def test_stepper_walks_the_inverted_arrival() -> None:
 
 # --- the arrival-order workbench (ScheduleBuilder + ArrivalWorkbench) ----------------------
 
-from labkit.schedule_builder import (  # noqa: E402 (grouped with the tests that use them)
+from labkit.designs.schedule_builder import (  # noqa: E402 (grouped with the tests that use them)
     PRESETS,
     ScheduleBuilder,
     StepError,

@@ -1,5 +1,5 @@
 """The part-one widget apps, driven without a browser by setting control values, and the typed
-delivery orders (`labkit.scenarios.parse_delivery_order`) the timeline app plays."""
+delivery orders (`labkit.frontier.scenarios.parse_delivery_order`) the timeline app plays."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from labkit import scenarios as sc
+from labkit.frontier import scenarios as sc
 from labkit.widgets import part1_frontier as wf
 
 SEED_PRIORITIES = [5, 5, 1, 5, 5, 5]

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import labkit.exercises.sandbox as sandbox
-from labkit import frontier as fr
+import labkit.frontier.log as fr
 from labkit.exercises.kit import Exercise, Wrong, listing
-from labkit.explorer import model_run
-from labkit.scenarios import run_scenario, scenario_from_dict, scenario_from_order
+from labkit.frontier.orders import model_run
+from labkit.frontier.scenarios import run_scenario, scenario_from_dict, scenario_from_order
 
 
 def _ids(answer: Any, what: str) -> set[int]:

@@ -1,7 +1,7 @@
 """Part two's exercises, ballots and the catalog watermark: predict `WatermarkLoop`'s verdicts
 and fix a broken commit rule (after notebook 04), fool last-write-wins under skewed host clocks
 and answer Article 2's closing question with other numbers (05), and predict what survives a
-restart (06). Every check drives the real `WatermarkLoop` and `labkit.arrivals`.
+restart (06). Every check drives the real `WatermarkLoop` and `labkit.designs.arrival_orders`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.arrivals import DELIVER, ScheduleError, ScheduleResult, run_schedule
+from labkit.catalog.loop import REASONS, Response, WatermarkLoop
 from labkit.db import connect
+from labkit.designs.arrival_orders import DELIVER, ScheduleError, ScheduleResult, run_schedule
 from labkit.exercises.kit import Exercise, Wrong, learner_call, listing
-from labkit.watermark_loop import REASONS, Response, WatermarkLoop
 
 COMMIT = "commit"
 

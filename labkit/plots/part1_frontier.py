@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from labkit.frontier import POLICIES, STATUSES
+from labkit.frontier.log import POLICIES, STATUSES
+from labkit.frontier.summarizer import Summary
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
@@ -25,7 +26,6 @@ from labkit.plots.style import (
     single_axes,
     styled,
 )
-from labkit.summarizer import Summary
 
 POLICY_LABELS = {"max": "MAX(delivered) watermark", "frontier": "gap-free frontier"}
 POLICY_SHORT = {"max": "MAX(delivered)", "frontier": "frontier"}

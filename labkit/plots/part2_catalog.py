@@ -23,8 +23,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from labkit.arrivals import CRASH, DELIVER, TIMEOUT, ScheduleResult
-from labkit.designs import DESIGNS, DISPLAY_NAMES
+from labkit.designs.arrival_orders import CRASH, DELIVER, TIMEOUT, ScheduleResult
+from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
@@ -35,9 +36,8 @@ from labkit.plots.style import (
     styled,
     workbook_style,
 )
-from labkit.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
 
-# Legend labels; `DISPLAY_NAMES` (labkit.designs) are the short names panel titles use.
+# Legend labels; `DISPLAY_NAMES` (labkit.designs.design) are the short names panel titles use.
 DESIGN_LABELS = {
     "callback": "write in callback",
     "lww": "last-write-wins (updated_at)",

@@ -1,7 +1,7 @@
 """Figures of part three: the commit-order timeline, the fixes compared, and ballots across
 machines (the head over time per worker).
 
-Each takes what `labkit.commit_order`, `labkit.pg_stress` or `labkit.pg_ballots` returned and
+Each takes what `labkit.pg.commit_order`, `labkit.pg.stress` or `labkit.pg.ballots` returned and
 draws it; nothing here talks to a server.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from labkit.commit_order import RULES, LabState
-from labkit.pg_ballots import BallotRun
-from labkit.pg_stress import StressResult
+from labkit.pg.ballots import BallotRun
+from labkit.pg.commit_order import RULES, LabState
+from labkit.pg.stress import StressResult
 from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
 RULE_STYLE = {

@@ -1,7 +1,7 @@
 """Widget apps for part one: the priority/delivery-order timeline and the predict-then-reveal
 puzzle (notebook 01), and the edge-case browser (notebook 02).
 
-Each control change runs the scenario through `labkit.scenarios` on a fresh SQLite log,
+Each control change runs the scenario through `labkit.frontier.scenarios` on a fresh SQLite log,
 redraws with `labkit.plots.part1_frontier` and shows the PNG in an Output widget. Bad input goes
 to a message line, never a traceback. Controls that do nothing in the current mode are disabled,
 with the reason beside them.
@@ -19,9 +19,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from labkit import scenarios as sc
-from labkit import summarizer as sm
-from labkit.frontier import POLICIES
+import labkit.frontier.scenarios as sc
+import labkit.frontier.summarizer as sm
+from labkit.frontier.log import POLICIES
 from labkit.plots.part1_frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output

@@ -1,7 +1,7 @@
 """Widget apps for part two: the five designs on one fault trace (notebook 05), the
 inverted arrival step by step, and the arrival-order workbench (notebooks 04 and 05).
 
-Each control change runs `labkit.planner.run` for every design (memoised per design and
+Each control change runs `labkit.designs.simulator.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
 axes and ticks are rendered once per frame and only traces and titles are redrawn.
@@ -19,17 +19,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from labkit.arrivals import ScheduleResult, StepOutcome, explore, run_schedule
-from labkit.designs import DESIGNS, DISPLAY_NAMES
-from labkit.planner import FAULTS, RunSummary, SimulationRun, run, summary_table
-from labkit.plots.part2_catalog import (
-    DESIGN_LABELS,
-    FourDesignsCanvas,
-    WorkbenchCanvas,
-    arrival_lanes_figure,
-)
-from labkit.plots.style import png_bytes
-from labkit.schedule_builder import (
+from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
+from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.schedule_builder import (
     EXPLORE_N,
     PRESETS,
     Availability,
@@ -37,6 +29,14 @@ from labkit.schedule_builder import (
     StepError,
     shortest_break,
 )
+from labkit.designs.simulator import FAULTS, RunSummary, SimulationRun, run, summary_table
+from labkit.plots.part2_catalog import (
+    DESIGN_LABELS,
+    FourDesignsCanvas,
+    WorkbenchCanvas,
+    arrival_lanes_figure,
+)
+from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
@@ -306,7 +306,7 @@ class ArrivalWorkbench(BatchedApp):
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
     its button; `last_png` is the picture shown and `timings` each update's duration. Every
-    design in `labkit.designs.DESIGNS` (read when the app is built) runs the same schedule.
+    design in `labkit.designs.design.DESIGNS` (read when the app is built) runs the same schedule.
     """
 
     ACTIONS = ("deliver", "dup", "stale", "give_up")
@@ -465,7 +465,7 @@ class ArrivalWorkbench(BatchedApp):
         self._edited()
         self.message.value = (
             f"Shortest schedule that breaks <b>{html.escape(design)}</b> "
-            f"({len(found)} steps, found by <code>labkit.arrivals.explore</code>): "
+            f"({len(found)} steps, found by <code>labkit.designs.arrival_orders.explore</code>): "
             f"<code>{html.escape('; '.join(found))}</code>")
 
     # --- the update --------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Widget app for notebook 07: step two real writer connections and a summarizer by hand.
 
-Each button runs one step of `labkit.commit_order.CommitOrderLab` on the server, then redraws
+Each button runs one step of `labkit.pg.commit_order.CommitOrderLab` on the server, then redraws
 the timeline with `labkit.plots.part3_postgres`. A step the lab refuses goes to the message
 line, never a traceback.
 """
@@ -11,7 +11,7 @@ import html
 
 import ipywidgets as widgets
 
-from labkit.commit_order import RULES, WRITERS, CommitOrderLab
+from labkit.pg.commit_order import RULES, WRITERS, CommitOrderLab
 from labkit.plots.part3_postgres import commit_order_timeline_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, classed, png_output

@@ -1,6 +1,6 @@
 """The ballot store on PostgreSQL: schema, statements, and how a write that lost a race is told.
 
-`labkit.watermark_loop.WatermarkLoop` dispatches here when it is handed a psycopg connection;
+`labkit.catalog.loop.WatermarkLoop` dispatches here when it is handed a psycopg connection;
 its rule is written once and runs these statements (same names as its SQLite ones). What
 PostgreSQL adds is concurrency: many processes, each with its own connection, share one store.
 No lock is held across a decision. The loop reads in one statement, decides in Python, then
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog_pg import reading
+from labkit.catalog.versions_pg import reading
 
 __all__ = [
     "reading",
@@ -85,7 +85,7 @@ INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
-# The same steps as `labkit.watermark_loop`'s constants of the same names. Each read is one
+# The same steps as `labkit.catalog.loop`'s constants of the same names. Each read is one
 # statement, so one snapshot: the head, the ballots and the next id it returns belong together.
 RESERVE_READ_SQL = (
     "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"

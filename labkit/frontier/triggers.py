@@ -3,7 +3,7 @@ measurements behind the trigger figures (per-shard count vs global poll, one tic
 the busy loop, query plans, and the pages each index occupies).
 
 A trigger answers a shard worker's "is there work that can advance my checkpoint?". The queries
-read the log of `labkit.frontier`; the worker writes summaries through `labkit.summarizer`
+read the log of `labkit.frontier.log`; the worker writes summaries through `labkit.frontier.summarizer`
 (neither imports this module). The plots in `labkit.plots.part1_frontier` only draw what the
 measurements here return.
 """
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from labkit import frontier as fr
-from labkit import summarizer as sm
+import labkit.frontier.log as fr
+import labkit.frontier.summarizer as sm
 
 # --- the trigger queries ---------------------------------------------------------------------
 

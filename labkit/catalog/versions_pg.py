@@ -1,6 +1,6 @@
 """The catalog log on PostgreSQL: its schema and the statements whose SQL differs from SQLite's.
 
-`labkit.catalog` dispatches here when it is handed a psycopg connection. The log is the same:
+`labkit.catalog.versions` dispatches here when it is handed a psycopg connection. The log is the same:
 versions 0, 1, 2, ... with a primary key on the version, a CHECK that each base is its
 predecessor and a foreign key that the predecessor exists, so two writers can never both store
 a version and no version can sit above a missing one, whatever the code above does.
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS catalog_reader_state (
 """
 # CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may try
 # to create the type); a transaction-level advisory lock keyed on the schema serialises them.
-SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog:' || current_schema()))"
+SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog.versions:' || current_schema()))"
 # A store made before the base's foreign key existed gets it when it is next opened. Any
 # foreign key on the log counts (an earlier version of this module left it unnamed).
 BASE_KEY = "catalog_versions_base_exists"

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from labkit.figure_specs import SPECS, FigureSpec
+from labkit.docs.figure_specs import SPECS, FigureSpec
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "figures"
 MANIFEST = "MANIFEST.json"

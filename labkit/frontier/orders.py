@@ -1,6 +1,6 @@
 """Exhaustive check of every delivery order for small n, on a fast pure-Python model.
 
-The model applies the same rules as `labkit.frontier` + `labkit.summarizer` to one shard with
+The model applies the same rules as `labkit.frontier.log` + `labkit.frontier.summarizer` to one shard with
 ids 1..n, summarizing under both policies after every finished row. `verify_against_sqlite`
 runs every order for small n through the real SQLite code and compares (a test does it for
 n <= 5, and a Hypothesis test samples up to n = 8). Orders are walked as a prefix tree so shared
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from labkit.frontier import POLICIES
-from labkit.scenarios import run_scenario, scenario_from_order
+from labkit.frontier.log import POLICIES
+from labkit.frontier.scenarios import run_scenario, scenario_from_order
 
 MAX_N = 8
 SQLITE_MAX_N = 6  # n = 6 is 720 SQLite runs, a few seconds; the exhaustive test stops at 5

@@ -24,8 +24,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from labkit import catalog, pg
-from labkit.watermark_loop import Response, WatermarkLoop
+import labkit.catalog.versions as catalog
+import labkit.pg.instance as pg
+from labkit.catalog.loop import Response, WatermarkLoop
 
 # Commits need not wait for the disk in these experiments: what is visible when, the subject
 # here, does not change, and an fsync per commit would measure the disk.

@@ -4,7 +4,7 @@ Version 0 is the genesis record. The head (largest version) *is* the committed w
 there is no second counter that could drift from it. `CatalogReader` is the independent
 reader that remembers the last head it saw and refuses to accept a head that fell.
 Every function also takes a psycopg connection: the PostgreSQL statements live in
-`labkit.catalog_pg` (imported on first use, so SQLite-only work never loads psycopg).
+`labkit.catalog.versions_pg` (imported on first use, so SQLite-only work never loads psycopg).
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def json_hash(text: str) -> str:
 
 
 def _pg(conn: object):
-    """`labkit.catalog_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
+    """`labkit.catalog.versions_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
     if isinstance(conn, sqlite3.Connection):
         return None
-    from labkit import catalog_pg
+    import labkit.catalog.versions_pg as catalog_pg
 
     return catalog_pg
 

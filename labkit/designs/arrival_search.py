@@ -1,6 +1,6 @@
 """Every arrival order of a small run, searched on an in-memory model of the five designs.
 
-`labkit.arrivals.explore` replays each schedule prefix on SQLite from scratch. Here each
+`labkit.designs.arrival_orders.explore` replays each schedule prefix on SQLite from scratch. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
 step by step against the real designs on SQLite by `check_model` (called as `arrivals.verify_model_against_sqlite`). `explore_fast`
 walks the same schedules depth first and memoises, per state, how many schedules lie below it,
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.designs import CAS_CONFLICT, DESIGNS
-from labkit.schedules import Exploration, ScheduleError, parse_step
+from labkit.designs.design import CAS_CONFLICT, DESIGNS
+from labkit.designs.schedules import Exploration, ScheduleError, parse_step
 
 _NEG_INF = float("-inf")
 
@@ -76,7 +76,7 @@ class ModelRun:
 
 
 class LoopModel:
-    """One design's loop behaviour on schedule steps, as `labkit.designs` + `run_schedule` do.
+    """One design's loop behaviour on schedule steps, as `labkit.designs.design` + `run_schedule` do.
 
     Sequential designs (`callback`, `lww`, `cas`) write `base + 1` on every response they
     accept (`cas`: only if the head still equals the body's base) and send the next request

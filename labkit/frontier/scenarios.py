@@ -29,15 +29,15 @@ from typing import Any
 
 import pandas as pd
 
-from labkit import frontier as fr
-from labkit import summarizer as sm
+import labkit.frontier.log as fr
+import labkit.frontier.summarizer as sm
 
 
 def _data_dir() -> Path:
     """The bundled scenarios: the package's `scenario_files` (a real folder in an installed
     wheel, a symlink to `data/scenarios` in a checkout), else the checkout's `data/scenarios`
     (for a checkout made without symlinks)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # labkit/
     packaged = here / "scenario_files"
     return packaged.resolve() if packaged.is_dir() else here.parent / "data" / "scenarios"
 

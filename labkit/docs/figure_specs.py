@@ -9,7 +9,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from labkit.designs import DESIGNS
+from labkit.designs.design import DESIGNS
 
 SEED = 7
 INVERTED_STEPS = ("timeout", "deliver 2", "deliver 3", "deliver 1")
@@ -30,7 +30,7 @@ class FigureSpec:
 
 
 def _timeline() -> tuple[Figure, Any]:
-    from labkit import scenarios as sc
+    import labkit.frontier.scenarios as sc
     from labkit.plots.part1_frontier import timeline_figure
 
     timeline = sc.run_scenario(sc.load_scenario("seed"))
@@ -39,9 +39,9 @@ def _timeline() -> tuple[Figure, Any]:
 
 
 def _checkpoints() -> tuple[Figure, Any]:
-    from labkit import frontier as fr
-    from labkit import scenarios as sc
-    from labkit import summarizer as sm
+    import labkit.frontier.log as fr
+    import labkit.frontier.scenarios as sc
+    import labkit.frontier.summarizer as sm
     from labkit.plots.part1_frontier import checkpoint_ranges_figure
 
     conn = sc.replay_scenario(sc.load_scenario("seed"))
@@ -55,7 +55,7 @@ def _checkpoints() -> tuple[Figure, Any]:
 
 
 def _orphan_rates() -> tuple[Figure, Any]:
-    from labkit import explorer
+    import labkit.frontier.orders as explorer
     from labkit.plots.part1_frontier import orphan_rates_figure
 
     rates = explorer.orphan_rates(range(3, 9))
@@ -63,7 +63,7 @@ def _orphan_rates() -> tuple[Figure, Any]:
 
 
 def _trigger_work() -> tuple[Figure, Any]:
-    from labkit import triggers
+    import labkit.frontier.triggers as triggers
     from labkit.plots.part1_frontier import trigger_cost_figure
 
     cost = triggers.trigger_cost(measure="vm_steps")
@@ -71,7 +71,7 @@ def _trigger_work() -> tuple[Figure, Any]:
 
 
 def _busy_loop() -> tuple[Figure, Any]:
-    from labkit import triggers
+    import labkit.frontier.triggers as triggers
     from labkit.plots.part1_frontier import busy_loop_figure
 
     trace = triggers.busy_loop_trace()
@@ -79,7 +79,7 @@ def _busy_loop() -> tuple[Figure, Any]:
 
 
 def _simulate_all(faults: tuple[str, ...], designs: tuple[str, ...] = DESIGNS) -> dict[str, Any]:
-    from labkit.planner import simulate
+    from labkit.designs.simulator import simulate
 
     return {d: simulate(d, faults, seed=SEED) for d in designs}
 
@@ -90,7 +90,7 @@ def _traces_data(traces: dict[str, Any]) -> dict[str, Any]:
 
 
 def _inverted_trace() -> tuple[Figure, Any]:
-    from labkit.planner import simulate
+    from labkit.designs.simulator import simulate
     from labkit.plots.part2_catalog import rewind_panels_figure
 
     traces = {d: simulate(d, BUG2_FAULTS, seed=BUG2_SEED) for d in ("callback", "ballot")}
@@ -106,7 +106,7 @@ def _four_designs() -> tuple[Figure, Any]:
 
 
 def _arrival_lanes() -> tuple[Figure, Any]:
-    from labkit.arrivals import run_schedule
+    from labkit.designs.arrival_orders import run_schedule
     from labkit.plots.part2_catalog import arrival_lanes_figure
 
     results = [run_schedule(d, INVERTED_STEPS) for d in DESIGNS]
@@ -115,7 +115,7 @@ def _arrival_lanes() -> tuple[Figure, Any]:
 
 
 def _arrival_explorer() -> tuple[Figure, Any]:
-    from labkit.arrivals import explore_all
+    from labkit.designs.arrival_orders import explore_all
     from labkit.plots.part2_catalog import explorer_figure
 
     table = explore_all(3)
@@ -123,7 +123,7 @@ def _arrival_explorer() -> tuple[Figure, Any]:
 
 
 def _restarts() -> tuple[Figure, Any]:
-    from labkit.planner import simulate
+    from labkit.designs.simulator import simulate
     from labkit.plots.part2_catalog import restarts_figure
 
     faults = ("crash", "inverted", "retry_after_commit")
@@ -131,7 +131,7 @@ def _restarts() -> tuple[Figure, Any]:
     return restarts_figure(traces), _traces_data(traces)
 
 
-# Part three runs on a real server (`labkit.pg.shared_server()`: LABKIT_PG_DSN or the
+# Part three runs on a real server (`labkit.pg.instance.shared_server()`: LABKIT_PG_DSN or the
 # pip-installed one). Its figures come from fixed scripted interleavings counted in steps, so
 # ids, coverage and orphans are the same on every run; no timing is drawn.
 FIX_SCRIPTS = 4
@@ -141,8 +141,8 @@ FIX_SCRIPT_STEPS = 40
 def _commit_order_timeline() -> tuple[Figure, Any]:
     from dataclasses import asdict
 
-    from labkit import commit_order as co
-    from labkit.pg import shared_server
+    import labkit.pg.commit_order as co
+    from labkit.pg.instance import shared_server
     from labkit.plots.part3_postgres import commit_order_timeline_figure
 
     with co.CommitOrderLab(shared_server().dsn) as lab:
@@ -153,8 +153,8 @@ def _commit_order_timeline() -> tuple[Figure, Any]:
 def _fixes_compared() -> tuple[Figure, Any]:
     from dataclasses import asdict
 
-    from labkit import commit_order as co
-    from labkit.pg import shared_server
+    import labkit.pg.commit_order as co
+    from labkit.pg.instance import shared_server
     from labkit.plots.part3_postgres import fixes_figure
 
     scripts = [co.random_script(FIX_SCRIPT_STEPS, seed) for seed in range(FIX_SCRIPTS)]

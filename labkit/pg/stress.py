@@ -18,9 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from labkit import frontier as fr
-from labkit import frontier_pg as fpg
-from labkit import pg
+import labkit.frontier.log as fr
+import labkit.frontier.log_pg as fpg
+import labkit.pg.instance as pg
 
 RULES = ("id_order", "lock", "fence")
 SHARD = "main"

@@ -1,4 +1,4 @@
-"""Real crashes for notebook 06: a child process (`labkit.crash_child`) runs one step of a
+"""Real crashes for notebook 06: a child process (`labkit.catalog.crash_child`) runs one step of a
 `WatermarkLoop` on a SQLite file and is killed at a named point, so the parent can restart from
 what is on disk.
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.crash_child import POINTS
+from labkit.catalog.crash_child import POINTS
+from labkit.catalog.loop import Ballot, Response
 from labkit.db import connect
-from labkit.watermark_loop import Ballot, Response
 
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 # What `Popen.kill()` leaves as the exit code: minus the signal number (SIGKILL is 9) where the
@@ -67,7 +67,7 @@ def kill_loop(
         raise ValueError(f"unknown kill point {point!r}; expected one of {', '.join(POINTS)}")
     pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
-    args = [sys.executable, "-m", "labkit.crash_child", str(db), point, str(window),
+    args = [sys.executable, "-m", "labkit.catalog.crash_child", str(db), point, str(window),
             json.dumps(list(tools))]
     ballot, reached = None, False
     with subprocess.Popen(

@@ -100,13 +100,13 @@ class TerminalStateError(TransitionError):
 
 
 def _pg(conn: object):
-    """`labkit.frontier_pg` when `conn` is not a sqlite3 connection (psycopg), else None.
+    """`labkit.frontier.log_pg` when `conn` is not a sqlite3 connection (psycopg), else None.
 
     Imported on first use, so SQLite-only work never loads psycopg.
     """
     if isinstance(conn, sqlite3.Connection):
         return None
-    from labkit import frontier_pg
+    import labkit.frontier.log_pg as frontier_pg
 
     return frontier_pg
 
@@ -266,7 +266,7 @@ def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base
     two index seeks, no scan, in one statement (`FRONTIER_LOOKUP_SQL` = `FRONTIER_SQL` then
     `FALLBACK_SQL`).
     On PostgreSQL it is also commit-order safe: it never passes an id that a transaction still
-    in progress may yet commit (`labkit.frontier_pg.delivered_frontier`).
+    in progress may yet commit (`labkit.frontier.log_pg.delivered_frontier`).
     """
     if (pg := _pg(conn)) is not None:
         return pg.delivered_frontier(conn, channel_key, coverage_base)

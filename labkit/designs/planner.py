@@ -1,6 +1,6 @@
 """The planner and the reader both simulator drivers share.
 
-`labkit.planner` (seeded, clocked) and `labkit.arrivals` (hand-written schedules) build a
+`labkit.designs.simulator` (seeded, clocked) and `labkit.designs.arrival_orders` (hand-written schedules) build a
 planner's response the same way (`respond`) and watch the catalog through the same
 independent reader (`HeadReader`), so a rewind means the same thing in both.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.designs import Design, Request
-from labkit.watermark_loop import Response
+from labkit.catalog.loop import Response
+from labkit.designs.design import Design, Request
 
 
 def respond(

@@ -10,7 +10,7 @@
    response is written as `base + 1` only if the head still equals the base it was computed
    from, else it is rejected as `cas_conflict`.
 
-The drivers (`labkit.planner`, `labkit.arrivals`) own time and delivery order; a design only
+The drivers (`labkit.designs.simulator`, `labkit.designs.arrival_orders`) own time and delivery order; a design only
 says which requests to send and what a delivery does to the catalog.
 """
 
@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from labkit import catalog, db
-from labkit.watermark_loop import Response, WatermarkLoop
+import labkit.catalog.versions as catalog
+from labkit import db
+from labkit.catalog.loop import Response, WatermarkLoop
 
 DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced", "cas")
 # What a reader sees for each key (the keys stay stable for code; these are the names).

@@ -1,6 +1,6 @@
 """The message log on PostgreSQL: schema, SQL and the commit-order-safe frontier.
 
-`labkit.frontier` dispatches here when it is handed a psycopg connection; the SQLite code never
+`labkit.frontier.log` dispatches here when it is handed a psycopg connection; the SQLite code never
 comes here. Two things differ from SQLite, where one writer at a time hides them:
 
 * An id is taken from a sequence when a row is inserted, but the row becomes visible when its

@@ -1,6 +1,6 @@
-"""The child process `labkit.crashlab.kill_loop` starts and kills: one step of a loop on a file.
+"""The child process `labkit.catalog.crashlab.kill_loop` starts and kills: one step of a loop on a file.
 
-Run as ``python -m labkit.crash_child DB POINT WINDOW TOOLS_JSON``. It prints the ballot it
+Run as ``python -m labkit.catalog.crash_child DB POINT WINDOW TOOLS_JSON``. It prints the ballot it
 reserved (a JSON list), then ``at POINT`` once it reaches the kill point, and waits there for
 the parent to kill it. Kill points: ``after_reserve`` (the ballot is durable, the planner
 call is "in flight") and ``mid_commit`` (inside `apply`'s transaction, after the catalog row
@@ -15,8 +15,8 @@ import json
 import os
 import sys
 
+from labkit.catalog.loop import Response, WatermarkLoop
 from labkit.db import connect
-from labkit.watermark_loop import Response, WatermarkLoop
 
 POINTS = ("after_reserve", "mid_commit")
 NOT_KILLED = 3
@@ -48,7 +48,7 @@ def run(db: str, point: str, window: int, tools: list[object]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m labkit.crash_child")
+    parser = argparse.ArgumentParser(prog="python -m labkit.catalog.crash_child")
     parser.add_argument("db")
     parser.add_argument("point", choices=POINTS)
     parser.add_argument("window", type=int)

@@ -15,9 +15,9 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from labkit import frontier as fr
-from labkit import frontier_pg as fpg
-from labkit import pg
+import labkit.frontier.log as fr
+import labkit.frontier.log_pg as fpg
+import labkit.pg.instance as pg
 
 WRITERS = ("A", "B")
 ACTIONS = ("insert", "commit", "deliver", "summarize")

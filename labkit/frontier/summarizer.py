@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from labkit.db import atomic
-from labkit.frontier import POLICIES, delivered_frontier, max_delivered_watermark
+from labkit.frontier.log import POLICIES, delivered_frontier, max_delivered_watermark
 
 
 @dataclass(frozen=True)

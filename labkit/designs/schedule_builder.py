@@ -1,9 +1,9 @@
 """A schedule composed one step at a time, played on every design side by side.
 
 `ScheduleBuilder` is the model behind the arrival-order workbench (notebooks 04 and 05): the
-reader adds steps of the `labkit.schedules` grammar (or types a whole schedule), undoes them
-or starts from a preset, and every design in `labkit.designs.DESIGNS` plays the same steps
-through `labkit.arrivals`' runner. Designs send their own requests (at the start, after a
+reader adds steps of the `labkit.designs.schedules` grammar (or types a whole schedule), undoes them
+or starts from a preset, and every design in `labkit.designs.design.DESIGNS` plays the same steps
+through `labkit.designs.arrival_orders`' runner. Designs send their own requests (at the start, after a
 commit, after a give-up), so a step can name a request one design sent and another did not:
 that design skips the step and says why. A step no design can take is refused.
 
@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from labkit import designs as design_registry
-from labkit.arrivals import CRASH, DELIVER, TIMEOUT, StepOutcome, _Runner, explore
-from labkit.schedules import ScheduleError, parse_step
+import labkit.designs.design as design_registry
+from labkit.designs.arrival_orders import CRASH, DELIVER, TIMEOUT, StepOutcome, _Runner, explore
+from labkit.designs.schedules import ScheduleError, parse_step
 
 ARRIVED, DUPLICATE, GAVE_UP = "arrived", "duplicate", "gave up"
 EXPLORE_N = 5  # deliveries the "shortest break" search explores (fast: milliseconds)

@@ -3,11 +3,11 @@
 A tick reserves a ballot (persisted before the planner call) that records the watermark it
 observed and the catalog version it is based on. A response commits only if its ballot is
 still in flight, the watermark has not moved, and its body is based on the current head.
-The watermark *is* the catalog head (`labkit.catalog`): one committed version, no drift.
+The watermark *is* the catalog head (`labkit.catalog.versions`): one committed version, no drift.
 This is the core the simulator and the designs build on; `labkit.ballot` is its public face.
 Handed a psycopg connection, the same rule runs on PostgreSQL, where many processes share one
 store: there each write is guarded (a conditional write the database checks), and decided
-again from a fresh read when another loop won the race (`labkit.watermark_pg`, imported on
+again from a fresh read when another loop won the race (`labkit.catalog.loop_pg`, imported on
 first use).
 """
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Literal, TypeVar
 
-from labkit import catalog
+import labkit.catalog.versions as catalog
 from labkit.db import FileIdentity, immediate
 
 Reason = Literal["unknown_ballot", "stale_watermark", "stale_base"]
@@ -75,7 +75,7 @@ INFLIGHT_SQL = (
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
 
-# Each step of the rule is one constant, with the same name in `labkit.watermark_pg`. A write
+# Each step of the rule is one constant, with the same name in `labkit.catalog.loop_pg`. A write
 # that is a tuple here is one statement there (data-modifying CTEs, parameters in the same
 # order): `WatermarkLoop._write` runs either form. The first part of a write is its guard: it
 # only changes a row that still holds what the read saw, and if it matches nothing the rest is
@@ -121,10 +121,10 @@ ABANDON_SQL = (
 )
 
 def _pg(conn: object):
-    """`labkit.watermark_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
+    """`labkit.catalog.loop_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
     if isinstance(conn, sqlite3.Connection):
         return None
-    from labkit import watermark_pg
+    import labkit.catalog.loop_pg as watermark_pg
 
     return watermark_pg
 
@@ -260,7 +260,7 @@ class WatermarkLoop:
     lives entirely in the database, so a new loop over the same database resumes where one died.
     `conn` is a sqlite3 connection or a psycopg one (PostgreSQL at READ COMMITTED, no
     transaction open, both checked when the loop opens: many loops in many processes may share
-    one store, each write guarded, see `labkit.watermark_pg`). `lost_races` counts the reserves
+    one store, each write guarded, see `labkit.catalog.loop_pg`). `lost_races` counts the reserves
     and decisions this loop had to redo after another loop got there first;
     `commit_first_misses` the commits PostgreSQL tried before reading that did not land.
     Opening verifies the catalog log (`CatalogCorruptError` if it is broken: nothing is ever

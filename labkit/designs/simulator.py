@@ -37,9 +37,16 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.designs import CAS_CONFLICT, DISPLAY_NAMES, Design, Request, check_design, make_design
-from labkit.planner_model import HeadReader, respond
-from labkit.watermark_loop import REASONS, Response
+from labkit.catalog.loop import REASONS, Response
+from labkit.designs.design import (
+    CAS_CONFLICT,
+    DISPLAY_NAMES,
+    Design,
+    Request,
+    check_design,
+    make_design,
+)
+from labkit.designs.planner import HeadReader, respond
 
 FAULTS: tuple[str, ...] = (
     "inverted",

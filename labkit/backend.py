@@ -1,0 +1,145 @@
+"""The one seam between SQLite and PostgreSQL: a dialect chosen from the connection, once.
+
+A function that takes a connection asks `dialect(conn)` when it is entered (an object when it is
+made) and from then on talks to the dialect, never to the connection's type. Statements are
+written once, in SQLite's placeholder style (`?` or `:name`); `Dialect.sql` renders them for
+the connection's driver. Only what truly differs (DDL, locks, the snapshot fence, guarded
+writes) is written per backend, side by side, in the module that owns it. psycopg is imported
+only when a psycopg connection is seen, so SQLite-only work never loads it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, Protocol
+
+BackendName = Literal["sqlite", "postgres"]
+BACKENDS: tuple[BackendName, ...] = ("sqlite", "postgres")
+
+
+class Connection(Protocol):
+    """What every public function here accepts: a `sqlite3.Connection` or a psycopg one."""
+
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+
+class UnsupportedBackend(TypeError):
+    """A function was handed a connection of a backend it does not support (one line)."""
+
+
+# A statement's tokens: string literals and quoted names pass through untouched, `?` and
+# `:name` are placeholders, a literal `%` must be doubled for psycopg.
+_TOKENS = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|(\?)|(?<![:\w]):([A-Za-z_]\w*)|(%)""")
+
+
+@lru_cache(maxsize=512)
+def _to_pyformat(sql: str) -> str:
+    """`sql` in SQLite's placeholder style rendered in psycopg's (`%s`, `%(name)s`, `%%`)."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1):
+            return m.group(1)
+        if m.group(2):
+            return "%s"
+        if m.group(3):
+            return f"%({m.group(3)})s"
+        return "%%"
+
+    return _TOKENS.sub(one, sql)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one backend runs the workbook's statements; `name` is "sqlite" or "postgres"."""
+
+    name: BackendName
+    _placeholders: str = field(repr=False)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.name == "postgres"
+
+    def sql(self, statement: str) -> str:
+        """`statement` (written once, SQLite placeholder style) as this backend runs it."""
+        return statement if self._placeholders == "qmark" else _to_pyformat(statement)
+
+    def execute(self, conn: Any, statement: str, params: Any = ()) -> Any:
+        """Run one statement written in SQLite's style on `conn`; returns the cursor."""
+        return conn.execute(self.sql(statement), params)
+
+    def executemany(self, conn: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run `statement` once per row (psycopg has `executemany` on cursors only)."""
+        if self.is_postgres:
+            with conn.cursor() as cur:
+                cur.executemany(self.sql(statement), list(rows))
+        else:
+            conn.executemany(statement, rows)
+
+    def insert_returning_id(self, conn: Any, statement: str, params: Any = ()) -> int:
+        """Run an INSERT and return the new row's id (`RETURNING id` is valid on both)."""
+        return int(self.execute(conn, statement + " RETURNING id", params).fetchone()[0])
+
+    @contextmanager
+    def atomic(self, conn: Any) -> Iterator[Any]:
+        """One write transaction: SQLite's BEGIN IMMEDIATE (or a savepoint inside a caller's),
+        psycopg's `transaction()` (a savepoint inside a caller's transaction)."""
+        if self.is_postgres:
+            with conn.transaction():
+                yield conn
+        else:
+            from labkit.db import atomic
+
+            with atomic(conn):
+                yield conn
+
+    @contextmanager
+    def reading(self, conn: Any) -> Iterator[Any]:
+        """Reads outside a write. On PostgreSQL, if no transaction was open, the one the reads
+        opened is ended, so the session never sits idle in a transaction."""
+        if not self.is_postgres:
+            yield conn
+            return
+        from psycopg.pq import TransactionStatus
+
+        idle = conn.info.transaction_status == TransactionStatus.IDLE
+        try:
+            yield conn
+        finally:
+            if idle and conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()  # only reads ran: nothing to keep
+
+
+SQLITE = Dialect("sqlite", "qmark")
+POSTGRES = Dialect("postgres", "pyformat")
+
+
+def dialect(conn: object) -> Dialect:
+    """The dialect of `conn`: SQLite for a `sqlite3.Connection`, PostgreSQL for psycopg's.
+
+    Anything else is refused in one line naming its type.
+    """
+    if isinstance(conn, sqlite3.Connection):
+        return SQLITE
+    module = type(conn).__module__ or ""
+    if module.split(".")[0] == "psycopg":
+        return POSTGRES
+    raise UnsupportedBackend(
+        f"expected a sqlite3 or psycopg connection, got {type(conn).__module__}."
+        f"{type(conn).__qualname__}"
+    )
+
+
+def require(conn: object, function: str, *supported: BackendName) -> Dialect:
+    """`dialect(conn)` if `function` supports it, else `UnsupportedBackend` in one line."""
+    found = dialect(conn)
+    if found.name not in supported:
+        raise UnsupportedBackend(
+            f"{function} works on {' and '.join(supported)} only; it was handed a "
+            f"{found.name} connection"
+        )
+    return found

@@ -1,0 +1,47 @@
+"""Part two, the catalog watermark. This face is the catalog log's API (`versions`); beside it:
+`versions_pg` (the same log on PostgreSQL), `loop` (WatermarkLoop and its commit rule),
+`loop_pg` (the ballot store on PostgreSQL), `crashlab` and `crash_child` (real killed
+loops) and `storeview` (what is on disk).
+"""
+
+from labkit.catalog.versions import (
+    APPEND_SQL,
+    CatalogCorruptError,
+    CatalogReader,
+    CatalogVersion,
+    RewindError,
+    append,
+    create_schema,
+    head,
+    head_hash,
+    head_of,
+    history,
+    history_frame,
+    json_hash,
+    read_version,
+    tools_hash,
+    tools_json,
+    verify,
+    version_row,
+)
+
+__all__ = [
+    "APPEND_SQL",
+    "append",
+    "create_schema",
+    "head",
+    "head_hash",
+    "head_of",
+    "history",
+    "history_frame",
+    "json_hash",
+    "read_version",
+    "tools_hash",
+    "tools_json",
+    "verify",
+    "version_row",
+    "CatalogCorruptError",
+    "CatalogReader",
+    "CatalogVersion",
+    "RewindError",
+]

@@ -1,0 +1,395 @@
+"""Exhaustive arrival orders for small runs, and a checker for hand-written schedules.
+
+A schedule is a list of steps the planner and the loop take, with no clock:
+
+- ``"deliver N"`` (or ``"N"``, or ``"dup N"``): the planner delivers request N's response; the
+  first delivery produces it, a later one is a duplicate with the same body and ``updated_at``;
+- ``"stale N"``: the first delivery of N, with a body computed from the version before its base;
+- ``"timeout"`` / ``"timeout N"``: the loop gives up on its oldest (or request N's) wait;
+- ``"crash"``: the loop dies and restarts from its store.
+
+Requests are numbered in the order the loop sends them, from ``first_request``. Step i happens
+at logical time i; a response's ``updated_at`` is the step it was produced at plus its host's
+skew (``skews``), which is how last-write-wins gets fooled.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from labkit.catalog.loop import Response
+from labkit.designs.arrival_search import ModelCheck, check_model, explore_fast
+from labkit.designs.design import DESIGNS, Design, Request, check_design, make_design
+from labkit.designs.planner import HeadReader, respond
+from labkit.designs.schedules import Exploration, ScheduleError, parse_step
+
+DELIVER, TIMEOUT, CRASH = "deliver", "timeout", "crash"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one schedule step did, and the head an independent reader saw after it.
+
+    `kind` is `DELIVER` (a response landed: `committed`, and `reason` when rejected),
+    `TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
+    `CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
+    reader had already seen.
+    """
+
+    kind: str
+    head: int
+    request_id: int | None = None
+    committed: bool | None = None
+    reason: str | None = None
+    rewind: bool = False
+
+    @property
+    def label(self) -> str:
+        """Short text for tables and captions, e.g. ``12:commit`` or ``timeout 12``."""
+        if self.kind == CRASH:
+            return "crash+restart"
+        if self.kind == TIMEOUT:
+            if self.request_id is None:
+                return "timeout: nothing awaited"
+            return f"timeout {self.request_id}"
+        return f"{self.request_id}:{'commit' if self.committed else self.reason}"
+
+    def __str__(self) -> str:
+        return self.label
+
+
+@dataclass
+class ScheduleResult:
+    """What one schedule did to one design, step by step."""
+
+    design: str
+    steps: list[str]
+    outcomes: list[StepOutcome] = field(default_factory=list)
+    replays: int = 0
+
+    @property
+    def heads(self) -> list[int]:
+        """The head an independent reader saw after each step."""
+        return [o.head for o in self.outcomes]
+
+    @property
+    def first_rewind(self) -> int | None:
+        """The index of the first step after which the head had fallen, if any."""
+        return next((i for i, o in enumerate(self.outcomes) if o.rewind), None)
+
+    @property
+    def rewinds(self) -> bool:
+        """True if an independent reader saw the catalog head fall at some step."""
+        return self.first_rewind is not None
+
+    @property
+    def final_head(self) -> int:
+        """The head after the last step."""
+        return self.outcomes[-1].head if self.outcomes else 0
+
+    @property
+    def labels(self) -> list[str]:
+        """Each step's outcome as short text (see `StepOutcome.label`)."""
+        return [o.label for o in self.outcomes]
+
+
+class _Runner:
+    """Drives one design through schedule steps, tracking what a reader sees."""
+
+    def __init__(
+        self,
+        design: str,
+        *,
+        window: int,
+        ticks: int,
+        first_request: int,
+        skews: dict[int, float] | None,
+    ) -> None:
+        self.d: Design = make_design(
+            design, window=window, ticks=ticks, first_request=first_request
+        )
+        self.skews = skews or {}
+        self.sent: dict[int, Request] = {}
+        self.produced: dict[int, Response] = {}
+        self.delivered: dict[int, int] = {}
+        self.result = ScheduleResult(design, steps=[])
+        self.reader = HeadReader(self.d)
+        self.now = 0
+        self._send(self.d.start(0.0))
+
+    def _send(self, reqs: Iterable[Request]) -> None:
+        for req in reqs:
+            self.sent[req.request_id] = req
+            if req.replay_of is not None:
+                self.result.replays += 1
+
+    def step(self, raw: str) -> None:
+        self.now += 1
+        verb, rid = parse_step(raw)
+        committed: bool | None = None
+        reason: str | None = None
+        if verb == "crash":
+            self._send(self.d.crash_restart(self.now))
+            kind, rid = CRASH, None
+        elif verb == "timeout":
+            req = self._pick(self.d.awaited(), rid, raw)
+            kind, rid = TIMEOUT, None if req is None else req.request_id
+            if req is not None:
+                self._send(self.d.on_timeout(req, self.now))
+        else:
+            req = self._sent(raw, rid)
+            if verb == "stale":
+                self._check_stale(raw, req)
+            resp = self.produced.get(req.request_id) or self._produce(req, stale=verb == "stale")
+            self.delivered[req.request_id] = self.delivered.get(req.request_id, 0) + 1
+            decision = self.d.on_response(req, resp, self.now)
+            self._send(decision.sends)
+            kind, committed, reason = DELIVER, decision.committed, decision.reason
+        glance = self.reader.look()
+        self.result.outcomes.append(
+            StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)
+        )
+
+    def _sent(self, raw: str, rid: int | None) -> Request:
+        if rid not in self.sent:
+            raise ScheduleError(
+                f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
+            )
+        return self.sent[rid]
+
+    def _check_stale(self, raw: str, req: Request) -> None:
+        if req.request_id in self.produced:
+            raise ScheduleError(
+                f"step {raw!r}: request {req.request_id}'s response was already produced; "
+                "'stale N' must be its first delivery (later ones are duplicates: 'deliver N')"
+            )
+        if req.base_version < 1:
+            raise ScheduleError(
+                f"step {raw!r}: request {req.request_id} is based on version 0; there is no "
+                "older version for a stale body to come from"
+            )
+
+    def _pick(self, awaited: list[Request], rid: int | None, raw: str) -> Request | None:
+        if rid is None:
+            return awaited[0] if awaited else None
+        for req in awaited:
+            if req.request_id == rid:
+                return req
+        raise ScheduleError(f"step {raw!r}: request {rid} is not awaited")
+
+    def _produce(self, req: Request, *, stale: bool, stamped: bool = False) -> Response:
+        stamp = self.now + self.skews.get(req.request_id, 0.0)
+        resp = respond(self.d, req, stamp, stale=stale, stamped=stamped)
+        self.produced[req.request_id] = resp
+        return resp
+
+    def settle(self, limit: int = 20) -> None:
+        """Deliver each awaited, never-delivered request once (replays land and commit)."""
+        for _ in range(limit):
+            todo = [r for r in self.d.awaited() if r.request_id not in self.delivered]
+            if not todo:
+                return
+            self.step(f"deliver {todo[0].request_id}")
+
+
+def run_schedule(
+    design: str,
+    steps: Sequence[str],
+    *,
+    window: int = 2,
+    ticks: int = 1000,
+    first_request: int = 1,
+    skews: dict[int, float] | None = None,
+    settle: bool = False,
+) -> ScheduleResult:
+    """Play a (learner-proposed) schedule against a design; `.rewinds` says if the head fell.
+
+    Raises `ScheduleError` naming the bad step.
+    """
+    check_design(design)
+    runner = _Runner(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
+    for raw in steps:
+        runner.step(raw)
+    if settle:
+        runner.settle()
+    runner.result.steps = [str(s) for s in steps]
+    return runner.result
+
+
+def _choices(runner: _Runner, copies: int, timeouts_left: int) -> list[str]:
+    out = [f"deliver {rid}" for rid in sorted(runner.sent) if runner.delivered.get(rid, 0) < copies]
+    if timeouts_left and runner.d.awaited():
+        out.append("timeout")
+    return out
+
+
+def explore(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> Exploration:
+    """Every schedule of `n` deliveries (each response at most `copies` times, up to `timeouts`
+    give-ups), counting those where a reader sees the catalog head fall.
+
+    `shortest` is a shortest schedule prefix ending at a rewind (ties broken alphabetically).
+    Runs the memoised search on the loop model (`arrival_search`), which
+    `verify_model_against_sqlite` checks against the real designs; `explore_by_replay` gives
+    the same answer the slow way.
+    """
+    return explore_fast(
+        design, n, copies=copies, timeouts=timeouts, window=window, ticks=ticks, skews=skews
+    )
+
+
+def verify_model_against_sqlite(design: str, n: int, **kwargs: Any) -> ModelCheck:
+    """Every schedule of `n` deliveries, played on the loop model and on the real design (SQLite
+    for the ballot designs): the head and outcome after every step must agree."""
+    return check_model(design, n, real=run_schedule, **kwargs)
+
+
+def explore_by_replay(
+    design: str,
+    n: int = 4,
+    *,
+    copies: int = 2,
+    timeouts: int = 1,
+    window: int = 2,
+    ticks: int = 1000,
+    skews: dict[int, float] | None = None,
+) -> Exploration:
+    """`explore` the slow way: replay every schedule prefix on the real designs from scratch.
+
+    The reference `explore` is tested against; exponential in `n` (fenced, n = 6: ~40 s).
+    """
+    orders = rewinding = 0
+    shortest: list[str] | None = None
+
+    def play(prefix: list[str]) -> _Runner:
+        runner = _Runner(design, window=window, ticks=ticks, first_request=1, skews=skews)
+        for s in prefix:
+            runner.step(s)
+        return runner
+
+    def walk(prefix: list[str], delivered: int, timeouts_left: int) -> None:
+        nonlocal orders, rewinding, shortest
+        runner = play(prefix)
+        first = runner.result.first_rewind
+        if first is not None or delivered == n:
+            orders += 1
+            if first is not None:
+                rewinding += 1
+                cand = prefix[: first + 1]
+                if shortest is None or (len(cand), cand) < (len(shortest), shortest):
+                    shortest = cand
+            return
+        choices = _choices(runner, copies, timeouts_left)
+        if not choices:
+            orders += 1
+            return
+        for c in choices:
+            t_left = timeouts_left - (c == "timeout")
+            walk([*prefix, c], delivered + (c != "timeout"), t_left)
+
+    walk([], 0, timeouts)
+    return Exploration(design, orders, rewinding, shortest)
+
+
+def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:
+    """`explore` for every design, one row each."""
+    rows = []
+    for design in DESIGNS:
+        ex = explore(design, n, **kwargs)
+        rows.append(
+            {
+                "design": design,
+                "orders": ex.orders,
+                "rewinding": ex.rewinding,
+                "shortest_counterexample": None if ex.shortest is None else " ; ".join(ex.shortest),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def closing_question() -> pd.DataFrame:
+    """Article 2's closing question: ticks 12 and 14 both retry after tick 13 committed.
+
+    Request 12 is in flight; 13 commits (for single-flight designs, after the loop gave up
+    on 12; `fenced` sent 12 and 13 together); 14 is then sent. Every distinct order of two
+    deliveries each of 12 and 14 is played against every design, then outstanding replays
+    are settled. One row per (order, design).
+    """
+    rows = []
+    orders = sorted(set(itertools.permutations(["12", "12", "14", "14"])))
+    for order in orders:
+        for design in DESIGNS:
+            prefix = ["deliver 13"] if design == "fenced" else ["timeout", "deliver 13"]
+            steps = [*prefix, *(f"deliver {r}" for r in order)]
+            res = run_schedule(design, steps, window=2, ticks=2, first_request=12, settle=True)
+            rows.append(
+                {
+                    "order": ",".join(order),
+                    "design": design,
+                    "rewinds": res.rewinds,
+                    "outcomes": " ".join(res.labels[len(prefix) :]),
+                    "replays": res.replays,
+                    "final_head": res.final_head,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# What compare-and-set on the version accepts, next to the ballot: (case, steps). Requests
+# are numbered from 1; "stamped N" is not a schedule step but a planner that read the version
+# before request N's base and still stamps the response with N's base (see `cas_versus_ballot`).
+CAS_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("late answer after its replacement committed", ("timeout", "deliver 2", "deliver 1")),
+    ("duplicate after commit", ("deliver 1", "deliver 2", "deliver 1")),
+    ("stale body that names its old base", ("deliver 1", "stale 2")),
+    ("abandoned answer lands before its replacement", ("timeout", "deliver 1", "deliver 2")),
+    ("stale body stamped with the current head", ("deliver 1", "stamped 2")),
+)
+
+
+def _play_case(design: str, steps: Sequence[str]) -> tuple[ScheduleResult, str]:
+    """Play one `CAS_CASES` schedule; the tools at the head afterwards, as text."""
+    runner = _Runner(design, window=2, ticks=1000, first_request=1, skews=None)
+    for raw in steps:
+        verb, _, rid = raw.partition(" ")
+        if verb == "stamped":
+            runner._produce(runner.sent[int(rid)], stale=True, stamped=True)
+            raw = f"deliver {rid}"
+        runner.step(raw)
+    runner.result.steps = list(steps)
+    head = runner.d.read_head()[0]
+    return runner.result, ", ".join(map(str, runner.d.tools_at(head))) or "(none)"
+
+
+def cas_versus_ballot(designs: Sequence[str] = ("cas", "ballot")) -> pd.DataFrame:
+    """Each of `CAS_CASES` played on `cas` and on `ballot`: outcomes, final head and the tools
+    at the head (each planner answer adds ``tool-rN``, N its request), one row per case and
+    design. Shows what a compare-and-set on the version refuses and what it lets through.
+    """
+    rows = []
+    for case, steps in CAS_CASES:
+        for design in designs:
+            res, tools = _play_case(design, steps)
+            rows.append({
+                "case": case,
+                "design": design,
+                "steps": " ; ".join(steps),
+                "outcomes": " ".join(res.labels),
+                "rewinds": res.rewinds,
+                "final_head": res.final_head,
+                "tools at head": tools,
+            })
+    return pd.DataFrame(rows)

@@ -1,0 +1,54 @@
+"""The SQLite/PostgreSQL seam: one dialect per connection, statements written once."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from labkit import backend
+
+
+def test_a_sqlite_connection_gets_the_sqlite_dialect_and_statements_unchanged() -> None:
+    conn = sqlite3.connect(":memory:")
+    d = backend.dialect(conn)
+    assert d is backend.SQLITE and not d.is_postgres
+    text = "SELECT ? WHERE x = :key AND y LIKE '%?%'"
+    assert d.sql(text) is text
+
+
+@pytest.mark.parametrize(
+    ("written", "rendered"),
+    [
+        ("SELECT a FROM t WHERE k = ? AND i > ?", "SELECT a FROM t WHERE k = %s AND i > %s"),
+        ("SELECT :key, :base, :key", "SELECT %(key)s, %(base)s, %(key)s"),
+        # literals and quoted names are left alone; a literal % is doubled for psycopg
+        ("SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'", "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'"),
+        ("SELECT 5 % 2, x::bigint", "SELECT 5 %% 2, x::bigint"),
+    ],
+)
+def test_postgres_renders_placeholders_and_nothing_else(written: str, rendered: str) -> None:
+    assert backend.POSTGRES.sql(written) == rendered
+
+
+def test_anything_else_is_refused_in_one_line_naming_its_type() -> None:
+    with pytest.raises(backend.UnsupportedBackend, match=r"got builtins\.dict") as info:
+        backend.dialect({})
+    assert "\n" not in str(info.value)
+
+
+def test_require_names_the_function_and_the_backend() -> None:
+    conn = sqlite3.connect(":memory:")
+    assert backend.require(conn, "f", "sqlite", "postgres") is backend.SQLITE
+    with pytest.raises(backend.UnsupportedBackend, match=r"^g works on postgres only; .* sqlite"):
+        backend.require(conn, "g", "postgres")
+
+
+def test_one_statement_runs_on_sqlite_through_the_dialect() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    d = backend.dialect(conn)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT)")
+    new = d.insert_returning_id(conn, "INSERT INTO t (k) VALUES (?)", ("a",))
+    d.executemany(conn, "INSERT INTO t (k) VALUES (?)", [("b",), ("c",)])
+    assert new == 1
+    assert d.execute(conn, "SELECT COUNT(*) FROM t WHERE k > :low", {"low": "a"}).fetchone() == (2,)
