@@ -32,6 +32,8 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS)
     block the writer. Several processes opening a fresh file at once wait for each other
     (SQLite's busy handler does not cover the journal-mode switch, so it is retried here).
     """
+    if str(path) != ":memory:":
+        _refuse_emptied(Path(path))
     conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
     conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
     if str(path) != ":memory:":
@@ -45,6 +47,20 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS)
                 ) from exc
             raise type(exc)(f"{path}: {exc}") from exc
     return conn
+
+
+def _refuse_emptied(path: Path) -> None:
+    """Refuse a database file emptied behind SQLite's back while its write-ahead log still
+    holds commits: SQLite would open it as a new, empty database and the log would be lost."""
+    try:
+        main, wal = path.stat().st_size, Path(f"{path}-wal").stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if main == 0 and wal > 0:
+        raise DatabaseReplacedError(
+            f"{path}: the database file is empty but its write-ahead log holds {wal} bytes of"
+            " commits (the file was emptied from outside); refusing to open it as a new database"
+        )
 
 
 def connect_readonly(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
@@ -121,19 +137,22 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """Which file a path named when a connection opened it: (device, inode) of the main file.
+    """Which files a path named when a connection opened it: (device, inode) of the main file
+    and of its write-ahead log.
 
-    A WAL database deleted (or replaced) while open keeps accepting commits into the unlinked
-    file, which are lost on close; `check` before a write turns that into a clear refusal.
+    A WAL database deleted, replaced or emptied while open, or whose `-wal` file was deleted or
+    replaced, keeps accepting commits that are lost on close; `check` before a write turns that
+    into a clear refusal.
     """
 
     path: str
     device: int
     inode: int
+    wal: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> FileIdentity | None:
-        """The identity of `conn`'s main database file; None for an in-memory database."""
+        """The identity of `conn`'s main database file and WAL; None for an in-memory database."""
         path = next(
             (row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), ""
         )
@@ -143,10 +162,15 @@ class FileIdentity:
             st = os.stat(path)
         except FileNotFoundError:
             raise DatabaseReplacedError(f"{path}: the open database file no longer exists") from None
-        return cls(path, st.st_dev, st.st_ino)
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            return cls(path, st.st_dev, st.st_ino)
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opens the -wal file
+        wal = os.stat(f"{path}-wal")
+        return cls(path, st.st_dev, st.st_ino, (wal.st_dev, wal.st_ino))
 
     def check(self) -> None:
-        """Raise `DatabaseReplacedError` unless the path still names the file that was opened."""
+        """Raise `DatabaseReplacedError` unless the path still names the files that were opened
+        and the main file was not emptied."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -158,4 +182,23 @@ class FileIdentity:
             raise DatabaseReplacedError(
                 f"{self.path}: the database file was replaced by another file after it was"
                 " opened; refusing to write, reopen it"
+            )
+        if st.st_size == 0:  # a WAL database always has its header page once opened
+            raise DatabaseReplacedError(
+                f"{self.path}: the database file was emptied after it was opened;"
+                " refusing to write (a commit would be lost)"
+            )
+        if self.wal is None:
+            return
+        try:
+            wal = os.stat(f"{self.path}-wal")
+        except FileNotFoundError:
+            raise DatabaseReplacedError(
+                f"{self.path}-wal: the write-ahead log was deleted while the database was open;"
+                " refusing to write (a commit would be lost), reopen it"
+            ) from None
+        if (wal.st_dev, wal.st_ino) != self.wal:
+            raise DatabaseReplacedError(
+                f"{self.path}-wal: the write-ahead log was replaced while the database was open;"
+                " refusing to write, reopen it"
             )
