@@ -58,6 +58,8 @@ def test_a_dsn_that_does_not_answer_fails_in_one_line_password_masked(
         ("host=h user=u password=pw dbname=d", "host=h user=u password=*** dbname=d"),
         ("host=h password='p w' dbname=d", "host=h password=*** dbname=d"),
         ("postgresql:///db?host=/tmp&password=pw", "postgresql:///db?host=/tmp&password=***"),
+        ("host=h sslpassword=pw dbname=d", "host=h sslpassword=*** dbname=d"),
+        ("postgresql://h/db?sslpassword=pw&x=1", "postgresql://h/db?sslpassword=***&x=1"),
     ],
 )
 def test_mask_dsn(dsn: str, masked: str) -> None:
@@ -66,9 +68,19 @@ def test_mask_dsn(dsn: str, masked: str) -> None:
 
 def test_refused_connection_is_one_line_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(pg.ENV, "postgresql://u:pw@127.0.0.1:1/x")
-    with pytest.raises(pg.PgUnavailable, match=r"u:\*\*\*@127\.0\.0\.1:1/x did not answer"):
+    with pytest.raises(pg.PgUnavailable, match=r"u:\*\*\*@127\.0\.0\.1:1/x refused the conn"):
         with pg.server():
             pass
+
+
+def test_a_bad_option_is_named_as_such_not_as_a_silent_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(pg.ENV, "host=127.0.0.1 port=1 password=pw bogus=1")
+    with pytest.raises(pg.PgUnavailable, match="not a usable connection string") as info:
+        with pg.server():
+            pass
+    assert "did not answer" not in str(info.value) and "pw" not in str(info.value)
 
 
 def reconnect(dsn: str, schema: str, attempts: int = 100):

@@ -43,14 +43,16 @@ class Server:
 
 
 _PASSWORD_URI = re.compile(r"(?P<head>://[^:/@?#]*:)(?P<pw>[^@/?#]*)@")
-_PASSWORD_KV = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
-_PASSWORD_QUERY = re.compile(r"(?P<head>[?&]password=)(?P<pw>[^&#]*)")
+_PASSWORD_KV = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
+_PASSWORD_QUERY = re.compile(r"(?P<head>[?&](?:ssl)?password=)(?P<pw>[^&#]*)")
 
 
 def mask_dsn(dsn: str) -> str:
-    """The DSN with any password replaced by `***` (URI, key=value and ?password= forms)."""
+    """The DSN with any password (also `sslpassword`) replaced by `***` (URI, key=value and
+    ?password= forms)."""
+    if "://" not in dsn:
+        return _PASSWORD_KV.sub(lambda m: m["head"] + "***", dsn)
     out = _PASSWORD_URI.sub(lambda m: m["head"] + ("***" if m["pw"] else "") + "@", dsn)
-    out = _PASSWORD_KV.sub(lambda m: m["head"] + "***", out)
     return _PASSWORD_QUERY.sub(lambda m: m["head"] + "***", out)
 
 
@@ -60,11 +62,15 @@ def connect(dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOU
 
     try:
         return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=timeout, **kw)
-    except psycopg.OperationalError as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise PgUnavailable(
-            f"PostgreSQL at {mask_dsn(dsn)} did not answer within {timeout} s: {reason}"
-        ) from None
+    except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
+        reason = mask_dsn(" ".join(str(exc).split())) or type(exc).__name__
+        if isinstance(exc, psycopg.ProgrammingError):
+            what = "is not a usable connection string"
+        elif "timeout" in reason.lower():
+            what = f"did not answer within {timeout} s"
+        else:
+            what = "refused the connection"
+        raise PgUnavailable(f"PostgreSQL at {mask_dsn(dsn)} {what}: {reason}") from None
 
 
 def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:
