@@ -16,7 +16,7 @@ from typing import Any
 from labkit.catalog.loop import REASONS, Response, WatermarkLoop
 from labkit.db import connect
 from labkit.designs.arrival_orders import DELIVER, ScheduleError, ScheduleResult, run_schedule
-from labkit.exercises.kit import Exercise, Wrong, learner_call, listing
+from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing
 
 COMMIT = "commit"
 
@@ -503,17 +503,19 @@ def random_cases(seed: int) -> Iterator[RuleCase]:
             yield _apply_case(loop, resp, f"random run, random seed {seed}")
 
 
-def _judge(rule: Callable[..., Any], case: RuleCase) -> str:
-    """Run the learner's rule on one case; raise `Wrong` naming the case if it disagrees."""
+def _judge(case: RuleCase, call: Call) -> str:
+    """Judge the learner's rule on one case (its call, already made behind the walls); raise
+    `Wrong` naming the case if it disagrees."""
     resp = case.response
     state = (
         f"[{case.label}] with head {case.head} and ballots in flight {case.inflight or '{}'} "
         f"(ballot: watermark it observed), the response (ballot {resp.ballot_id}, observed "
         f"watermark {resp.observed_watermark}, base {resp.base_version})"
     )
-    theirs = dict(case.inflight)
-    said = learner_call(f"{state}: your rule", rule, theirs, case.head, resp)
-    said = _normalize_reason(said, "your rule's answer")
+    if call.error is not None:
+        raise Wrong(f"{state}: your rule {call.error}")
+    theirs = call.args[0]
+    said = _normalize_reason(call.value, "your rule's answer")
     if said != case.verdict:
         raise Wrong(f"{state}: your rule said {said!r}, WatermarkLoop.apply said {case.verdict!r}")
     if theirs != case.inflight_after:
@@ -545,9 +547,11 @@ def _check_rule(rule: Any) -> str:
         raise Wrong(
             f"give a function decide(inflight, head, response), not a {type(rule).__name__}"
         )
+    cases = list(_cases())
+    calls = learner_calls(rule, [(dict(c.inflight), c.head, c.response) for c in cases])
     seen: dict[str, int] = {}
-    for case in _cases():
-        said = _judge(rule, case)
+    for case, call in zip(cases, calls, strict=False):  # calls stop at the first failure
+        said = _judge(case, call)
         seen[said] = seen.get(said, 0) + 1
     counts = ", ".join(f"{k} {v}" for k, v in sorted(seen.items()))
     n_edges = len(BALLOT_CASES) * len(ECHO_CASES) * len(BASE_CASES)

@@ -1,16 +1,21 @@
 """The machinery behind workshop exercises: check(), hint(), solution() with friendly feedback.
 
 Each exercise checks a learner's answer by running it against real labkit code (SQLite, the
-simulator). Only the learner's own code is guarded (`learner_call` here, `sandbox` for their
-SQL): an error anywhere else in a checker is a labkit bug and surfaces as one.
+simulator). Only the learner's own code is guarded (`learner_call` and `learner_calls` here,
+`sandbox` for their SQL), and it runs behind walls enforced from outside (`walls`: a child
+process killed at its time limit, capped in memory): an error anywhere else in a checker is a
+labkit bug and surfaces as one.
 """
 
 from __future__ import annotations
 
 import html
+import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from labkit.exercises import walls
 
 
 class _Blank:
@@ -56,14 +61,61 @@ class Wrong(Exception):
 
 
 def learner_call(what: str, func: Callable[..., Any], *args: Any) -> Any:
-    """Call the learner's own `func`; anything it raises becomes a `Wrong` that says so.
+    """Call the learner's own `func` behind the walls; what stops it becomes a `Wrong`.
 
     Wrap only the call into learner code: whatever labkit runs around it must fail loudly.
     """
+    call = learner_calls(func, [args])[0]
+    if call.error is not None:
+        raise Wrong(f"{what} {call.error}")
+    return call.value
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the learner's function: what it returned, the arguments as it left them (a
+    function may change a dict it was given), or, for the call that failed, why."""
+
+    value: Any
+    args: tuple[Any, ...]
+    error: str | None = None
+
+
+def learner_calls(func: Callable[..., Any], arg_sets: Iterable[tuple[Any, ...]]) -> list[Call]:
+    """`func(*args)` for each argument tuple in turn, all in one walled child.
+
+    Stops at the first call that raises or hits a wall: that call is last, with its `error`
+    ("raised KeyError: 'k'", "ran longer than 2 s, so it was stopped").
+    """
+    arg_sets = list(arg_sets)
+
+    def task() -> list[Call]:
+        done = []
+        for args in arg_sets:
+            try:
+                value = func(*args)
+            except MemoryError:
+                mb = walls.MEMORY_BYTES // 2**20
+                done.append(Call(None, (), f"needed more than {mb} MB of memory, so it was stopped"))
+                break
+            except Exception as exc:  # noqa: BLE001 - the learner's exception, whatever it is
+                done.append(Call(None, args, f"raised {type(exc).__name__}: {exc}"))
+                break
+            try:
+                pickle.dumps((value, args))
+            except Exception:  # noqa: BLE001 - a generator, a lambda, an open file, ...
+                kind = type(value).__name__
+                done.append(Call(None, (), f"returned a {kind}, not a plain value to check"))
+                break
+            done.append(Call(value, args))
+        return done
+
     try:
-        return func(*args)
-    except Exception as exc:
-        raise Wrong(f"{what} raised {type(exc).__name__}: {exc}") from exc
+        return walls.run_walled(task)
+    except walls.Raised as exc:  # the values could not come back, or a BaseException
+        return [Call(None, arg_sets[0], f"raised {exc}")]
+    except walls.Stopped as exc:
+        return [Call(None, arg_sets[0], str(exc))]
 
 
 def listing(items: Iterable[Any]) -> str:

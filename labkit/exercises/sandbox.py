@@ -1,7 +1,9 @@
-"""The learner-SQL sandbox: one statement, read-only unless a checker says otherwise, bounded
-in SQLite steps, wall time and memory; every way it can fail becomes a one-line `Wrong`.
+"""The learner-SQL sandbox: one statement, run in a child process behind walls enforced from
+outside (`walls`: killed at the time limit, capped in memory), read-only unless a checker says
+otherwise, with SQL functions allow-listed; every way it can fail becomes a one-line `Wrong`.
 
-Only the learner's statement runs under the guard. Checkers run their own SQL outside it, so
+The learner's statement runs on a copy of the checker's database (serialised into the child);
+a statement the checker lets write hands its copy back. Checkers run their own SQL outside, so
 an error there is a labkit bug and surfaces as one.
 """
 
@@ -12,29 +14,59 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from typing import Any
 
+from labkit.exercises import walls
 from labkit.exercises.kit import Wrong
 
 # A right answer needs a few thousand SQLite VM steps; these bound a wrong one. The step
-# budget stops a runaway loop deterministically; the deadline catches steps that are each
-# slow (big DISTINCTs, huge printf padding); the value cap and the heap limit keep one query
-# from taking the kernel's memory (a padded answer once peaked at 1 GB).
+# budget stops a runaway loop deterministically; the deadline stops steps that are each slow
+# (big DISTINCTs) from inside; one call SQLite cannot interrupt (a huge printf padding) is
+# ended from outside by `walls`. The value cap and the heap limit keep one query from taking
+# the machine's memory (a padded answer once peaked at 1 GB).
 STEP_BUDGET = 5_000_000
-SECONDS = 2.0
+SECONDS = walls.SECONDS
 VALUE_BYTES = 1_000_000
 HEAP_BYTES = 64 * 2**20
 MAX_ROWS = 10
 
-_READ_ONLY = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-_READ_ONLY.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))
+# The SQL functions a learner's statement may call: SQLite's core scalar, aggregate, window,
+# math and JSON functions. Anything else (fts3_tokenizer, load_extension, ...) is refused.
+ALLOWED_FUNCTIONS = frozenset(
+    """abs changes char coalesce concat concat_ws format glob hex ifnull iif instr last_insert_rowid
+    length like likelihood likely lower ltrim max min nullif octet_length printf quote random
+    randomblob replace round rtrim sign soundex substr substring total_changes trim typeof
+    unhex unicode unlikely upper zeroblob
+    avg count group_concat string_agg sum total
+    row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value
+    nth_value
+    acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10
+    log2 mod pi pow power radians sin sinh sqrt tan tanh trunc
+    date time datetime julianday unixepoch strftime timediff
+    json json_array json_array_length json_extract json_insert json_object json_patch
+    json_remove json_replace json_set json_type json_valid json_quote json_group_array
+    json_group_object json_each json_tree""".split()
+)
+_READ_ONLY = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+_NEVER = {sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA}
 
 
-def read_only(action: int, *_: Any) -> int:
-    """SQLite authorizer: allow reading and functions, deny every write, PRAGMA or ATTACH."""
+def read_only(action: int, arg1: Any = None, arg2: Any = None, *_: Any) -> int:
+    """SQLite authorizer: reading and allow-listed functions; every write, PRAGMA or ATTACH and
+    any other function denied."""
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_OK if str(arg2).lower() in ALLOWED_FUNCTIONS else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK if action in _READ_ONLY else sqlite3.SQLITE_DENY
+
+
+def schema_writes(action: int, arg1: Any = None, arg2: Any = None, *_: Any) -> int:
+    """SQLite authorizer for a statement a checker lets write (on the child's copy): anything
+    but PRAGMA, ATTACH and functions off the allow-list."""
+    if action == sqlite3.SQLITE_FUNCTION:
+        return read_only(action, arg1, arg2)
+    return sqlite3.SQLITE_DENY if action in _NEVER else sqlite3.SQLITE_OK
 
 
 def code_only(text: str) -> str:
@@ -42,11 +74,43 @@ def code_only(text: str) -> str:
     return re.sub(r"'(?:[^']|'')*'", "''", text)
 
 
+def strip_comments(sql: str) -> str:
+    """`sql` with its `--` and `/* */` comments replaced by a space, in one pass (linear time);
+    comment markers inside string literals or quoted names are text and stay."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`[":
+            close = "]" if ch == "[" else ch
+            j = sql.find(close, i + 1)
+            while j != -1 and close != "]" and sql.startswith(close * 2, j):
+                j = sql.find(close, j + 2)  # a doubled quote is an escaped quote
+            j = n - 1 if j == -1 else j
+            out.append(sql[i : j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            out.append(" ")
+            i = n if j == -1 else j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            out.append(" ")
+            i = n if j == -1 else j + 2
+        else:
+            j = i
+            while j < n and sql[j] not in "'\"`[-/":
+                j += 1
+            out.append(sql[i : max(j, i + 1)])
+            i = max(j, i + 1)
+    return "".join(out)
+
+
 def strip_sql(sql: Any, what: str) -> str:
     """The learner's SQL without comments and trailing `;`; refuses non-strings and batches."""
     if not isinstance(sql, str):
         raise Wrong(f"give {what} as a Python string of SQL (you gave a {type(sql).__name__})")
-    text = re.sub(r"--[^\n]*|/\*.*?\*/", " ", sql, flags=re.DOTALL).strip()
+    text = strip_comments(sql).strip()
     text = text.rstrip(";").strip()
     if not text:
         raise Wrong(f"{what} is empty")
@@ -63,11 +127,65 @@ def run(
     *,
     writes: bool = False,
 ) -> list[tuple]:
-    """Run the learner's `sql` under every limit; return at most `MAX_ROWS + 1` of its rows.
+    """Run the learner's `sql` once behind every wall; return at most `MAX_ROWS + 1` rows.
 
-    Read-only unless `writes`. Whatever SQLite refuses or stops becomes a `Wrong` naming
-    `what`; the connection's limits, handlers and the process heap limit are restored after.
+    Read-only unless `writes` (then `conn` receives what the statement wrote). Whatever stops
+    it becomes a `Wrong` naming `what`; `conn` is otherwise left exactly as it was.
     """
+    return run_each(conn, sql, [params], what, writes=writes)[0]
+
+
+def run_each(
+    conn: sqlite3.Connection,
+    sql: str,
+    params_list: Sequence[tuple | Mapping],
+    what: str = "your query",
+    *,
+    writes: bool = False,
+) -> list[list[tuple]]:
+    """`run` for each parameter set in turn, all in one child and under one time limit."""
+    try:
+        image: bytes | None = conn.serialize()
+    except sqlite3.OperationalError:  # a database with no page yet has nothing to copy
+        image = None
+
+    def task() -> tuple[list[list[tuple]] | str, bytes | None]:
+        child = sqlite3.connect(":memory:", isolation_level=None)
+        if image is not None:
+            child.deserialize(image)
+        if hasattr(child, "setconfig"):  # Python 3.12+: switch the FTS3 tokenizer interface off
+            child.setconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, False)
+        _cap_heap(HEAP_BYTES)
+        try:
+            rows = _run_guarded(child, sql, params_list, what, writes)
+        except Wrong as exc:
+            return str(exc), None
+        return rows, child.serialize() if writes else None
+
+    try:
+        rows, written = walls.run_walled(task, seconds=SECONDS + 0.25)
+    except walls.TimeLimit:
+        raise Wrong(
+            f"{what} ran longer than {SECONDS:g} s in one call SQLite could not interrupt, "
+            "so the check stopped it"
+        ) from None
+    except walls.MemoryLimit:
+        raise Wrong(f"{what} needed more than {walls.MEMORY_BYTES // 2**20} MB of memory; stopped") from None
+    if isinstance(rows, str):
+        raise Wrong(rows)
+    if written is not None:
+        conn.deserialize(written)
+    return rows
+
+
+def _run_guarded(
+    conn: sqlite3.Connection,
+    sql: str,
+    params_list: Sequence[tuple | Mapping],
+    what: str,
+    writes: bool,
+) -> list[list[tuple]]:
+    """In the child: the statement for each parameter set under the in-SQLite limits."""
     deadline = time.monotonic() + SECONDS
     steps = 0
     tripped = ""
@@ -81,20 +199,17 @@ def run(
             tripped = "time"
         return bool(tripped)
 
-    old_length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_BYTES)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, VALUE_BYTES)
     conn.set_progress_handler(stop, 1)
-    if not writes:
-        conn.set_authorizer(read_only)
-    try:
-        with _heap_limit(HEAP_BYTES), closing(conn.execute(sql, params)) as cursor:
-            return cursor.fetchmany(MAX_ROWS + 1)
-    except (sqlite3.Error, ValueError, MemoryError) as exc:
-        raise _explain_failure(exc, what, tripped) from exc
-    finally:
-        conn.set_progress_handler(None, 0)
-        if not writes:
-            conn.set_authorizer(None)
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old_length)
+    conn.set_authorizer(schema_writes if writes else read_only)
+    out = []
+    for params in params_list:
+        try:
+            with closing(conn.execute(sql, params)) as cursor:
+                out.append(cursor.fetchmany(MAX_ROWS + 1))
+        except (sqlite3.Error, ValueError, OverflowError, MemoryError) as exc:
+            raise _explain_failure(exc, what, tripped) from exc
+    return out
 
 
 def _explain_failure(exc: Exception, what: str, tripped: str) -> Wrong:
@@ -106,28 +221,29 @@ def _explain_failure(exc: Exception, what: str, tripped: str) -> Wrong:
         )
     if tripped == "time":
         return Wrong(f"{what} ran longer than {SECONDS:g} s, so SQLite stopped it")
-    if isinstance(exc, MemoryError):
-        return Wrong(f"{what} needed more than {HEAP_BYTES // 2**20} MB of memory; stopped")
     msg = str(exc)
+    if isinstance(exc, MemoryError) or "out of memory" in msg:
+        return Wrong(f"{what} needed more than {HEAP_BYTES // 2**20} MB of memory; stopped")
     if "too big" in msg:
         return Wrong(f"{what} built a string or blob over {VALUE_BYTES:,} bytes; stopped")
     if "one statement at a time" in msg:
         return Wrong(f"{what} must be a single statement; yours has more than one")
-    if "not authorized" in msg:
-        return Wrong(f"{what} may only read: SQLite refused it ({msg})")
+    if "prohibited" in msg or "not authorized" in msg:
+        return Wrong(f"{what} may only read and call SQLite's built-in functions: "
+                     f"SQLite refused it ({msg})")
     return Wrong(f"SQLite could not run {what}: {msg}")
 
 
-# --- the process-wide heap limit -------------------------------------------------------------
-# `PRAGMA hard_heap_limit` can only lower the limit, never lift it again, and it drags the
-# soft limit down with it; the C calls behind it can do both, so they are used when the SQLite
-# library Python loaded exports them (and the limit is simply skipped when it does not).
+# --- the heap limit, in the child ----------------------------------------------------------
+# `PRAGMA hard_heap_limit` drags the soft limit down with it; the C call behind it sets the hard
+# limit alone. It is used when the SQLite library Python loaded exports it (else skipped: the
+# child's address-space cap in `walls` still holds).
 
-_HeapCalls = tuple[Callable[[int], int], Callable[[int], int], Callable[[], int]]
+_HeapCalls = tuple[Callable[[int], int], Callable[[int], int]]
 
 
 def _heap_calls() -> _HeapCalls | None:
-    """(hard_heap_limit64, soft_heap_limit64, memory_used) of Python's SQLite, if reachable."""
+    """(hard_heap_limit64, memory_used) of Python's SQLite, if reachable."""
     import _sqlite3
 
     names = [getattr(_sqlite3, "__file__", None)]
@@ -136,16 +252,12 @@ def _heap_calls() -> _HeapCalls | None:
     for name in names:
         try:
             lib = ctypes.CDLL(name)
-            calls = (
-                lib.sqlite3_hard_heap_limit64,
-                lib.sqlite3_soft_heap_limit64,
-                lib.sqlite3_memory_used,
-            )
+            calls = (lib.sqlite3_hard_heap_limit64, lib.sqlite3_memory_used)
         except (OSError, AttributeError, TypeError):
             continue
         for call in calls:
             call.restype = ctypes.c_int64
-        calls[0].argtypes = calls[1].argtypes = [ctypes.c_int64]
+        calls[0].argtypes = [ctypes.c_int64]
         return calls
     return None
 
@@ -153,18 +265,8 @@ def _heap_calls() -> _HeapCalls | None:
 _HEAP = _heap_calls()
 
 
-@contextmanager
-def _heap_limit(extra: int) -> Iterator[None]:
-    """Let SQLite allocate at most `extra` more bytes, process-wide, inside the block."""
-    if _HEAP is None:
-        yield
-        return
-    hard, soft, used = _HEAP
-    old_hard, old_soft = hard(-1), soft(-1)  # a negative argument only reads
-    limit = used() + extra
-    hard(min(limit, old_hard) if old_hard > 0 else limit)
-    try:
-        yield
-    finally:
-        hard(old_hard)
-        soft(old_soft)
+def _cap_heap(extra: int) -> None:
+    """In the child: let SQLite allocate at most `extra` more bytes (the child exits after)."""
+    if _HEAP is not None:
+        hard, used = _HEAP
+        hard(used() + extra)

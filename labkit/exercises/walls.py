@@ -1,0 +1,150 @@
+"""Walls enforced from outside: a learner's code runs in a child process that is killed at its
+time limit and cannot grow past its memory limit.
+
+A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
+function defined in a notebook needs no pickling), its answer comes back through a pipe, and
+the parent waits `seconds + GRACE_S` at most before it kills the child. One slow call that
+SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap.
+Where a platform cannot fork (Windows), the code runs in-process with only the soft limits the
+caller sets itself (SQLite's progress handler); the README says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+SECONDS = 2.0
+GRACE_S = 0.5
+MEMORY_BYTES = 512 * 2**20
+T = TypeVar("T")
+
+
+class Stopped(Exception):
+    """The learner's code was stopped by a wall; the message says which, in one line."""
+
+
+class TimeLimit(Stopped):
+    """The child was still running at the wall-clock limit and was killed."""
+
+
+class MemoryLimit(Stopped):
+    """The child ran out of the memory it was allowed."""
+
+
+class Crashed(Stopped):
+    """The child died without answering (a crash in native code, or killed from outside)."""
+
+
+@dataclass(frozen=True)
+class Raised(Exception):
+    """The learner's code raised: its exception's type name and message, as the child saw them."""
+
+    type_name: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}"
+
+
+def can_fork() -> bool:
+    """True where the walls are real: the platform has the fork start method."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int = MEMORY_BYTES) -> T:
+    """`task()` run in a forked child behind a wall-clock and a memory limit; its value back.
+
+    Raises `Raised` if the task raised, `TimeLimit` after `seconds` (the child is killed at
+    `seconds + GRACE_S`, not asked), `MemoryLimit`, or `Crashed`. Whatever the task printed is
+    printed here. The value must be picklable (`Raised` says so when it is not).
+    """
+    if not can_fork():
+        return _answer(_attempt(task), seconds)
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, task, memory), daemon=True)
+    with warnings.catch_warnings():  # Python 3.12+ warns that fork in a threaded process can
+        warnings.simplefilter("ignore", DeprecationWarning)  # deadlock; the child runs no lock
+        child.start()
+    send.close()
+    start = time.monotonic()
+    try:
+        if not receive.poll(seconds + GRACE_S):
+            child.kill()
+            raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
+        try:
+            message = receive.recv()
+        except EOFError:
+            child.join()
+            raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+    finally:
+        child.join()
+        receive.close()
+    return _answer(message, seconds, time.monotonic() - start)
+
+
+def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
+    kind, payload, printed = message
+    if printed:
+        print(printed, end="")
+    if kind == "ok":
+        return payload
+    if kind == "memory":
+        raise MemoryLimit(f"needed more than {MEMORY_BYTES // 2**20} MB of memory, so it was stopped")
+    raise Raised(*payload)
+
+
+def _attempt(task: Callable[[], Any]) -> tuple[str, Any, str]:
+    """Run `task` with its output captured: ("ok", value | "raised", (type, message) |
+    "memory", None, printed text)."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            value = task()
+        return "ok", value, out.getvalue()
+    except MemoryError:
+        return "memory", None, out.getvalue()
+    except BaseException as exc:  # noqa: BLE001 - the learner's exception, whatever it is
+        return "raised", (type(exc).__name__, str(exc)), out.getvalue()
+
+
+def _child(send: Any, task: Callable[[], Any], memory: int) -> None:
+    """In the forked child: cap memory, run the task, send one message, exit at once."""
+    sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
+    _cap_memory(memory)
+    message = _attempt(task)
+    try:
+        send.send(message)
+    except Exception as exc:  # noqa: BLE001 - e.g. a value that cannot be pickled
+        value = message[1]
+        send.send(("raised", ("TypeError", _unsendable(value, exc)), message[2]))
+    send.close()
+    os._exit(0)
+
+
+def _unsendable(value: Any, exc: Exception) -> str:
+    return (
+        f"returned a {type(value).__name__}, which cannot be passed back to the checker "
+        f"({type(exc).__name__}); return a plain value"
+    )
+
+
+def _cap_memory(extra: int) -> None:
+    """Let the child's address space grow by at most `extra` bytes (Linux; elsewhere a no-op)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+    except (ImportError, OSError, ValueError):
+        pass

@@ -1,0 +1,109 @@
+"""The sandbox's walls are enforced from outside: a learner's SQL or Python runs in a child
+process that is killed at the time limit and capped in memory, whatever single call it makes.
+
+The bounds asserted here are generous (the old in-process guard let these run 48-70 s); the
+measured times are in the issue's closing note and `benchmarks/`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from labkit import exercises as exs
+from labkit.exercises import kit, sandbox, walls
+from labkit.exercises.kit import Wrong
+from labkit.frontier import log as fr
+
+pytestmark = pytest.mark.skipif(not walls.can_fork(), reason="the walls need fork (POSIX)")
+LOOSE_S = 15.0  # far below the old 48-70 s, far above the 2.5 s the walls allow
+
+
+def _timed_refusal(sql: str) -> tuple[str, float]:
+    start = time.monotonic()
+    fb = exs.frontier_sql_ex.check(sql)
+    return fb.message, time.monotonic() - start
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_one_slow_call_sqlite_cannot_interrupt_is_killed_from_outside() -> None:
+    pad = "printf('%.*c', 2000000000, 'x')"
+    sql = f"SELECT :shard || :base || length({' || '.join([pad] * 8)})"
+    message, took = _timed_refusal(sql)
+    assert took < LOOSE_S, took
+    assert "Not yet" not in message and ("stopped" in message or "memory" in message), message
+    assert "\n" not in message
+
+
+def test_learner_python_that_never_returns_is_stopped() -> None:
+    def forever() -> None:
+        while True:
+            pass
+
+    start = time.monotonic()
+    with pytest.raises(Wrong, match=r"^your rule ran longer than 2 s, so it was stopped$"):
+        kit.learner_call("your rule", forever)
+    assert time.monotonic() - start < LOOSE_S
+
+
+def test_learner_python_that_eats_memory_is_stopped() -> None:
+    def hog() -> int:
+        blocks = []
+        while True:
+            blocks.append(bytearray(50 * 2**20))
+
+    with pytest.raises(Wrong, match="needed more than 512 MB of memory"):
+        kit.learner_call("your rule", hog)
+
+
+def test_learner_python_keeps_its_answers_and_its_changes() -> None:
+    def decide(inflight: dict, head: int) -> str:
+        inflight.pop(head, None)
+        print("deciding", head)
+        return f"head {head}"
+
+    calls = kit.learner_calls(decide, [({1: 1, 2: 2}, 1), ({3: 3}, 9)])
+    assert [(c.value, c.args[0], c.error) for c in calls] == [
+        ("head 1", {2: 2}, None),
+        ("head 9", {3: 3}, None),
+    ]
+
+
+def test_a_value_that_cannot_come_back_is_named() -> None:
+    with pytest.raises(Wrong, match="returned a generator, not a plain value"):
+        kit.learner_call("your rule", lambda: (x for x in range(3)))
+
+
+def test_the_comment_stripper_is_linear_and_respects_literals() -> None:
+    start = time.monotonic()
+    with pytest.raises(Wrong, match="is empty"):
+        sandbox.strip_sql("/* " * 60_000, "your query")
+    assert time.monotonic() - start < 2.0  # the old regex took 35 s
+    text = "CREATE INDEX i ON t(a) WHERE s <> '--x' AND t = '/*' -- gone\n/* gone */"
+    assert sandbox.strip_sql(text, "x") == "CREATE INDEX i ON t(a) WHERE s <> '--x' AND t = '/*'"
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["fts3_tokenizer('simple')", "load_extension('x')", "sqlite_compileoption_get(0)"],
+)
+def test_functions_off_the_allow_list_are_refused(call: str) -> None:
+    conn = fr.connect()
+    with pytest.raises(Wrong, match="SQLite refused it"):
+        sandbox.run(conn, f"SELECT {call}")
+
+
+def test_the_checkers_connection_is_untouched_by_a_read_and_updated_by_a_write() -> None:
+    conn = fr.connect()
+    fr.enqueue(conn, "a", 1)
+    assert sandbox.run(conn, "SELECT COUNT(*), max(id) FROM conversations") == [(1, 1)]
+    sandbox.run(conn, "CREATE INDEX i ON conversations(priority) WHERE direction <> '--'",
+                what="your index", writes=True)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "i" in names and fr.enqueue(conn, "a", 1) == 2
+    with pytest.raises(Wrong, match="may only read"):
+        sandbox.run(conn, "DELETE FROM conversations")
+    assert conn.execute("SELECT COUNT(*) FROM conversations").fetchone() == (2,)
+    assert isinstance(conn, sqlite3.Connection)
