@@ -14,7 +14,7 @@ from typing import Any
 
 import labkit.exercises.sandbox as sandbox
 import labkit.frontier.log as fr
-from labkit.exercises.kit import Exercise, Wrong, listing
+from labkit.exercises.kit import Exercise, Wrong, listing, shown
 from labkit.frontier.orders import model_run
 from labkit.frontier.scenarios import run_scenario, scenario_from_dict, scenario_from_order
 
@@ -26,7 +26,7 @@ def _ids(answer: Any, what: str) -> set[int]:
     out = set()
     for item in answer:
         if isinstance(item, bool) or not isinstance(item, int):
-            raise Wrong(f"{item!r} is not an id; {what} must hold whole numbers")
+            raise Wrong(f"{shown(item)} is not an id; {what} must hold whole numbers")
         out.add(int(item))
     return out
 
@@ -234,7 +234,7 @@ def _number(answer: Mapping[str, Any], keys: Sequence[str]) -> int | None:
         if key in answer:
             value = answer[key]
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise Wrong(f"{key} must be a whole number, not {value!r}")
+                raise Wrong(f"{key} must be a whole number, not {shown(value)}")
             return value
     raise Wrong(f"the answer needs a {keys[0]!r} entry")
 
@@ -259,11 +259,11 @@ def _check_predict(answer: Any) -> str:
                 if failed
                 else f"ids 1..{want_f} are all terminal"
             )
-        raise Wrong(f"you said the frontier is {frontier}; the log says {want_f}: {why}")
+        raise Wrong(f"you said the frontier is {shown(frontier)}; the log says {want_f}: {why}")
     if mx != want_m:
         delivered = [i for i, s in statuses.items() if s == "delivered"]
         raise Wrong(
-            f"you said MAX(delivered) is {mx}; it is {want_m}: the delivered ids are "
+            f"you said MAX(delivered) is {shown(mx)}; it is {want_m}: the delivered ids are "
             f"{listing(delivered)} (failed and pending rows do not count)"
         )
     return (

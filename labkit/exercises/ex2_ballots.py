@@ -16,7 +16,7 @@ from typing import Any
 from labkit.catalog.loop import REASONS, Response, WatermarkLoop
 from labkit.db import connect
 from labkit.designs.arrival_orders import DELIVER, ScheduleError, ScheduleResult, run_schedule
-from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing
+from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing, shown
 
 COMMIT = "commit"
 
@@ -27,7 +27,7 @@ def _normalize_reason(value: Any, label: str) -> str:
     if isinstance(value, str) and value in REASONS:
         return value
     raise Wrong(
-        f"{label}: {value!r} is not a decision; use 'commit' (or None) or one of {list(REASONS)}"
+        f"{label}: {shown(value)} is not a decision; use 'commit' (or None) or one of {list(REASONS)}"
     )
 
 
@@ -144,7 +144,7 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
                 said = answer[key]
                 if said != ballot.ballot_id or isinstance(said, bool):
                     raise Wrong(
-                        f"{key}: you said the new ballot is {said!r}; reserve() returned "
+                        f"{key}: you said the new ballot is {shown(said)}; reserve() returned "
                         f"{ballot.ballot_id}, observing watermark {ballot.watermark}. Ballot ids "
                         "live in the store, not in the process: a restart never reuses one"
                     )
@@ -158,7 +158,7 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
                     raise Wrong(
                         f"response {label} (ballot {resp.ballot_id}, observed watermark "
                         f"{resp.observed_watermark}, base {resp.base_version}): you said "
-                        f"{said!r}, WatermarkLoop.apply said {actual!r}: {why}"
+                        f"{shown(said)}, WatermarkLoop.apply said {actual!r}: {why}"
                     )
                 if resp.ballot_id not in _inflight(loop):
                     past.setdefault(
@@ -354,7 +354,7 @@ def _check_closing(answer: Any) -> str:
         raise RuntimeError(f"the ballot design rewound: {_trace(safe)}")
     said = decision.strip().lower() if isinstance(decision, str) else decision
     if said not in DECISIONS:
-        raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {decision!r}")
+        raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {shown(decision)}")
     if said == "compensate":
         raise Wrong(
             "there is nothing to compensate: under the ballot design the late bodies never "

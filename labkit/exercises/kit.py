@@ -118,6 +118,21 @@ def learner_calls(func: Callable[..., Any], arg_sets: Iterable[tuple[Any, ...]])
         return [Call(None, arg_sets[0], str(exc))]
 
 
+SHOWN_CHARS = 80
+
+
+def shown(value: Any) -> str:
+    """A learner's value as feedback quotes it: its repr, cut to `SHOWN_CHARS`; an integer too
+    long to print is named by its size (Python refuses to print ints over 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit integer"
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - the learner's own __repr__ may raise anything
+        return f"a {type(value).__name__} whose repr raised {type(exc).__name__}"
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
 def listing(items: Iterable[Any]) -> str:
     """`1, 3, 5`, or `none` for no items: how feedback names a few ids."""
     return ", ".join(str(i) for i in items) or "none"
