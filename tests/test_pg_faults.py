@@ -256,3 +256,10 @@ def test_killed_postmaster_then_restart_loses_and_doubles_nothing(
     committed, exc = write_until_killed(debian_server.dsn, schema, kill)
     assert isinstance(exc, psycopg.OperationalError)
     check_after_restart(debian_server.dsn, schema, committed)
+
+
+@pytest.mark.parametrize("prefix", ['a"b', "", "A", "1x", "x" * 41, 7])
+def test_a_scratch_schema_prefix_that_is_not_a_plain_name_is_refused(prefix: object) -> None:
+    with pytest.raises(ValueError, match="^scratch_schema: prefix must be"):
+        with pg.scratch_schema("host=127.0.0.1 port=1", prefix=prefix):  # type: ignore[arg-type]
+            pass

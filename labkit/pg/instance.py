@@ -42,6 +42,7 @@ class Server:
     version: str
 
 
+_SCHEMA_PREFIX = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _PASSWORD_URI = re.compile(r"(?P<head>://[^:/@?#]*:)(?P<pw>[^@/?#]*)@")
 _PASSWORD_KV = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
 _PASSWORD_QUERY = re.compile(r"(?P<head>[?&](?:ssl)?password=)(?P<pw>[^&#]*)")
@@ -174,15 +175,22 @@ def scratch_schema(dsn: str, prefix: str = "wb") -> Iterator[str]:
     Connect to it with `options=search_path_option(name)` so every table, sequence and function
     the experiment creates lands inside it.
     """
+    from psycopg import sql
+
+    if not isinstance(prefix, str) or not _SCHEMA_PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"scratch_schema: prefix must be 1-40 lower-case letters, digits or _ starting with a"
+            f" letter, got {prefix!r:.60}"
+        )
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')  # generated above, never input
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
     try:
         yield name
     finally:
         # a session still holding a lock in it fails the drop in seconds instead of hanging
         with connect(dsn, autocommit=True, options="-c lock_timeout=10s") as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def search_path_option(schema: str) -> str:
