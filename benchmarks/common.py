@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import io
 import math
 import os
 import platform
@@ -88,12 +89,15 @@ def machine_line() -> str:
 
 def write_csv(name: str, rows: Sequence[dict[str, object]], out: Path = FIGURES) -> Path:
     """Write benchmark rows to `out/bench_<name>.csv`."""
+    from labkit.files import replace_file
+
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_{name}.csv"
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    replace_file(path, text.getvalue())
     return path
 
 

@@ -63,6 +63,7 @@ def prepare_output_dir(out: Path) -> None:
 
 def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[str, Any]:
     """Regenerate every figure as SVG + PNG into `out`, one progress line each; write the manifest."""
+    from labkit.files import replace_file
     from labkit.plots.style import save_figure
 
     specs = [s for s in registry() if names is None or s.name in names]
@@ -77,7 +78,5 @@ def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[s
             **{p.suffix[1:]: _sha(p) for p in paths},
         }
         print(f"[{i}/{len(specs)}] {spec.name}: " + ", ".join(str(p) for p in paths), flush=True)
-    (out / MANIFEST).write_text(
-        json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8", newline="\n"
-    )
+    replace_file(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest

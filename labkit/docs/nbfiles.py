@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from labkit.files import UnsafeTarget, check_target, replace_file
+
 SOLUTION_START = "# BEGIN SOLUTION"
 SOLUTION_END = "# END SOLUTION"
 _SOLUTION_RE = re.compile(
@@ -49,6 +51,10 @@ def read_notebook(path: Path) -> tuple[str, Any]:
     import nbformat
 
     try:
+        check_target(path)  # a FIFO would block the read forever; a link names another file
+    except UnsafeTarget as exc:
+        raise NotebookFileError(path, exc.problem) from exc
+    try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise NotebookFileError(path, "no such file") from exc
@@ -70,10 +76,13 @@ def read_notebook(path: Path) -> tuple[str, Any]:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write by replace (LF line ends on every platform); on failure `path` is untouched."""
     try:
-        path.write_text(text, encoding="utf-8", newline="\n")  # LF on Windows too: no spurious diff
+        replace_file(path, text)
+    except UnsafeTarget as exc:
+        raise NotebookFileError(path, exc.problem) from exc
     except OSError as exc:
-        raise NotebookFileError(path, f"cannot write: {exc.strerror}") from exc
+        raise NotebookFileError(path, f"cannot write: {exc.strerror}; the file is unchanged") from exc
 
 
 def _notebooks_under(root: Path) -> list[Path]:
@@ -92,7 +101,11 @@ def strip_paths(paths: Iterable[Path]) -> list[Path]:
     import nbformat
 
     pending = []
-    for path in [p for root in paths for p in _notebooks_under(Path(root))]:
+    found = [p for root in paths for p in _notebooks_under(Path(root))]
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)  # a file named twice is written once
+    for path in unique.values():
         before, nb = read_notebook(path)
         after = nbformat.writes(strip_notebook(nb)) + "\n"
         if after != before:
@@ -138,6 +151,10 @@ def _check_copy_paths(src: Path, out: Path) -> list[Path]:
         target = out / path.name
         if target.exists() and target.samefile(path):
             raise NotebookFileError(target, f"is the solution notebook {path} itself")
+        try:
+            check_target(target)  # a link inside the output folder would write elsewhere
+        except UnsafeTarget as exc:
+            raise NotebookFileError(target, exc.problem) from exc
     return sources
 
 

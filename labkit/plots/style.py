@@ -102,14 +102,19 @@ def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
 
 
 def save_figure(fig: Figure, stem: Path, formats: tuple[str, ...] = ("svg", "png")) -> list[Path]:
-    """Save `fig` as `stem.svg` / `stem.png` with fixed metadata so reruns are byte-identical."""
+    """Save `fig` as `stem.svg` / `stem.png` with fixed metadata so reruns are byte-identical;
+    each file is rendered in memory and written by replace (`labkit.files`), never in place."""
+    from labkit.files import replace_file
+
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     with workbook_style():
         for fmt in formats:
             path = stem.with_suffix(f".{fmt}")
             metadata = _SVG_METADATA if fmt == "svg" else _PNG_METADATA
-            fig.savefig(path, format=fmt, metadata=metadata)
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, metadata=metadata)
+            replace_file(path, buf.getvalue())
             written.append(path)
     return written
 
