@@ -26,7 +26,7 @@ from labkit.catalog.crash_child import POINTS
 from labkit.catalog.loop import Ballot, Response
 from labkit.db import connect
 
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
 # What `Popen.kill()` leaves as the exit code: minus the signal number (SIGKILL is 9) where the
 # operating system kills by signal, 1 from TerminateProcess on Windows.
 KILLED_RETURNCODE = 1 if os.name == "nt" else -9
