@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from labkit.exercises import walls
+import labkit.exercises.walls as walls
 
 
 class _Blank:
