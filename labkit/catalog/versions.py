@@ -69,8 +69,8 @@ CATALOG = Schema(
         READER_TABLE,
     ),
     # PostgreSQL's log also refuses a version whose base is missing: a commit tried before any
-    # read relies on it (`labkit.catalog.loop_pg`).
-    postgres=versions_pg.Tables(
+    # read relies on it (`labkit.catalog.loop.COMMIT`).
+    postgres=versions_pg.LogTables(
         ddl=(
             f"""CREATE TABLE IF NOT EXISTS catalog_versions (
     version      bigint PRIMARY KEY CHECK (version >= 0),
@@ -185,8 +185,6 @@ def create_schema(
     d = backend.dialect(conn)
     genesis = (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
     with making(conn, d, CATALOG):
-        if d.is_postgres:
-            versions_pg.add_base_key(conn)
         d.execute(conn, GENESIS_SQL, genesis)
 
 

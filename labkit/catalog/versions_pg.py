@@ -50,18 +50,22 @@ class Tables:
                 conn.execute(statement)
 
 
-def add_base_key(conn: Any) -> None:
-    """Give a log made before the base's foreign key that key, inside the caller's transaction;
-    a log the key refuses (a hole) is left as it is, for `versions.verify` to name."""
-    import psycopg
+@dataclass(frozen=True)
+class LogTables(Tables):
+    """The catalog log's tables: made as any store's, and a log made before the base's foreign
+    key gets that key (a log the key refuses, with a hole, is left for `versions.verify`)."""
 
-    if conn.execute(HAS_BASE_KEY_SQL).fetchone() is not None:
-        return
-    try:
-        with conn.transaction():
-            conn.execute(ADD_BASE_KEY_SQL)
-    except psycopg.errors.ForeignKeyViolation:
-        pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
+    def make(self, conn: Any) -> None:
+        import psycopg
+
+        super().make(conn)
+        if conn.execute(HAS_BASE_KEY_SQL).fetchone() is not None:
+            return
+        try:
+            with conn.transaction():
+                conn.execute(ADD_BASE_KEY_SQL)
+        except psycopg.errors.ForeignKeyViolation:
+            pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
 
 
 # `tests/backends.py` reads through this name; the rule itself is `labkit.backend.Dialect.reading`.
