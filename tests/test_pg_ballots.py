@@ -253,8 +253,8 @@ def test_opening_an_existing_store_locks_none_of_its_tables(connect) -> None:
     WatermarkLoop(conn)
     with conn.transaction():
         catalog.create_schema(conn, now=0.0)
-        with catalog.making(conn, POSTGRES, wl.BALLOTS):
-            POSTGRES.execute(conn, wl.STORE_INIT_SQL)
+        with catalog.making(conn, wl.BALLOTS) as d:
+            d.execute(conn, wl.STORE_INIT_SQL)
         held = watch.execute(
             "SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
             " WHERE l.pid = %s AND c.relname LIKE ANY (ARRAY['wm_%%', 'catalog_%%'])",

@@ -185,11 +185,12 @@ RESERVE = Guarded(
 # response.
 DECIDE = Guarded(_DECIDE, (("response", RESPONSE_SQL),))
 # The decision if the ballot is still in flight on the fence the commit is for (status, reason,
-# decided_at, id, fence), the new catalog version (`catalog.version_row`), the response. Because
-# the guard names the fence, PostgreSQL can try this write before any read (`WatermarkLoop.apply`):
-# it lands only if the ballot is in flight on that fence and version fence+1 is free, and the
-# log's keys make that mean "the head is the fence": the primary key refuses a second fence+1,
-# and each version's base must exist, so nothing can sit above a free fence+1.
+# decided_at, id, fence), the new catalog version (`catalog.version_row`), the response.
+# Because the guard names the fence, PostgreSQL can try this write before any read
+# (`WatermarkLoop.apply`): it lands only if the ballot is in flight on that fence and version
+# fence+1 is free, and the log's keys make that mean "the head is the fence": the primary key
+# refuses a second fence+1, and each version's base must exist, so nothing can sit above a
+# free fence+1.
 COMMIT = Guarded(
     _DECIDE + " AND observed_watermark = ?",
     (("version", catalog.APPEND_SQL), ("response", RESPONSE_SQL)),
@@ -337,8 +338,8 @@ class WatermarkLoop:
         self._identity = None if self._d.is_postgres else FileIdentity.of(conn)
         catalog.create_schema(conn, genesis_tools, now=clock())
         catalog.verify(conn)
-        with catalog.making(conn, self._d, BALLOTS):
-            self._d.execute(conn, STORE_INIT_SQL)
+        with catalog.making(conn, BALLOTS) as d:
+            d.execute(conn, STORE_INIT_SQL)
 
     @contextmanager
     def _deciding(self) -> Iterator[Connection]:
@@ -382,7 +383,7 @@ class WatermarkLoop:
         """Run one guarded write with each part's parameters (the guard's first), as this
         backend runs it. Returns False, having written nothing, if the guard matched no row."""
         statements = write.statements(self._d)
-        if len(statements) == 1:  # one statement takes every part's parameters, in order
+        if self._d.is_postgres:  # one statement, taking every part's parameters in order
             parts = (tuple(chain.from_iterable(parts)),)
         (guard, guard_params), *rest = zip(statements, parts, strict=True)
         if self.conn.execute(guard, guard_params).rowcount == 0:

@@ -155,19 +155,21 @@ def json_hash(text: str) -> str:
 
 
 @contextmanager
-def making(conn: Connection, d: Dialect, schema: Schema) -> Iterator[None]:
-    """One write transaction that makes `schema` if it is missing, for the caller to add its
-    first rows in. SQLite: BEGIN IMMEDIATE, and its DDL says IF NOT EXISTS. PostgreSQL: under
-    the schema's lock, and no DDL at all on a store that is there (`versions_pg.make`)."""
+def making(conn: Connection, schema: Schema) -> Iterator[Dialect]:
+    """One write transaction that makes `schema` if it is missing; it yields the connection's
+    dialect, for the caller to add its first rows with. SQLite: BEGIN IMMEDIATE, and its DDL
+    says IF NOT EXISTS. PostgreSQL: under the schema's lock, and no DDL at all on a store that
+    is there (`versions_pg.Tables`)."""
+    d = backend.dialect(conn)
     if d.is_postgres:
         with conn.transaction():
             schema.postgres.make(conn)
-            yield
+            yield d
         return
     with immediate(conn):
         for statement in schema.sqlite:
             conn.execute(statement)
-        yield
+        yield d
 
 
 def _read(conn: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -182,9 +184,8 @@ def create_schema(
 ) -> None:
     """Create the catalog tables (idempotent, safe from many sessions at once) and the genesis
     version 0 if it is missing; on PostgreSQL give a log made before the base's key that key."""
-    d = backend.dialect(conn)
     genesis = (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
-    with making(conn, d, CATALOG):
+    with making(conn, CATALOG) as d:
         d.execute(conn, GENESIS_SQL, genesis)
 
 
