@@ -65,6 +65,15 @@ def _spawn(
     return subprocess.Popen(args, env=env, stderr=subprocess.PIPE)
 
 
+def _wait_ready(go: Path, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Return once every worker (by name) has opened its loop and said so."""
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{go}.{name}.ready").exists() for name in procs):
+        assert time.monotonic() < deadline, "workers never opened their loops"
+        assert all(p.poll() is None for p in procs.values()), "a worker died before it was ready"
+        time.sleep(0.01)
+
+
 def _check_intact(db: Path) -> int:
     conn = connect(db)
     head = catalog.verify(conn)  # 0..n contiguous, each base its predecessor, hashes match
@@ -80,12 +89,17 @@ def _check_intact(db: Path) -> int:
 
 
 def test_sigkill_mid_run_loses_no_commit_and_never_rewinds(tmp_path: Path) -> None:
-    db = tmp_path / "crash.db"
+    db, go = tmp_path / "crash.db", tmp_path / "go"
+    go.touch()  # no start line to wait at: the child only says when its loop is open
     rng = random.Random(20240603)
     reader = CatalogReader(connect(db), "parent", state=connect(tmp_path / "r.db"))
     heads = []
     for round_ in range(6):
-        proc = _spawn(db, "w", window=2, target=10_000)
+        Path(f"{go}.w.ready").unlink(missing_ok=True)
+        proc = _spawn(db, "w", window=2, target=10_000, go=go)
+        # The kill comes at a random moment of its work, however long starting took it (on a
+        # loaded machine, longer than the whole window).
+        _wait_ready(go, {"w": proc})
         time.sleep(rng.uniform(0.15, 0.4))
         proc.kill()  # SIGKILL on POSIX, TerminateProcess on Windows: no handler runs
         proc.wait()
@@ -107,11 +121,7 @@ def test_two_processes_commit_at_most_once_per_watermark(tmp_path: Path) -> None
     go = tmp_path / "go"
     catalog.create_schema(connect(db))
     procs = [_spawn(db, f"p{i}", window=3, target=150, go=go) for i in range(2)]
-    deadline = time.monotonic() + 60
-    while not all(Path(f"{go}.p{i}.ready").exists() for i in range(2)):  # both at the line
-        assert time.monotonic() < deadline, "workers never reached the start line"
-        assert all(p.poll() is None for p in procs), "a worker died before the start line"
-        time.sleep(0.01)
+    _wait_ready(go, {f"p{i}": p for i, p in enumerate(procs)})  # both at the start line
     go.touch()
     for proc in procs:
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from labkit.backend import POSTGRES, SQLITE
 from labkit.catalog import loop as wl
 from labkit.catalog import loop_pg as wpg
 from labkit.catalog import versions as catalog
@@ -128,7 +129,7 @@ def test_a_decision_whose_guard_finds_the_ballot_changed_reads_again(connect, le
     late = Response(bb.ballot_id, 0, 1, ["b"])
     applier = threading.Thread(target=lambda: result.update(out=lb.apply(late)))
     with a_conn.transaction():
-        a_conn.execute(wl.ABANDON_SQL.replace("?", "%s"), (0.0, bb.ballot_id))
+        POSTGRES.execute(a_conn, wl.ABANDON_SQL, (0.0, bb.ballot_id))
         applier.start()
         wait_until_blocked(watch, b_conn)
     applier.join(10)
@@ -163,21 +164,18 @@ def test_a_reserve_that_loses_the_race_reads_again_and_takes_the_next_id(
     assert la.inflight() == [result["ballot"]] and lb.lost_races == 1
 
 
-def test_each_write_step_is_one_statement_on_postgres_with_sqlite_s_parts() -> None:
-    """The same named steps on both backends: a tuple of statements on SQLite is one statement
-    (a data-modifying CTE per extra part) on PostgreSQL, taking the parameters in that order.
-    The first part is the guard, and on PostgreSQL every later part selects FROM it."""
-    for name in ("RESERVE_SQL", "DECIDE_SQL", "COMMIT_SQL", "RESPONSE_SQL", "ABANDON_SQL"):
-        lite, pgsql = getattr(wl, name), getattr(wpg, name)
-        parts = (lite,) if isinstance(lite, str) else lite
-        assert isinstance(pgsql, str) and pgsql.count(" AS (") == len(parts) - 1, name
-        assert pgsql.count("%s") == sum(p.count("?") for p in parts), name
-        if len(parts) > 1:
-            assert pgsql.startswith("WITH guard AS (UPDATE "), name
-            assert pgsql.count("FROM guard") == len(parts) - 1, name
-            assert parts[0].startswith("UPDATE ") and " AND " in parts[0], name
-    for name in ("RESERVE_READ_SQL", "DECISION_READ_SQL", "INFLIGHT_SQL"):
-        assert getattr(wpg, name) == getattr(wl, name).replace("?", "%s"), name
+def test_each_guarded_write_is_one_statement_on_postgres_with_sqlite_s_parts() -> None:
+    """A guarded write is written once; SQLite runs its parts in order, PostgreSQL one statement
+    (a data-modifying CTE per extra part) taking the parameters in that order. The first part is
+    the guard, and on PostgreSQL every later part selects FROM it."""
+    for name in ("RESERVE", "DECIDE", "COMMIT"):
+        write = getattr(wl, name)
+        parts, (one,) = write.statements(SQLITE), write.statements(POSTGRES)
+        assert len(parts) == len(write.rows) + 1 and one.count(" AS (") == len(parts) - 1, name
+        assert one.count("%s") == sum(p.count("?") for p in parts) and "?" not in one, name
+        assert one.startswith("WITH guard AS (UPDATE ") and one.endswith(" FROM guard"), name
+        assert one.count("FROM guard") == len(parts) - 1, name
+        assert parts[0].startswith("UPDATE ") and " AND " in parts[0], name
 
 
 @pytest.mark.parametrize("level", ["repeatable read", "serializable"])
@@ -218,11 +216,11 @@ def foreign_keys(conn) -> list[str]:
 def test_a_store_made_by_earlier_code_has_one_base_key_after_opening(connect, old: str) -> None:
     """Opened again, a store with no key gets one; one with an unnamed key keeps it alone. Either
     way a commit tried before reading after the head went back is decided stale, as on SQLite."""
-    from labkit.catalog import versions_pg as catalog_pg
+    from labkit.catalog import versions_pg
 
     conn = connect(autocommit=True)
     commit_one(WatermarkLoop(conn), "v1")
-    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {catalog_pg.BASE_KEY}")
+    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {versions_pg.BASE_KEY}")
     if OLD_KEYS[old]:
         conn.execute(OLD_KEYS[old])
     loop = WatermarkLoop(conn, window=2)
@@ -235,12 +233,12 @@ def test_a_store_made_by_earlier_code_has_one_base_key_after_opening(connect, ol
 
 
 def test_an_old_store_with_a_broken_log_is_named_corrupt_not_a_key_error(connect) -> None:
-    from labkit.catalog import versions_pg as catalog_pg
+    from labkit.catalog import versions_pg
 
     conn = connect(autocommit=True)
     loop = WatermarkLoop(conn)
     commit_one(loop, "v1"), commit_one(loop, "v2")
-    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {catalog_pg.BASE_KEY}")
+    conn.execute(f"ALTER TABLE catalog_versions DROP CONSTRAINT {versions_pg.BASE_KEY}")
     conn.execute("DELETE FROM catalog_versions WHERE version = 1")  # a hole in the log
     with pytest.raises(catalog.CatalogCorruptError, match="version 1 missing"):
         WatermarkLoop(conn)
@@ -251,13 +249,12 @@ def test_opening_an_existing_store_locks_none_of_its_tables(connect) -> None:
     """Opening ran CREATE INDEX IF NOT EXISTS, which locks the table even when the index is
     there, in an order a running loop's prepared statements could deadlock against. Now an
     existing store gets no DDL: nothing stronger than a row-exclusive lock is taken."""
-    from labkit.catalog import versions_pg as catalog_pg
-
     conn, watch = connect(), connect(autocommit=True)
     WatermarkLoop(conn)
     with conn.transaction():
-        catalog_pg.create_schema(conn, "[]", catalog.tools_hash([]), 0.0)
-        wpg.create_schema(conn)
+        catalog.create_schema(conn, now=0.0)
+        with catalog.making(conn, wl.BALLOTS) as d:
+            d.execute(conn, wl.STORE_INIT_SQL)
         held = watch.execute(
             "SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
             " WHERE l.pid = %s AND c.relname LIKE ANY (ARRAY['wm_%%', 'catalog_%%'])",
@@ -372,7 +369,6 @@ def test_inflight_query_uses_the_partial_index(connect) -> None:
     nodes = fpg.plan_nodes(fpg.explain_json(conn, INFLIGHT_SQL))
     assert "Seq Scan" not in {n["Node Type"] for n in nodes}
     assert "wm_ballots_inflight" in {n.get("Index Name") for n in nodes}
-    assert wpg.INFLIGHT_SQL == INFLIGHT_SQL  # the same text runs on both backends
 
 
 def test_check_invariants_catches_two_commits_on_one_watermark(connect) -> None:

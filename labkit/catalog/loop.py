@@ -2,33 +2,40 @@
 
 A tick reserves a ballot (persisted before the planner call) that records the watermark it
 observed and the catalog version it is based on. A response commits only if its ballot is
-still in flight, the watermark has not moved, and its body is based on the current head.
-The watermark *is* the catalog head (`labkit.catalog.versions`): one committed version, no drift.
-This is the core the simulator and the designs build on; `labkit.ballot` is its public face.
-Handed a psycopg connection, the same rule runs on PostgreSQL, where many processes share one
-store: there each write is guarded (a conditional write the database checks), and decided
-again from a fresh read when another loop won the race (`labkit.catalog.loop_pg`, imported on
-first use).
+still in flight, the watermark has not moved, and its body is based on the current head
+(`labkit.catalog.rule`, the rule written once). The watermark *is* the catalog head
+(`labkit.catalog.versions`): one committed version, no drift. This is the core the simulator
+and the designs build on; `labkit.ballot` is its public face.
+
+`WatermarkLoop` takes a sqlite3 or a psycopg connection and picks its dialect once, when it is
+made (`labkit.backend`). Every statement of the ballot store is written here once, in SQLite's
+placeholder style; where the backends differ, both are here side by side: the tables
+(`BALLOTS`) and the form of a guarded write (`Guarded`: statements in one BEGIN IMMEDIATE on
+SQLite, one statement of data-modifying CTEs on PostgreSQL). How PostgreSQL runs them, where
+many processes share one store (decisions committed statement by statement, a lost race told
+from a failure, the connection checked when a loop opens), is in `labkit.catalog.loop_pg`.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import sqlite3
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
+import labkit.catalog.loop_pg as loop_pg
+import labkit.catalog.rule as rule
 import labkit.catalog.versions as catalog
+import labkit.catalog.versions_pg as versions_pg
+from labkit import backend
+from labkit.backend import Connection, Dialect
+from labkit.catalog.rule import REASONS as REASONS  # handed on: an Outcome's reason is one
+from labkit.catalog.rule import Reason
 from labkit.db import FileIdentity, immediate
-
-Reason = Literal["unknown_ballot", "stale_watermark", "stale_base"]
-REASONS: tuple[str, ...] = ("unknown_ballot", "stale_watermark", "stale_base")
 
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 # Stored as a rejected response's tools_hash when its body could not be serialised.
@@ -38,12 +45,45 @@ INVALID_BODY_HASH = "invalid"
 MAX_ATTEMPTS = 1000
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS wm_store (
+
+@dataclass(frozen=True)
+class Guarded:
+    """One guarded write, written once: its guard, an UPDATE that only changes a row that still
+    holds what the decision read, and the rows (name, INSERT ... SELECT) that go with it.
+
+    If the guard matches no row, nothing of the write is kept. SQLite runs the guard and then
+    each insert, inside the one BEGIN IMMEDIATE transaction its read ran in (so the guard always
+    matches there); PostgreSQL runs one statement whose guard is a data-modifying CTE that every
+    insert selects FROM, with the parameters in the same order, so the database itself checks
+    the guard against the newest committed row at the moment it writes.
+    """
+
+    guard: str
+    rows: tuple[tuple[str, str], ...]
+
+    def statements(self, d: Dialect) -> tuple[str, ...]:
+        """The write as `d` runs it, rendered for its driver: the guard first."""
+        if not d.is_postgres:
+            return (self.guard, *(row for _, row in self.rows))
+        *middle, (_, last) = self.rows
+        ctes = [f"guard AS ({self.guard} RETURNING 1)"]
+        ctes += [f"{name} AS ({row} FROM guard)" for name, row in middle]
+        return (d.sql("WITH " + ",\n".join(ctes) + f"\n{last} FROM guard"),)
+
+
+_BALLOT_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS wm_ballots_inflight ON wm_ballots (ballot_id)\n"
+    "    WHERE status = 'inflight'",
+    "CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)\n"
+    "    WHERE committed = 1",
+)
+BALLOTS = catalog.Schema(
+    sqlite=(
+        """CREATE TABLE IF NOT EXISTS wm_store (
     id          INTEGER PRIMARY KEY CHECK (id = 1),
     next_ballot INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS wm_ballots (
+)""",
+        """CREATE TABLE IF NOT EXISTS wm_ballots (
     ballot_id          INTEGER PRIMARY KEY,
     observed_watermark INTEGER NOT NULL,
     base_version       INTEGER NOT NULL,
@@ -53,10 +93,8 @@ CREATE TABLE IF NOT EXISTS wm_ballots (
     reason             TEXT,
     reserved_at        REAL    NOT NULL,
     decided_at         REAL
-);
-CREATE INDEX IF NOT EXISTS wm_ballots_inflight ON wm_ballots (ballot_id)
-    WHERE status = 'inflight';
-CREATE TABLE IF NOT EXISTS wm_responses (
+)""",
+        """CREATE TABLE IF NOT EXISTS wm_responses (
     seq                INTEGER PRIMARY KEY AUTOINCREMENT,
     ballot_id          INTEGER NOT NULL,
     observed_watermark INTEGER NOT NULL,
@@ -65,23 +103,52 @@ CREATE TABLE IF NOT EXISTS wm_responses (
     committed          INTEGER NOT NULL CHECK (committed IN (0, 1)),
     reason             TEXT,
     received_at        REAL    NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)
-    WHERE committed = 1;
-"""
-STORE_INIT_SQL = "INSERT OR IGNORE INTO wm_store (id, next_ballot) VALUES (1, 1)"
+)""",
+        *_BALLOT_INDEXES,
+    ),
+    postgres=versions_pg.Tables(
+        ddl=(
+            """CREATE TABLE IF NOT EXISTS wm_store (
+    id          integer PRIMARY KEY CHECK (id = 1),
+    next_ballot bigint  NOT NULL
+)""",
+            """CREATE TABLE IF NOT EXISTS wm_ballots (
+    ballot_id          bigint PRIMARY KEY,
+    observed_watermark bigint NOT NULL,
+    base_version       bigint NOT NULL,
+    replay_of          bigint,
+    status             text   NOT NULL
+        CHECK (status IN ('inflight', 'committed', 'rejected', 'abandoned')),
+    reason             text,
+    reserved_at        double precision NOT NULL,
+    decided_at         double precision
+)""",
+            """CREATE TABLE IF NOT EXISTS wm_responses (
+    seq                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    ballot_id          bigint NOT NULL,
+    observed_watermark bigint NOT NULL,
+    base_version       bigint NOT NULL,
+    tools_hash         text   NOT NULL,
+    committed          smallint NOT NULL CHECK (committed IN (0, 1)),
+    reason             text,
+    received_at        double precision NOT NULL
+)""",
+            *_BALLOT_INDEXES,
+        ),
+        names=(
+            "wm_store", "wm_ballots", "wm_ballots_inflight", "wm_responses",
+            "wm_responses_one_commit",
+        ),
+        lock="labkit.wm:",
+    ),
+)
+STORE_INIT_SQL = "INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING"
 INFLIGHT_SQL = (
     "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
     " WHERE status = 'inflight' ORDER BY ballot_id"
 )
 
-# Each step of the rule is one constant, with the same name in `labkit.catalog.loop_pg`. A write
-# that is a tuple here is one statement there (data-modifying CTEs, parameters in the same
-# order): `WatermarkLoop._write` runs either form. The first part of a write is its guard: it
-# only changes a row that still holds what the read saw, and if it matches nothing the rest is
-# not written. On SQLite the reads and the write share one BEGIN IMMEDIATE transaction, so the
-# guard always matches; on PostgreSQL it is what stops a loop that lost a race.
-
+# Each read is one statement, so one snapshot: what it returns belongs together.
 # What a reserve reads, one row: ballots in flight, the next ballot id, the head.
 RESERVE_READ_SQL = (
     "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"
@@ -94,39 +161,44 @@ DECISION_READ_SQL = (
     "SELECT (SELECT MAX(version) FROM catalog_versions),"
     " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = ? AND status = 'inflight')"
 )
-# Parts: the next ballot id if it is still the one read (new, read), then the ballot (id,
-# watermark, base, replay_of, reserved_at).
-RESERVE_SQL = (
-    "UPDATE wm_store SET next_ballot = ? WHERE id = 1 AND next_ballot = ?",
-    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of,"
-    " status, reserved_at) VALUES (?, ?, ?, ?, 'inflight', ?)",
+# Inserts are written INSERT ... SELECT, so that a guarded write can make them select FROM its
+# guard (as `catalog.APPEND_SQL` is).
+BALLOT_SQL = (
+    "INSERT INTO wm_ballots (ballot_id, observed_watermark, base_version, replay_of, status,"
+    " reserved_at)\n    SELECT ?, ?, ?, ?, 'inflight', ?"
 )
 RESPONSE_SQL = (
     "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-    " committed, reason, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " committed, reason, received_at)\n    SELECT ?, ?, ?, ?, ?, ?, ?"
 )
 _DECIDE = (
-    "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?"
-    " WHERE ballot_id = ? AND status = 'inflight'"
+    "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?\n"
+    "    WHERE ballot_id = ? AND status = 'inflight'"
 )
-# Parts: the ballot's decision if it is still in flight (status, reason, decided_at, id), then
-# the response.
-DECIDE_SQL = (_DECIDE, RESPONSE_SQL)
-# Parts: the decision if the ballot is still in flight on the fence the commit is for (status,
-# reason, decided_at, id, fence), the new catalog version (`catalog.version_row`), the response.
-COMMIT_SQL = (_DECIDE + " AND observed_watermark = ?", catalog.APPEND_SQL, RESPONSE_SQL)
+# The next ballot id if it is still the one read (new, read), then the ballot (id, watermark,
+# base, replay_of, reserved_at).
+RESERVE = Guarded(
+    "UPDATE wm_store SET next_ballot = ? WHERE id = 1 AND next_ballot = ?",
+    (("ballot", BALLOT_SQL),),
+)
+# The ballot's decision if it is still in flight (status, reason, decided_at, id), then the
+# response.
+DECIDE = Guarded(_DECIDE, (("response", RESPONSE_SQL),))
+# The decision if the ballot is still in flight on the fence the commit is for (status, reason,
+# decided_at, id, fence), the new catalog version (`catalog.version_row`), the response.
+# Because the guard names the fence, PostgreSQL can try this write before any read
+# (`WatermarkLoop.apply`): it lands only if the ballot is in flight on that fence and version
+# fence+1 is free, and the log's keys make that mean "the head is the fence": the primary key
+# refuses a second fence+1, and each version's base must exist, so nothing can sit above a
+# free fence+1.
+COMMIT = Guarded(
+    _DECIDE + " AND observed_watermark = ?",
+    (("version", catalog.APPEND_SQL), ("response", RESPONSE_SQL)),
+)
 ABANDON_SQL = (
     "UPDATE wm_ballots SET status = 'abandoned', decided_at = ?"
     " WHERE ballot_id = ? AND status = 'inflight'"
 )
-
-def _pg(conn: object):
-    """`labkit.catalog.loop_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
-    if isinstance(conn, sqlite3.Connection):
-        return None
-    import labkit.catalog.loop_pg as watermark_pg
-
-    return watermark_pg
 
 
 class WindowFullError(RuntimeError):
@@ -187,33 +259,6 @@ class Outcome:
         return f"ballot {self.ballot_id}: {self.reason or 'commit'} → head v{self.version}"
 
 
-@dataclass(frozen=True)
-class Checks:
-    """The commit rule's three conditions for one response, each tested on its own.
-
-    `WatermarkLoop.checks` builds it without deciding or recording anything, so a notebook can
-    show which condition a response fails. `fence` is the watermark the ballot observed (None
-    when the ballot is not in flight) and `head` the current head, which is the watermark.
-    """
-
-    in_flight: bool
-    watermark_current: bool
-    base_current: bool
-    fence: int | None
-    head: int
-
-    @property
-    def reason(self) -> Reason | None:
-        """What `apply` answers: the first condition that fails, in the order it tests them."""
-        if not self.in_flight:
-            return "unknown_ballot"
-        if not self.watermark_current:
-            return "stale_watermark"
-        if not self.base_current:
-            return "stale_base"
-        return None
-
-
 def _fence_int(response: Response, name: str) -> int:
     """One of the three fence fields as a Python int in SQLite's range, or `ResponseError`."""
     value = getattr(response, name)
@@ -270,7 +315,7 @@ class WatermarkLoop:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         window: int = 1,
         *,
         clock: Callable[[], float] = time.time,
@@ -281,40 +326,29 @@ class WatermarkLoop:
         self.conn = conn
         self.window = window
         self.clock = clock
-        self._pg = _pg(conn)
-        if self._pg is not None:
-            self._pg.check_connection(conn)
+        self._d = backend.dialect(conn)
+        if self._d.is_postgres:
+            loop_pg.check_connection(conn)
         # Reserves and decisions whose guarded write found that what they read had changed
         # (another loop got there first), so they read and decided again.
         self.lost_races = 0
         # PostgreSQL: commits tried before reading that did not land (the read then decided).
         self.commit_first_misses = 0
-        # The backend's statements: this module's constants, or the same names in watermark_pg.
-        self._sql = sys.modules[__name__] if self._pg is None else self._pg
-        self._identity = None if self._pg else FileIdentity.of(conn)
+        # SQLite: the file this loop opened, checked before every write.
+        self._identity = None if self._d.is_postgres else FileIdentity.of(conn)
         catalog.create_schema(conn, genesis_tools, now=clock())
         catalog.verify(conn)
-        if self._pg is not None:
-            self._pg.create_schema(conn)
-            return
-        with self._deciding():
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            conn.execute(STORE_INIT_SQL)
-
-    def _reading(self):
-        """Reads outside a write: on PostgreSQL they end the transaction they open."""
-        return nullcontext(self.conn) if self._pg is None else self._pg.reading(self.conn)
+        with catalog.making(conn, BALLOTS) as d:
+            d.execute(conn, STORE_INIT_SQL)
 
     @contextmanager
-    def _deciding(self) -> Iterator[sqlite3.Connection]:
+    def _deciding(self) -> Iterator[Connection]:
         """One read-decide-write. SQLite: one BEGIN IMMEDIATE transaction on the file this loop
         opened (refused if it was deleted/replaced), so nothing interleaves. PostgreSQL: each
         statement commits on its own and the write's guard catches a race
-        (`watermark_pg.deciding`)."""
-        if self._pg is not None:
-            with self._pg.deciding(self.conn):
+        (`loop_pg.deciding`)."""
+        if self._d.is_postgres:
+            with loop_pg.deciding(self.conn):
                 yield self.conn
             return
         with immediate(self.conn):
@@ -329,7 +363,7 @@ class WatermarkLoop:
             with self._deciding():
                 return attempt()
         except Exception as exc:
-            if self._pg is None or not self._pg.lost_race(exc):
+            if not (self._d.is_postgres and loop_pg.lost_race(exc)):
                 raise
             return None
 
@@ -345,15 +379,13 @@ class WatermarkLoop:
             f"{MAX_ATTEMPTS} attempts in a row lost the race to other loops on this store"
         )
 
-    def _write(self, sql: str | tuple[str, ...], *parts: tuple[Any, ...]) -> bool:
-        """Run one write step: one statement per part (SQLite's tuples), or one statement
-        taking every part's parameters in order (PostgreSQL's data-modifying CTEs).
-
-        Returns False, having written nothing, if the guard (the first part) matched no row.
-        """
-        if isinstance(sql, str):
-            return self.conn.execute(sql, tuple(chain.from_iterable(parts))).rowcount > 0
-        (guard, guard_params), *rest = zip(sql, parts, strict=True)
+    def _write(self, write: Guarded, *parts: tuple[Any, ...]) -> bool:
+        """Run one guarded write with each part's parameters (the guard's first), as this
+        backend runs it. Returns False, having written nothing, if the guard matched no row."""
+        statements = write.statements(self._d)
+        if self._d.is_postgres:  # one statement, taking every part's parameters in order
+            parts = (tuple(chain.from_iterable(parts)),)
+        (guard, guard_params), *rest = zip(statements, parts, strict=True)
         if self.conn.execute(guard, guard_params).rowcount == 0:
             return False
         for statement, params in rest:
@@ -366,8 +398,8 @@ class WatermarkLoop:
 
     def inflight(self) -> list[Ballot]:
         """Ballots reserved and not yet decided or abandoned, oldest first."""
-        with self._reading():
-            rows = self.conn.execute(self._sql.INFLIGHT_SQL).fetchall()
+        with self._d.reading(self.conn):
+            rows = self._d.execute(self.conn, INFLIGHT_SQL).fetchall()
         return [Ballot(*row) for row in rows]
 
     def reserve(self, *, replay_of: int | None = None) -> Ballot:
@@ -377,12 +409,12 @@ class WatermarkLoop:
         """
 
         def attempt() -> Ballot | None:
-            count, ballot_id, head = self.conn.execute(self._sql.RESERVE_READ_SQL).fetchone()
+            count, ballot_id, head = self._d.execute(self.conn, RESERVE_READ_SQL).fetchone()
             if count >= self.window:
                 raise WindowFullError(self.window, [b.ballot_id for b in self.inflight()])
             watermark = catalog.head_of(head)
             taken = self._write(
-                self._sql.RESERVE_SQL,
+                RESERVE,
                 (ballot_id + 1, ballot_id),
                 (ballot_id, watermark, watermark, replay_of, self.clock()),
             )
@@ -392,20 +424,19 @@ class WatermarkLoop:
 
     def _decision_read(self, ballot_id: int) -> tuple[int, int | None]:
         """The head and the ballot's fence (None unless it is in flight), in one read."""
-        head, fence = self.conn.execute(self._sql.DECISION_READ_SQL, (ballot_id,)).fetchone()
+        head, fence = self._d.execute(self.conn, DECISION_READ_SQL, (ballot_id,)).fetchone()
         return catalog.head_of(head), None if fence is None else int(fence)
 
-    def checks(self, response: Response) -> Checks:
+    def checks(self, response: Response) -> rule.Checks:
         """Test each commit condition for `response` on its own; read-only, nothing is decided.
 
         `watermark_current`: the ballot's fence is the head and the response echoes that fence.
         `base_current`: the body is based on the head. Malformed fields raise `ResponseError`.
         """
         ballot_id, observed, base = _check_envelope(response)
-        with self._reading():
+        with self._d.reading(self.conn):
             head, fence = self._decision_read(ballot_id)
-        watermark_current = fence is not None and fence == head and observed == fence
-        return Checks(fence is not None, watermark_current, base == head, fence, head)
+        return rule.check(fence, observed, base, head)
 
     def apply(self, response: Response) -> Outcome:
         """Decide and, if the ballot still owns the watermark, commit: one read, one guarded
@@ -429,41 +460,32 @@ class WatermarkLoop:
         ballot_id, observed, base = _check_envelope(response)
         body, problem = _body(response.tools)
         now = self.clock()
-        if self._pg is not None and body is not None and observed == base < SQLITE_INT_MAX:
+        if self._d.is_postgres and body is not None and observed == base < SQLITE_INT_MAX:
             # PostgreSQL: try the commit this response asks for before reading anything. Its
             # guard and the log's keys only let it land when the read below would decide
-            # "commit" (see `watermark_pg`); when it does not land, nothing was written.
+            # "commit" (see `COMMIT`); when it does not land, nothing was written.
             if self._try(lambda: self._commit(ballot_id, observed, body, now) or None):
                 return Outcome(ballot_id, True, None, observed + 1)
             self.commit_first_misses += 1
 
         def attempt() -> Outcome | None:
             current, fence = self._decision_read(ballot_id)
-            reason: Reason | None
-            fenced_out = fence is not None and fence != current
-            if fence is None:
-                reason = "unknown_ballot"
-            elif fenced_out or observed != fence:
-                reason = "stale_watermark"
-            elif base != current:
-                reason = "stale_base"
-            else:
-                reason = None
-            if reason is None and body is None:
+            verdict = rule.check(fence, observed, base, current)
+            if verdict.reason is None and body is None:
                 raise ResponseError(f"ballot {ballot_id}: {problem}")
-            if reason is None:
+            if verdict.reason is None:
                 if not self._commit(ballot_id, observed, body, now):
                     return None
                 return Outcome(ballot_id, True, None, observed + 1)
             body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
-            answer = (ballot_id, observed, base, body_hash, 0, reason, now)
-            if fenced_out:
-                decision = ("rejected", reason, now, ballot_id)
-                if not self._write(self._sql.DECIDE_SQL, decision, answer):
+            answer = (ballot_id, observed, base, body_hash, 0, verdict.reason, now)
+            if verdict.fenced_out:
+                decision = ("rejected", verdict.reason, now, ballot_id)
+                if not self._write(DECIDE, decision, answer):
                     return None
             else:
-                self._write(self._sql.RESPONSE_SQL, answer)
-            return Outcome(ballot_id, False, reason, current)
+                self._d.execute(self.conn, RESPONSE_SQL, answer)
+            return Outcome(ballot_id, False, verdict.reason, current)
 
         return self._decide(attempt)
 
@@ -474,7 +496,7 @@ class WatermarkLoop:
         decision = ("committed", None, now, ballot_id, fence)
         version = catalog.version_row(body, ballot_id, fence, now)
         answer = (ballot_id, fence, fence, version[2], 1, None, now)
-        return self._write(self._sql.COMMIT_SQL, decision, version, answer)
+        return self._write(COMMIT, decision, version, answer)
 
     def abandon(self, ballot_id: int) -> bool:
         """Give up an in-flight ballot (e.g. stalled); a later response for it is unknown.
@@ -482,7 +504,7 @@ class WatermarkLoop:
         Returns False if the ballot was not in flight.
         """
         with self._deciding():
-            cur = self.conn.execute(self._sql.ABANDON_SQL, (self.clock(), ballot_id))
+            cur = self._d.execute(self.conn, ABANDON_SQL, (self.clock(), ballot_id))
         return cur.rowcount == 1
 
     def replay(self, old: Outcome | Ballot | int) -> Ballot:

@@ -1,17 +1,18 @@
-"""The ballot store on PostgreSQL: schema, statements, and how a write that lost a race is told.
+"""How PostgreSQL runs the ballot store: decisions that commit statement by statement, a write
+that lost a race told from a failure, and the connection checked when a loop opens.
 
-`labkit.catalog.loop.WatermarkLoop` dispatches here when it is handed a psycopg connection;
-its rule is written once and runs these statements (same names as its SQLite ones). What
-PostgreSQL adds is concurrency: many processes, each with its own connection, share one store.
-No lock is held across a decision. The loop reads in one statement, decides in Python, then
-writes in one statement whose first part is a guard: it only changes rows that still hold what
-was read (`next_ballot = <read>`, `status = 'inflight'`), and every other part selects `FROM`
-that guard, so when the guard matches nothing the statement writes nothing. A commit also
-inserts version head+1, which the catalog's primary key refuses if another loop stored it
-first. Each statement runs on its own (autocommit) at READ COMMITTED (checked when the loop
-opens), so it is atomic and durable when it returns, and its guard is re-checked against the
-newest committed row; a write that lost (guard matched nothing, `lost_race` error) is decided
-again from a fresh read.
+`labkit.catalog.loop` writes every statement of the store, both backends' side by side where
+they differ, and its `WatermarkLoop` runs the one rule on either; this module holds only what
+PostgreSQL does around them. What PostgreSQL adds is concurrency: many processes, each with its
+own connection, share one store. No lock is held across a decision. The loop reads in one
+statement, decides in Python, then writes in one statement whose first part is a guard: it
+only changes rows that still hold what was read (`next_ballot = <read>`, `status =
+'inflight'`), and every other part selects `FROM` that guard, so when the guard matches nothing
+the statement writes nothing (`loop.Guarded`). A commit also inserts version head+1, which the
+catalog's primary key refuses if another loop stored it first. Each statement runs on its own
+(autocommit) at READ COMMITTED (checked when the loop opens), so it is atomic and durable when
+it returns, and its guard is re-checked against the newest committed row; a write that lost
+(guard matched nothing, `lost_race` error) is decided again from a fresh read.
 
 Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
 its read and its write (nothing the reserve writes says otherwise): safe, the ballot is
@@ -28,110 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.catalog.versions_pg import reading
+from labkit.backend import POSTGRES
 
-__all__ = [
-    "reading",
-    "deciding",
-    "lost_race",
-    "check_connection",
-    "create_schema",
-    "LoopConnectionError",
-]
-
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS wm_store (
-    id          integer PRIMARY KEY CHECK (id = 1),
-    next_ballot bigint  NOT NULL
-);
-CREATE TABLE IF NOT EXISTS wm_ballots (
-    ballot_id          bigint PRIMARY KEY,
-    observed_watermark bigint NOT NULL,
-    base_version       bigint NOT NULL,
-    replay_of          bigint,
-    status             text   NOT NULL
-        CHECK (status IN ('inflight', 'committed', 'rejected', 'abandoned')),
-    reason             text,
-    reserved_at        double precision NOT NULL,
-    decided_at         double precision
-);
-CREATE INDEX IF NOT EXISTS wm_ballots_inflight ON wm_ballots (ballot_id)
-    WHERE status = 'inflight';
-CREATE TABLE IF NOT EXISTS wm_responses (
-    seq                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    ballot_id          bigint NOT NULL,
-    observed_watermark bigint NOT NULL,
-    base_version       bigint NOT NULL,
-    tools_hash         text   NOT NULL,
-    committed          smallint NOT NULL CHECK (committed IN (0, 1)),
-    reason             text,
-    received_at        double precision NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)
-    WHERE committed = 1
-"""
-# Whether every object exists: opening an existing store then runs no DDL (CREATE INDEX IF NOT
-# EXISTS locks its table even when the index is there, in an order a running loop's prepared
-# statements can deadlock against).
-SCHEMA_PRESENT_SQL = (
-    "SELECT to_regclass('wm_store') IS NOT NULL AND to_regclass('wm_ballots') IS NOT NULL"
-    " AND to_regclass('wm_ballots_inflight') IS NOT NULL"
-    " AND to_regclass('wm_responses') IS NOT NULL"
-    " AND to_regclass('wm_responses_one_commit') IS NOT NULL"
-)
-STORE_INIT_SQL = "INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING"
-SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.wm:' || current_schema()))"
-INFLIGHT_SQL = (
-    "SELECT ballot_id, observed_watermark, base_version FROM wm_ballots"
-    " WHERE status = 'inflight' ORDER BY ballot_id"
-)
-# The same steps as `labkit.catalog.loop`'s constants of the same names. Each read is one
-# statement, so one snapshot: the head, the ballots and the next id it returns belong together.
-RESERVE_READ_SQL = (
-    "SELECT (SELECT COUNT(*) FROM wm_ballots WHERE status = 'inflight'),"
-    " (SELECT next_ballot FROM wm_store WHERE id = 1),"
-    " (SELECT MAX(version) FROM catalog_versions)"
-)
-DECISION_READ_SQL = (
-    "SELECT (SELECT MAX(version) FROM catalog_versions),"
-    " (SELECT observed_watermark FROM wm_ballots WHERE ballot_id = %s AND status = 'inflight')"
-)
-# Where SQLite runs a tuple of statements, one statement here: the first part (the guard) is a
-# data-modifying CTE and every later part selects FROM it, with parameters in the order of
-# SQLite's parts. The statement's row count is 1 if the guard matched, 0 if it lost the race.
-RESERVE_SQL = (
-    "WITH guard AS (UPDATE wm_store SET next_ballot = %s WHERE id = 1 AND next_ballot = %s"
-    " RETURNING 1)\nINSERT INTO wm_ballots (ballot_id, observed_watermark, base_version,"
-    " replay_of, status, reserved_at)\n    SELECT %s, %s, %s, %s, 'inflight', %s FROM guard"
-)
-RESPONSE_SQL = (
-    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-    " committed, reason, received_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-)
-_GUARDED_RESPONSE = (
-    "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
-    " committed, reason, received_at)\n    SELECT %s, %s, %s, %s, %s, %s, %s FROM guard"
-)
-_DECIDE = (
-    "UPDATE wm_ballots SET status = %s, reason = %s, decided_at = %s\n"
-    "    WHERE ballot_id = %s AND status = 'inflight'"
-)
-DECIDE_SQL = f"WITH guard AS ({_DECIDE} RETURNING 1)\n{_GUARDED_RESPONSE}"
-# A commit's guard also names the fence it commits on, so the write can be tried before any
-# read (`WatermarkLoop.apply`): it lands only if the ballot is in flight on that fence and
-# version fence+1 is free. The log's keys make that mean "the head is the fence": the primary
-# key refuses a second fence+1, and each version's base must exist (a foreign key in
-# `catalog_pg`), so nothing can sit above a free fence+1.
-_COMMIT_DECIDE = f"{_DECIDE} AND observed_watermark = %s RETURNING 1"
-_APPEND = (
-    "INSERT INTO catalog_versions (version, tools, tools_hash, ballot_id, base_version,"
-    " committed_at)\n    SELECT %s, %s, %s, %s, %s, %s FROM guard"
-)
-COMMIT_SQL = f"WITH guard AS ({_COMMIT_DECIDE}),\nversion AS ({_APPEND})\n{_GUARDED_RESPONSE}"
-ABANDON_SQL = (
-    "UPDATE wm_ballots SET status = 'abandoned', decided_at = %s"
-    " WHERE ballot_id = %s AND status = 'inflight'"
-)
 # The key a commit trips when another loop stored the same version first. (A foreign key on
 # the log trips when the head went back below the commit's fence; any such key counts.)
 VERSION_KEY = "catalog_versions_pkey"
@@ -140,17 +39,6 @@ ISOLATION_SQL = "SHOW default_transaction_isolation"
 
 class LoopConnectionError(RuntimeError):
     """The connection cannot give a write the guarantees the loop promises (see the message)."""
-
-
-def create_schema(conn: Any) -> None:
-    """Create the store, ballots and responses tables and the store row (idempotent, safe from
-    many sessions at once: an advisory lock keyed on the schema serialises the DDL, and a store
-    that exists is left alone)."""
-    with conn.transaction():
-        conn.execute(SCHEMA_LOCK_SQL)
-        if not conn.execute(SCHEMA_PRESENT_SQL).fetchone()[0]:
-            conn.execute(SCHEMA_SQL)
-        conn.execute(STORE_INIT_SQL)
 
 
 def _require_idle(conn: Any, why: str) -> None:
@@ -227,7 +115,7 @@ def check_connection(conn: Any) -> None:
             "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this connection asks for"
             f" {level.name.replace('_', ' ')} (set isolation_level to None or READ_COMMITTED)"
         )
-    with reading(conn):
+    with POSTGRES.reading(conn):
         (default,) = conn.execute(ISOLATION_SQL).fetchone()
     if default not in ("read committed", "read uncommitted"):
         raise LoopConnectionError(

@@ -1,30 +1,62 @@
-"""The shared tool catalog as an append-only log of versions 0, 1, 2, ... in SQLite.
+"""The shared tool catalog as an append-only log of versions 0, 1, 2, ..., on SQLite or PostgreSQL.
 
 Version 0 is the genesis record. The head (largest version) *is* the committed watermark:
 there is no second counter that could drift from it. `CatalogReader` is the independent
 reader that remembers the last head it saw and refuses to accept a head that fell.
-Every function also takes a psycopg connection: the PostgreSQL statements live in
-`labkit.catalog.versions_pg` (imported on first use, so SQLite-only work never loads psycopg).
+Every function takes a sqlite3 or a psycopg connection and picks its dialect when it is entered
+(`labkit.backend`). Every statement is written here once, in SQLite's placeholder style; where
+the backends differ, both are here side by side (the tables, the reader's row lock), and what
+only PostgreSQL does around them (the schema lock, the key added to old logs) is in
+`labkit.catalog.versions_pg`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from labkit.db import atomic, immediate
+import labkit.catalog.versions_pg as versions_pg
+from labkit import backend
+from labkit.backend import Connection, Dialect
+from labkit.db import immediate
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS catalog_versions (
+
+@dataclass(frozen=True)
+class Schema:
+    """A store's tables and indexes on each backend, side by side (`making` makes them)."""
+
+    sqlite: tuple[str, ...]
+    postgres: versions_pg.Tables
+
+
+READER_TABLE = """CREATE TABLE IF NOT EXISTS catalog_reader_state (
+    reader    TEXT    PRIMARY KEY,
+    last_seen INTEGER NOT NULL
+)"""
+READER = Schema(
+    sqlite=(READER_TABLE,),
+    postgres=versions_pg.Tables(
+        ddl=(
+            """CREATE TABLE IF NOT EXISTS catalog_reader_state (
+    reader    text   PRIMARY KEY,
+    last_seen bigint NOT NULL
+)""",
+        ),
+        names=("catalog_reader_state",),
+        lock="labkit.catalog.versions:",
+    ),
+)
+CATALOG = Schema(
+    sqlite=(
+        """CREATE TABLE IF NOT EXISTS catalog_versions (
     version      INTEGER PRIMARY KEY CHECK (version >= 0),
     tools        TEXT    NOT NULL,
     tools_hash   TEXT    NOT NULL,
@@ -33,16 +65,53 @@ CREATE TABLE IF NOT EXISTS catalog_versions (
     committed_at REAL    NOT NULL,
     CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
         OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
-);
-CREATE TABLE IF NOT EXISTS catalog_reader_state (
-    reader    TEXT    PRIMARY KEY,
-    last_seen INTEGER NOT NULL
-);
-"""
+)""",
+        READER_TABLE,
+    ),
+    # PostgreSQL's log also refuses a version whose base is missing: a commit tried before any
+    # read relies on it (`labkit.catalog.loop.COMMIT`).
+    postgres=versions_pg.LogTables(
+        ddl=(
+            f"""CREATE TABLE IF NOT EXISTS catalog_versions (
+    version      bigint PRIMARY KEY CHECK (version >= 0),
+    tools        text   NOT NULL,
+    tools_hash   text   NOT NULL,
+    ballot_id    bigint UNIQUE,
+    base_version bigint CONSTRAINT {versions_pg.BASE_KEY} REFERENCES catalog_versions (version),
+    committed_at double precision NOT NULL,
+    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
+        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
+)""",
+            *READER.postgres.ddl,
+        ),
+        names=("catalog_versions", *READER.postgres.names),
+        lock=READER.postgres.lock,
+    ),
+)
+# Every insert is written INSERT ... SELECT, so that a guarded write (`labkit.catalog.loop`)
+# can make it select FROM its guard.
 APPEND_SQL = (
-    "INSERT INTO catalog_versions"
-    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO catalog_versions (version, tools, tools_hash, ballot_id, base_version,"
+    " committed_at)\n    SELECT ?, ?, ?, ?, ?, ?"
+)
+GENESIS_SQL = (
+    "INSERT INTO catalog_versions (version, tools, tools_hash, ballot_id, base_version,"
+    " committed_at) VALUES (0, ?, ?, NULL, NULL, ?) ON CONFLICT (version) DO NOTHING"
+)
+HEAD_SQL = "SELECT MAX(version) FROM catalog_versions"
+HEAD_HASH_SQL = "SELECT version, tools_hash FROM catalog_versions ORDER BY version DESC LIMIT 1"
+_RECORDS = (
+    "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at FROM catalog_versions"
+)
+READ_VERSION_SQL = _RECORDS + " WHERE version = ?"
+HISTORY_SQL = _RECORDS + " ORDER BY version"
+READER_SEEN_SQL = "SELECT last_seen FROM catalog_reader_state WHERE reader = ?"
+# A poll's check and record: PostgreSQL locks the reader's row, so two pollers under one name
+# cannot interleave; SQLite's BEGIN IMMEDIATE already holds the file's write lock.
+READER_CHECK_SQL = {"sqlite": READER_SEEN_SQL, "postgres": READER_SEEN_SQL + " FOR UPDATE"}
+READER_RECORD_SQL = (
+    "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (?, ?)"
+    " ON CONFLICT (reader) DO UPDATE SET last_seen = excluded.last_seen"
 )
 
 
@@ -85,44 +154,44 @@ def json_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _pg(conn: object):
-    """`labkit.catalog.versions_pg` when `conn` is not a sqlite3 connection (psycopg), else None."""
-    if isinstance(conn, sqlite3.Connection):
-        return None
-    import labkit.catalog.versions_pg as catalog_pg
+@contextmanager
+def making(conn: Connection, schema: Schema) -> Iterator[Dialect]:
+    """One write transaction that makes `schema` if it is missing; it yields the connection's
+    dialect, for the caller to add its first rows with. SQLite: BEGIN IMMEDIATE, and its DDL
+    says IF NOT EXISTS. PostgreSQL: under the schema's lock, and no DDL at all on a store that
+    is there (`versions_pg.Tables`)."""
+    d = backend.dialect(conn)
+    if d.is_postgres:
+        with conn.transaction():
+            schema.postgres.make(conn)
+            yield d
+        return
+    with immediate(conn):
+        for statement in schema.sqlite:
+            conn.execute(statement)
+        yield d
 
-    return catalog_pg
 
-
-def _reading(conn: object):
-    """Reads on PostgreSQL end the transaction they open (`catalog_pg.reading`); else nothing."""
-    pg = _pg(conn)
-    return nullcontext(conn) if pg is None else pg.reading(conn)
+def _read(conn: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Every row of one read; on PostgreSQL the transaction the read opened is ended."""
+    d = backend.dialect(conn)
+    with d.reading(conn):
+        return d.execute(conn, statement, params).fetchall()
 
 
 def create_schema(
-    conn: sqlite3.Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
+    conn: Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
 ) -> None:
-    """Create the catalog tables (idempotent) and the genesis version 0 if it is missing."""
-    if (pg := _pg(conn)) is not None:
-        return pg.create_schema(conn, tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
-    with immediate(conn):
-        for stmt in _SCHEMA.split(";"):
-            if stmt.strip():
-                conn.execute(stmt)
-        conn.execute(
-            "INSERT OR IGNORE INTO catalog_versions"
-            " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
-            " VALUES (0, ?, ?, NULL, NULL, ?)",
-            (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now)),
-        )
+    """Create the catalog tables (idempotent, safe from many sessions at once) and the genesis
+    version 0 if it is missing; on PostgreSQL give a log made before the base's key that key."""
+    genesis = (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
+    with making(conn, CATALOG) as d:
+        d.execute(conn, GENESIS_SQL, genesis)
 
 
-def head(conn: sqlite3.Connection) -> int:
+def head(conn: Connection) -> int:
     """The committed head version (the watermark); -1 if the log has no genesis yet."""
-    with _reading(conn):
-        row = conn.execute("SELECT MAX(version) FROM catalog_versions").fetchone()
-    return head_of(row[0])
+    return head_of(_read(conn, HEAD_SQL)[0][0])
 
 
 def head_of(value: Any) -> int:
@@ -130,17 +199,14 @@ def head_of(value: Any) -> int:
     return -1 if value is None else int(value)
 
 
-def head_hash(conn: sqlite3.Connection) -> tuple[int, str]:
+def head_hash(conn: Connection) -> tuple[int, str]:
     """The head version and its tools' hash in one read ((-1, "") before genesis)."""
-    with _reading(conn):
-        row = conn.execute(
-            "SELECT version, tools_hash FROM catalog_versions ORDER BY version DESC LIMIT 1"
-        ).fetchone()
-    return (-1, "") if row is None else (int(row[0]), str(row[1]))
+    rows = _read(conn, HEAD_HASH_SQL)
+    return (-1, "") if not rows else (int(rows[0][0]), str(rows[0][1]))
 
 
 def append(
-    conn: sqlite3.Connection,
+    conn: Connection,
     tools: Sequence[Any],
     ballot_id: int,
     base_version: int,
@@ -153,44 +219,28 @@ def append(
     record whose base is not its predecessor, so a bug here cannot fork the log.
     """
     row = version_row(tools_json(tools), ballot_id, base_version, _now(now))
-    if (pg := _pg(conn)) is not None:
-        pg.append(conn, row)
-    else:
-        conn.execute(APPEND_SQL, row)
+    backend.dialect(conn).execute(conn, APPEND_SQL, row)
     return row[0]
 
 
 def version_row(text: str, ballot_id: int, base_version: int, now: float) -> tuple[Any, ...]:
-    """The parameters of `APPEND_SQL` (either backend) for the version after `base_version`,
-    from a body already in canonical JSON (`tools_json`): version first, its hash third."""
+    """The parameters of `APPEND_SQL` for the version after `base_version`, from a body
+    already in canonical JSON (`tools_json`): version first, its hash third."""
     return (base_version + 1, text, json_hash(text), ballot_id, base_version, now)
 
 
-def read_version(conn: sqlite3.Connection, version: int) -> CatalogVersion | None:
+def read_version(conn: Connection, version: int) -> CatalogVersion | None:
     """One record of the log, or None if that version does not exist."""
-    if (pg := _pg(conn)) is not None:
-        with pg.reading(conn):
-            row = pg.read_version(conn, version)
-        return None if row is None else _record(row)
-    row = conn.execute(
-        "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
-        " FROM catalog_versions WHERE version = ?",
-        (version,),
-    ).fetchone()
-    return None if row is None else _record(row)
+    rows = _read(conn, READ_VERSION_SQL, (version,))
+    return _record(rows[0]) if rows else None
 
 
-def history(conn: sqlite3.Connection) -> list[CatalogVersion]:
+def history(conn: Connection) -> list[CatalogVersion]:
     """Every record of the log in version order."""
-    with _reading(conn):
-        rows = conn.execute(
-            "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
-            " FROM catalog_versions ORDER BY version"
-        ).fetchall()
-    return [_record(r) for r in rows]
+    return [_record(r) for r in _read(conn, HISTORY_SQL)]
 
 
-def history_frame(conn: sqlite3.Connection) -> pd.DataFrame:
+def history_frame(conn: Connection) -> pd.DataFrame:
     """`history` as a table for reading: integer ballot and base columns, hashes shortened."""
     import pandas as pd
 
@@ -200,7 +250,7 @@ def history_frame(conn: sqlite3.Connection) -> pd.DataFrame:
     return frame[["version", "tools", "tools_hash", "ballot_id", "base_version"]]
 
 
-def verify(conn: sqlite3.Connection) -> int:
+def verify(conn: Connection) -> int:
     """Check the log is 0..n with no hole, each base is its predecessor and each hash matches.
 
     Returns the head; raises `CatalogCorruptError` naming the first bad version.
@@ -220,38 +270,29 @@ class CatalogReader:
     """An independent reader that persists the last head it saw and detects a fall.
 
     The last head lives in table `catalog_reader_state` under `name`, on `state` (a separate
-    connection or file) or else on `conn` itself, so the check survives process restarts.
-    On PostgreSQL (psycopg connections) the check and the record are one transaction on
-    `state`, with the reader's row locked, so two pollers under one name cannot interleave.
+    connection or file, of either backend) or else on `conn` itself, so the check survives
+    process restarts. The check and the record are one transaction on `state`, so two pollers
+    under one name cannot interleave.
     """
 
     def __init__(
-        self,
-        conn: sqlite3.Connection,
-        name: str = "reader",
-        *,
-        state: sqlite3.Connection | None = None,
+        self, conn: Connection, name: str = "reader", *, state: Connection | None = None
     ) -> None:
         self.conn = conn
         self.state = conn if state is None else state
         self.name = name
-        if (pg := _pg(self.state)) is not None:
-            pg.create_reader_table(self.state)
-            return
-        # One statement, no transaction of ours: if the table exists it takes no write lock.
-        self.state.execute(
-            "CREATE TABLE IF NOT EXISTS catalog_reader_state ("
-            " reader TEXT PRIMARY KEY, last_seen INTEGER NOT NULL)"
-        )
+        self._d = backend.dialect(self.state)
+        if self._d.is_postgres:
+            with self.state.transaction():
+                READER.postgres.make(self.state)
+        else:
+            # One statement, no transaction of ours: if the table exists it takes no write lock.
+            self.state.execute(READER_TABLE)
 
     def last_seen(self) -> int | None:
         """The highest head this reader has recorded, or None before its first poll."""
-        if (pg := _pg(self.state)) is not None:
-            return pg.reader_last_seen(self.state, self.name)
-        row = self.state.execute(
-            "SELECT last_seen FROM catalog_reader_state WHERE reader = ?", (self.name,)
-        ).fetchone()
-        return None if row is None else int(row[0])
+        rows = _read(self.state, READER_SEEN_SQL, (self.name,))
+        return int(rows[0][0]) if rows else None
 
     def poll(self) -> int:
         """Read the head; raise `RewindError` if it is below the last head seen, else record it.
@@ -259,19 +300,12 @@ class CatalogReader:
         A transaction the caller has open on either connection stays open and uncommitted:
         the record is then a savepoint inside it.
         """
-        if (pg := _pg(self.state)) is not None:
-            current, seen = pg.reader_poll(self.conn, self.state, self.name, head)
-            _refuse_fall(self.name, seen, current)
-            return current
         current = head(self.conn)
-        with atomic(self.state):
-            seen = self.last_seen()
-            _refuse_fall(self.name, seen, current)
-            self.state.execute(
-                "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (?, ?)"
-                " ON CONFLICT(reader) DO UPDATE SET last_seen = excluded.last_seen",
-                (self.name, current),
-            )
+        with self._d.atomic(self.state):
+            check = READER_CHECK_SQL[self._d.name]
+            row = self._d.execute(self.state, check, (self.name,)).fetchone()
+            _refuse_fall(self.name, None if row is None else int(row[0]), current)
+            self._d.execute(self.state, READER_RECORD_SQL, (self.name, current))
         return current
 
 

@@ -1,145 +1,72 @@
-"""The catalog log on PostgreSQL: its schema and the statements whose SQL differs from SQLite's.
+"""How PostgreSQL makes a schema safely, and the key it adds to catalogs made before it had one.
 
-`labkit.catalog.versions` dispatches here when it is handed a psycopg connection. The log is the same:
-versions 0, 1, 2, ... with a primary key on the version, a CHECK that each base is its
-predecessor and a foreign key that the predecessor exists, so two writers can never both store
-a version and no version can sit above a missing one, whatever the code above does.
-Bodies are stored as the same canonical JSON text SQLite stores, so their hashes agree.
+`labkit.catalog.versions` writes every statement and both backends' tables, side by side; this
+module holds what only PostgreSQL does around them. Many sessions may open one store at once,
+and `CREATE ... IF NOT EXISTS` is not safe against itself there (two sessions may both try to
+create the type), so a schema is made under a transaction-level advisory lock keyed on it and
+the schema; and a store that is all there gets no DDL at all (it would take table locks that a
+running loop's statements can deadlock against). The log's foreign key (each base exists) is
+added to a log made before it existed, when that log is next opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS catalog_versions (
-    version      bigint PRIMARY KEY CHECK (version >= 0),
-    tools        text   NOT NULL,
-    tools_hash   text   NOT NULL,
-    ballot_id    bigint UNIQUE,
-    base_version bigint CONSTRAINT catalog_versions_base_exists REFERENCES catalog_versions (version),
-    committed_at double precision NOT NULL,
-    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
-        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
-);
-CREATE TABLE IF NOT EXISTS catalog_reader_state (
-    reader    text   PRIMARY KEY,
-    last_seen bigint NOT NULL
+from labkit.backend import POSTGRES
+
+LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(? || current_schema()))"
+# Whether every table and index named exists (`to_regclass` is NULL for a missing one).
+PRESENT_SQL = (
+    "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(CAST(? AS text[])) AS name"
 )
-"""
-# CREATE TABLE IF NOT EXISTS is not safe against itself in two sessions at once (both may try
-# to create the type); a transaction-level advisory lock keyed on the schema serialises them.
-SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('labkit.catalog.versions:' || current_schema()))"
-# A store made before the base's foreign key existed gets it when it is next opened. Any
-# foreign key on the log counts (an earlier version of this module left it unnamed).
+# Any foreign key on the log counts (an earlier version of this module left it unnamed).
 BASE_KEY = "catalog_versions_base_exists"
 HAS_BASE_KEY_SQL = (
     "SELECT 1 FROM pg_constraint WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'"
 )
 ADD_BASE_KEY_SQL = (
-    "ALTER TABLE catalog_versions ADD CONSTRAINT catalog_versions_base_exists"
+    f"ALTER TABLE catalog_versions ADD CONSTRAINT {BASE_KEY}"
     " FOREIGN KEY (base_version) REFERENCES catalog_versions (version)"
 )
-# Whether the tables exist: opening an existing store then runs no DDL, which would take
-# table locks that a running loop's statements can deadlock against.
-SCHEMA_PRESENT_SQL = (
-    "SELECT to_regclass('catalog_versions') IS NOT NULL"
-    " AND to_regclass('catalog_reader_state') IS NOT NULL"
-)
-GENESIS_SQL = (
-    "INSERT INTO catalog_versions"
-    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
-    " VALUES (0, %s, %s, NULL, NULL, %s) ON CONFLICT (version) DO NOTHING"
-)
-APPEND_SQL = (
-    "INSERT INTO catalog_versions"
-    " (version, tools, tools_hash, ballot_id, base_version, committed_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s)"
-)
-READ_VERSION_SQL = (
-    "SELECT version, tools, tools_hash, ballot_id, base_version, committed_at"
-    " FROM catalog_versions WHERE version = %s"
-)
-READER_SEEN_SQL = "SELECT last_seen FROM catalog_reader_state WHERE reader = %s"
-READER_RECORD_SQL = (
-    "INSERT INTO catalog_reader_state (reader, last_seen) VALUES (%s, %s)"
-    " ON CONFLICT (reader) DO UPDATE SET last_seen = excluded.last_seen"
-)
 
 
-@contextmanager
-def reading(conn: Any) -> Iterator[Any]:
-    """Run reads; if the connection had no transaction open, end the one they opened.
+@dataclass(frozen=True)
+class Tables:
+    """A store's tables and indexes as PostgreSQL writes them, every name they create (to tell
+    whether the store is there) and the key of the lock they are made under."""
 
-    psycopg opens a transaction on a connection's first statement unless it is in autocommit;
-    a read left open would sit "idle in transaction". Inside a caller's transaction nothing
-    is ended.
-    """
-    from psycopg.pq import TransactionStatus
+    ddl: tuple[str, ...]
+    names: tuple[str, ...]
+    lock: str
 
-    idle = conn.info.transaction_status == TransactionStatus.IDLE
-    try:
-        yield conn
-    finally:
-        if idle and conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.rollback()  # only reads ran: nothing to keep
-
-
-def create_schema(conn: Any, genesis_text: str, genesis_hash: str, now: float) -> None:
-    """Create the log and the reader table (idempotent, safe from many sessions) and version 0;
-    give a log made before the base's foreign key that key."""
-    import psycopg
-
-    with conn.transaction():
-        conn.execute(SCHEMA_LOCK_SQL)
-        if not conn.execute(SCHEMA_PRESENT_SQL).fetchone()[0]:
-            conn.execute(SCHEMA_SQL)
-        if conn.execute(HAS_BASE_KEY_SQL).fetchone() is None:
-            try:
-                with conn.transaction():
-                    conn.execute(ADD_BASE_KEY_SQL)
-            except psycopg.errors.ForeignKeyViolation:
-                pass  # a broken log: left as it is, for `catalog.verify` to name what is wrong
-        conn.execute(GENESIS_SQL, (genesis_text, genesis_hash, now))
+    def make(self, conn: Any) -> None:
+        """Inside the caller's transaction: take the schema lock, then run the DDL unless every
+        table and index it creates is there already."""
+        POSTGRES.execute(conn, LOCK_SQL, (self.lock,))
+        if not POSTGRES.execute(conn, PRESENT_SQL, (list(self.names),)).fetchone()[0]:
+            for statement in self.ddl:
+                conn.execute(statement)
 
 
-def append(conn: Any, row: tuple[Any, ...]) -> None:
-    """Insert one record (`catalog.version_row`); the caller holds the transaction."""
-    conn.execute(APPEND_SQL, row)
+@dataclass(frozen=True)
+class LogTables(Tables):
+    """The catalog log's tables: made as any store's, and a log made before the base's foreign
+    key gets that key (a log the key refuses, with a hole, is left for `versions.verify`)."""
+
+    def make(self, conn: Any) -> None:
+        import psycopg
+
+        super().make(conn)
+        if conn.execute(HAS_BASE_KEY_SQL).fetchone() is not None:
+            return
+        try:
+            with conn.transaction():
+                conn.execute(ADD_BASE_KEY_SQL)
+        except psycopg.errors.ForeignKeyViolation:
+            pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
 
 
-def read_version(conn: Any, version: int) -> tuple[Any, ...] | None:
-    """The raw row of one version, or None."""
-    return conn.execute(READ_VERSION_SQL, (version,)).fetchone()
-
-
-def create_reader_table(conn: Any) -> None:
-    """The reader's state table on its own (a reader may keep its state on another server)."""
-    with conn.transaction():
-        conn.execute(SCHEMA_LOCK_SQL)
-        conn.execute(SCHEMA_SQL.split(";")[1])
-
-
-def reader_poll(conn: Any, state: Any, name: str, read_head) -> tuple[int, int | None]:
-    """Read the head with `read_head(conn)`, then, in one transaction on `state`, the last head
-    `name` saw (row locked); record the new head only if it did not fall.
-
-    Returns (head, seen before); the caller raises on a fall, and nothing is recorded then.
-    """
-    with reading(conn):
-        current = read_head(conn)
-    with state.transaction():
-        row = state.execute(READER_SEEN_SQL + " FOR UPDATE", (name,)).fetchone()
-        seen = None if row is None else int(row[0])
-        if seen is None or current >= seen:
-            state.execute(READER_RECORD_SQL, (name, current))
-    return current, seen
-
-
-def reader_last_seen(conn: Any, name: str) -> int | None:
-    """The highest head `name` has recorded, or None."""
-    with reading(conn):
-        row = conn.execute(READER_SEEN_SQL, (name,)).fetchone()
-    return None if row is None else int(row[0])
+# `tests/backends.py` reads through this name; the rule itself is `labkit.backend.Dialect.reading`.
+reading = POSTGRES.reading

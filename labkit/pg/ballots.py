@@ -28,9 +28,6 @@ import labkit.catalog.versions as catalog
 import labkit.pg.instance as pg
 from labkit.catalog.loop import Response, WatermarkLoop
 
-# Commits need not wait for the disk in these experiments: what is visible when, the subject
-# here, does not change, and an fsync per commit would measure the disk.
-ASYNC_COMMIT = " -c synchronous_commit=off"
 START_TIMEOUT_S = 120.0
 READER_POLL_S = 0.002
 
@@ -78,7 +75,8 @@ class LostUpdate:
 
 
 def _connect(dsn: str, schema: str, autocommit: bool = False):
-    return pg.connect(dsn, autocommit=autocommit, options=pg.search_path_option(schema) + ASYNC_COMMIT)
+    options = pg.search_path_option(schema) + pg.ASYNC_COMMIT
+    return pg.connect(dsn, autocommit=autocommit, options=options)
 
 
 def lost_update(dsn: str, start_head: int = 5) -> LostUpdate:
