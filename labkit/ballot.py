@@ -23,6 +23,7 @@ from labkit.catalog.loop import (
     WatermarkLoop,
     WindowFullError,
 )
+from labkit.catalog.versions_pg import DurabilityError
 
 if TYPE_CHECKING:  # for type checkers and linters; at run time see `__getattr__` below
     from labkit.designs.simulator import run, simulate, summarize_run
@@ -32,6 +33,7 @@ __all__ = [
     "REASONS",
     "Ballot",
     "ContentionError",
+    "DurabilityError",
     "Outcome",
     "Reason",
     "Response",

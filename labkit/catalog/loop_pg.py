@@ -10,8 +10,8 @@ only changes rows that still hold what was read (`next_ballot = <read>`, `status
 'inflight'`), and every other part selects `FROM` that guard, so when the guard matches nothing
 the statement writes nothing (`loop.Guarded`). A commit also inserts version head+1, which the
 catalog's primary key refuses if another loop stored it first. Each statement runs on its own
-(autocommit) at READ COMMITTED (checked when the loop opens), so it is atomic and durable when
-it returns, and its guard is re-checked against the newest committed row; a write that lost
+(autocommit) at READ COMMITTED with synchronous commits (both checked when the loop opens), so
+it is atomic and durable when it returns, and its guard is re-checked against the newest committed row; a write that lost
 (guard matched nothing, `lost_race` error) is decided again from a fresh read.
 
 Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from labkit.backend import POSTGRES
+from labkit.catalog.versions_pg import require_durable_commits
 
 # The key a commit trips when another loop stored the same version first. (A foreign key on
 # the log trips when the head went back below the commit's fence; any such key counts.)
@@ -103,11 +104,14 @@ def check_connection(conn: Any) -> None:
     autocommit statements, so the session default applies to them, and psycopg's
     `isolation_level` applies to the reads it opens transactions for. A later `SET` is not
     noticed; the writes stay correct then (they retry serialization failures), but reads and
-    abandons may raise them.
+    abandons may raise them. Its commits must be durable when reported: a session with
+    `synchronous_commit = off` is refused (`DurabilityError`); a later `SET` of it is the
+    caller's own choice to trade the loop's promise away.
     """
     import psycopg
 
     _require_idle(conn, "when it opens (it takes the schema's locks)")
+    require_durable_commits(conn, "WatermarkLoop")
     allowed = (psycopg.IsolationLevel.READ_COMMITTED, psycopg.IsolationLevel.READ_UNCOMMITTED)
     level = conn.isolation_level
     if level is not None and level not in allowed:

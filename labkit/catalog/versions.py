@@ -272,7 +272,10 @@ class CatalogReader:
     The last head lives in table `catalog_reader_state` under `name`, on `state` (a separate
     connection or file, of either backend) or else on `conn` itself, so the check survives
     process restarts. The check and the record are one transaction on `state`, so two pollers
-    under one name cannot interleave.
+    under one name cannot interleave. The record is durable when `poll` returns (on
+    PostgreSQL a `state` with `synchronous_commit = off` is refused), so a crash of the server
+    that holds it cannot roll the mark back: a fall that crash causes in the catalog is seen
+    at the next poll. What no poll can see: a fall and a climb back between two polls.
     """
 
     def __init__(
@@ -283,6 +286,7 @@ class CatalogReader:
         self.name = name
         self._d = backend.dialect(self.state)
         if self._d.is_postgres:
+            versions_pg.require_durable_commits(self.state, "CatalogReader")
             with self.state.transaction():
                 READER.postgres.make(self.state)
         else:

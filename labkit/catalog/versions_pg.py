@@ -16,6 +16,7 @@ from typing import Any
 
 from labkit.backend import POSTGRES
 
+SYNC_COMMIT_SQL = "SHOW synchronous_commit"
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(? || current_schema()))"
 # Whether every table and index named exists (`to_regclass` is NULL for a missing one).
 PRESENT_SQL = (
@@ -30,6 +31,27 @@ ADD_BASE_KEY_SQL = (
     f"ALTER TABLE catalog_versions ADD CONSTRAINT {BASE_KEY}"
     " FOREIGN KEY (base_version) REFERENCES catalog_versions (version)"
 )
+
+
+class DurabilityError(RuntimeError):
+    """A connection on which a commit PostgreSQL reports could still be lost in a crash."""
+
+
+def require_durable_commits(conn: Any, who: str) -> None:
+    """Refuse, in one line naming the setting, a session with `synchronous_commit = off`.
+
+    With it off PostgreSQL reports a commit before its WAL record is on disk; a server crash
+    then loses commits already reported (and with them the versions and ballot ids that were
+    handed out, so a later commit can reuse them). Every other value flushes locally first.
+    """
+    with POSTGRES.reading(conn):
+        (value,) = conn.execute(SYNC_COMMIT_SQL).fetchone()
+    if value == "off":
+        raise DurabilityError(
+            f"{who} on PostgreSQL: synchronous_commit is off on this connection, so a commit is"
+            " reported before it is on disk and a server crash can lose it; connect with"
+            " synchronous_commit=on (the default)"
+        )
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,8 @@ class LostUpdate:
 
 
 def _connect(dsn: str, schema: str, autocommit: bool = False):
-    options = pg.search_path_option(schema) + pg.ASYNC_COMMIT
-    return pg.connect(dsn, autocommit=autocommit, options=options)
+    """A worker's connection into `schema`, with the server's durable commit settings."""
+    return pg.connect(dsn, autocommit=autocommit, options=pg.search_path_option(schema))
 
 
 def lost_update(dsn: str, start_head: int = 5) -> LostUpdate:
