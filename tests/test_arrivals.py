@@ -6,16 +6,13 @@ from __future__ import annotations
 import pytest
 
 from labkit.designs.arrival_orders import (
-    CRASH,
-    DELIVER,
-    TIMEOUT,
-    ScheduleError,
     StepOutcome,
     cas_versus_ballot,
     closing_question,
     explore,
     run_schedule,
 )
+from labkit.designs.schedules import CRASH, DELIVER, TIMEOUT, ScheduleError, as_steps
 
 SEED_INVERTED = ["timeout", "deliver 2", "deliver 3", "deliver 1"]
 
@@ -41,8 +38,8 @@ def test_exhaustive_counts() -> None:
     assert found["ballot"].rewinding == found["fenced"].rewinding == found["cas"].rewinding == 0
     assert found["ballot"].orders > 0 and found["fenced"].orders > 0
     assert found["callback"].rewinding > 0 and found["lww"].rewinding > 0
-    assert found["callback"].shortest == ["deliver 1", "deliver 2", "deliver 1"]
-    assert found["lww"].shortest == SEED_INVERTED
+    assert found["callback"].shortest == as_steps(["deliver 1", "deliver 2", "deliver 1"])
+    assert found["lww"].shortest == as_steps(SEED_INVERTED)
 
 
 def test_closing_question() -> None:
