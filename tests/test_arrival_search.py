@@ -14,7 +14,7 @@ from labkit.designs.arrival_search import (
     run_model,
 )
 from labkit.designs.design import DESIGNS
-from labkit.designs.schedules import TIMEOUT, ScheduleError, Step, as_steps
+from labkit.designs.schedules import Kind, ScheduleError, Step, as_steps
 
 NON_DEFAULT = [
     {"copies": 1},
@@ -93,7 +93,7 @@ def _tree_walk(design: str, n: int, copies: int, timeouts: int) -> tuple[int, in
             orders += 1
         for move in moves:
             child, _ = model.step(state, move)
-            gave_up = move.kind == TIMEOUT
+            gave_up = move.kind == Kind.TIMEOUT
             if child.head < state.head or (left == 1 and not gave_up):
                 orders, prefixes = orders + 1, prefixes + 1
                 if child.head < state.head:

@@ -10,7 +10,7 @@ import pytest
 
 from labkit.designs.design import DESIGNS
 from labkit.designs.run_stats import summarize_run
-from labkit.designs.schedules import DELIVER, Step
+from labkit.designs.schedules import Kind, Step
 from labkit.designs.simulator import FAULTS
 from labkit.widgets.part2_catalog import FAULT_PRESETS, FiveDesignsApp, InvertedArrivalStepper
 
@@ -97,7 +97,7 @@ def test_seed_and_sliders_change_the_traces(app: FiveDesignsApp) -> None:
 def test_stepper_walks_the_inverted_arrival() -> None:
     stepper = InvertedArrivalStepper()
     late = {d: stepper.outcomes[d] for d in ("callback", "ballot")}
-    assert all((o.kind, o.request_id) == (DELIVER, 12) for o in late.values())
+    assert all((o.kind, o.request_id) == (Kind.DELIVER, 12) for o in late.values())
     assert late["callback"].committed and late["callback"].rewind
     assert not late["ballot"].committed and late["ballot"].reason == "unknown_ballot"
     assert "12:unknown_ballot (head v2)" in stepper.caption.value

@@ -28,14 +28,10 @@ from labkit.designs.arrival_search import ModelCheck, check_model, explore_fast
 from labkit.designs.design import DESIGNS, Design, Request, check_design, make_design
 from labkit.designs.planner import HeadReader, respond
 from labkit.designs.schedules import (
-    CRASH,
-    DELIVER,
-    STALE,
-    TIMEOUT,
     Exploration,
+    Kind,
     ScheduleError,
     Step,
-    StepKind,
     as_steps,
     format_schedule,
 )
@@ -45,13 +41,13 @@ from labkit.designs.schedules import (
 class StepOutcome:
     """What one schedule step did, and the head an independent reader saw after it.
 
-    `kind` is `DELIVER` (a response landed: `committed`, and `reason` when rejected),
-    `TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
-    `CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
+    `kind` is `Kind.DELIVER` (a response landed: `committed`, and `reason` when rejected),
+    `Kind.TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
+    `Kind.CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
     reader had already seen.
     """
 
-    kind: StepKind
+    kind: Kind
     head: int
     request_id: int | None = None
     committed: bool | None = None
@@ -61,9 +57,9 @@ class StepOutcome:
     @property
     def label(self) -> str:
         """Short text for tables and captions, e.g. ``12:commit`` or ``timeout 12``."""
-        if self.kind == CRASH:
+        if self.kind == Kind.CRASH:
             return "crash+restart"
-        if self.kind == TIMEOUT:
+        if self.kind == Kind.TIMEOUT:
             if self.request_id is None:
                 return "timeout: nothing awaited"
             return f"timeout {self.request_id}"
@@ -142,26 +138,26 @@ class _Runner:
         self.now += 1
         committed: bool | None = None
         reason: str | None = None
-        kind: StepKind
-        if step.kind == CRASH:
+        kind: Kind
+        if step.kind == Kind.CRASH:
             self._send(self.d.crash_restart(self.now))
-            kind, rid = CRASH, None
-        elif step.kind == TIMEOUT:
+            kind, rid = Kind.CRASH, None
+        elif step.kind == Kind.TIMEOUT:
             req = self._pick(self.d.awaited(), step)
-            kind, rid = TIMEOUT, None if req is None else req.request_id
+            kind, rid = Kind.TIMEOUT, None if req is None else req.request_id
             if req is not None:
                 self._send(self.d.on_timeout(req, self.now))
         else:
             req = self._sent(step)
             rid = req.request_id
-            stale = step.kind == STALE
+            stale = step.kind == Kind.STALE
             if stale:
                 self._check_stale(step, req)
             resp = self.produced.get(req.request_id) or self._produce(req, stale=stale)
             self.delivered[req.request_id] = self.delivered.get(req.request_id, 0) + 1
             decision = self.d.on_response(req, resp, self.now)
             self._send(decision.sends)
-            kind, committed, reason = DELIVER, decision.committed, decision.reason
+            kind, committed, reason = Kind.DELIVER, decision.committed, decision.reason
         glance = self.reader.look()
         self.result.outcomes.append(
             StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)
@@ -313,7 +309,7 @@ def explore_by_replay(
             orders += 1
             return
         for c in choices:
-            gave_up = c.kind == TIMEOUT
+            gave_up = c.kind == Kind.TIMEOUT
             walk([*prefix, c], delivered + (not gave_up), timeouts_left - gave_up)
 
     walk([], 0, timeouts)

@@ -15,16 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from labkit.designs.design import CAS_CONFLICT, DESIGNS
-from labkit.designs.schedules import (
-    CRASH,
-    DELIVER,
-    STALE,
-    TIMEOUT,
-    Exploration,
-    ScheduleError,
-    Step,
-    as_steps,
-)
+from labkit.designs.schedules import Exploration, Kind, ScheduleError, Step, as_steps
 
 _NEG_INF = float("-inf")
 
@@ -58,7 +49,7 @@ class LoopState(NamedTuple):
 class StepOutcome(NamedTuple):
     """What one step did: `kind` is deliver, timeout or crash; `rid` the request it touched."""
 
-    kind: str
+    kind: Kind
     rid: int | None
     committed: bool = False
     reason: str | None = None
@@ -66,9 +57,9 @@ class StepOutcome(NamedTuple):
     @property
     def text(self) -> str:
         """The outcome as `arrivals.run_schedule` words it (e.g. ``"2:commit"``)."""
-        if self.kind == CRASH:
+        if self.kind == Kind.CRASH:
             return "crash+restart"
-        if self.kind == TIMEOUT:
+        if self.kind == Kind.TIMEOUT:
             return "timeout: nothing awaited" if self.rid is None else f"timeout {self.rid}"
         return f"{self.rid}:{'commit' if self.committed else self.reason}"
 
@@ -145,7 +136,7 @@ class LoopModel:
     def deliver(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
         """Deliver the response `step` names (its first delivery produces it; a `stale` step's
         body is built on base - 1)."""
-        rid, stale = step.request, step.kind == STALE
+        rid, stale = step.request, step.kind == Kind.STALE
         assert rid is not None
         now = state.now + 1
         index = rid - self.first
@@ -164,14 +155,14 @@ class LoopModel:
         if self.guarded:
             return self._apply(state, req, body_base)
         if self.lww and req.stamp <= state.updated_at:
-            outcome = StepOutcome(DELIVER, rid, False, "older_updated_at")
+            outcome = StepOutcome(Kind.DELIVER, rid, False, "older_updated_at")
         elif self.cas and body_base != state.head:
-            outcome = StepOutcome(DELIVER, rid, False, CAS_CONFLICT)
+            outcome = StepOutcome(Kind.DELIVER, rid, False, CAS_CONFLICT)
         else:
             state = state._replace(head=body_base + 1)
             if self.lww:
                 state = state._replace(updated_at=max(state.updated_at, req.stamp))
-            outcome = StepOutcome(DELIVER, rid, True)
+            outcome = StepOutcome(Kind.DELIVER, rid, True)
         if state.awaited and state.awaited[0] == rid:
             state = self._send(state._replace(awaited=()))
         return state, outcome
@@ -179,14 +170,14 @@ class LoopModel:
     def _apply(self, state: LoopState, req: Sent, body_base: int) -> tuple[LoopState, StepOutcome]:
         """`WatermarkLoop.apply` plus `BallotDesign.on_response`: decide, leave flight, refill."""
         if req.rid not in state.awaited:
-            return state, StepOutcome(DELIVER, req.rid, False, "unknown_ballot")
+            return state, StepOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
         if req.base != state.head:
-            outcome = StepOutcome(DELIVER, req.rid, False, "stale_watermark")
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_watermark")
         elif body_base != state.head:
-            outcome = StepOutcome(DELIVER, req.rid, False, "stale_base")
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_base")
         else:
             state = state._replace(head=state.head + 1)
-            outcome = StepOutcome(DELIVER, req.rid, True)
+            outcome = StepOutcome(Kind.DELIVER, req.rid, True)
         return self._send(self._drop_awaited(state, req.rid)), outcome
 
     def timeout(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
@@ -196,7 +187,7 @@ class LoopModel:
         state = state._replace(now=state.now + 1)
         names = self.awaited_names(state)
         if rid is None and not names:
-            return state, StepOutcome(TIMEOUT, None)
+            return state, StepOutcome(Kind.TIMEOUT, None)
         pos = 0 if rid is None else names.index(rid) if rid in names else -1
         if pos < 0:
             raise ScheduleError(str(step), f"request {rid} is not awaited")
@@ -205,7 +196,7 @@ class LoopModel:
             state = self._drop_awaited(state, given_up)
         else:
             state = state._replace(awaited=())
-        return self._send(state), StepOutcome(TIMEOUT, names[pos])
+        return self._send(state), StepOutcome(Kind.TIMEOUT, names[pos])
 
     def crash(self, state: LoopState) -> tuple[LoopState, StepOutcome]:
         """The loop dies and restarts: ballots in flight survive in SQLite, memory does not."""
@@ -214,13 +205,13 @@ class LoopModel:
             state = state._replace(forgotten=frozenset(state.awaited))
         else:
             state = state._replace(awaited=())
-        return self._send(state), StepOutcome(CRASH, None)
+        return self._send(state), StepOutcome(Kind.CRASH, None)
 
     def step(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
         """Play one schedule step."""
-        if step.kind == CRASH:
+        if step.kind == Kind.CRASH:
             return self.crash(state)
-        if step.kind == TIMEOUT:
+        if step.kind == Kind.TIMEOUT:
             return self.timeout(state, step)
         return self.deliver(state, step)
 
@@ -294,7 +285,7 @@ class _Below(NamedTuple):
     prefixes: int
 
 
-_GIVE_UP = Step(TIMEOUT)  # the search's one kind of timeout: give up on the oldest wait
+_GIVE_UP = Step(Kind.TIMEOUT)  # the search's one kind of timeout: give up on the oldest wait
 
 
 def _better(cand: tuple[Step, ...], best: tuple[Step, ...] | None) -> bool:
@@ -314,7 +305,7 @@ class _Search:
     def delivery(self, rid: int) -> Step:
         step = self.deliveries.get(rid)
         if step is None:
-            step = self.deliveries[rid] = Step(DELIVER, rid)
+            step = self.deliveries[rid] = Step(Kind.DELIVER, rid)
         return step
 
     def reach(self, state: LoopState, left: int, t_left: int) -> tuple:

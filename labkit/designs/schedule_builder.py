@@ -25,11 +25,7 @@ from dataclasses import dataclass, field
 import labkit.designs.design as design_registry
 from labkit.designs.arrival_orders import StepOutcome, _Runner, explore
 from labkit.designs.schedules import (
-    CRASH,
-    DELIVER,
-    DUP,
-    STALE,
-    TIMEOUT,
+    Kind,
     ScheduleError,
     Step,
     as_step,
@@ -168,7 +164,7 @@ class DesignRun:
     def rejects(self) -> Counter[str]:
         """Rejected responses by reason."""
         return Counter(str(o.reason) for o in self.outcomes
-                       if o is not None and o.kind == DELIVER and not o.committed)
+                       if o is not None and o.kind == Kind.DELIVER and not o.committed)
 
     @property
     def falls(self) -> list[Fall]:
@@ -268,18 +264,18 @@ class ScheduleBuilder:
         if version == run.heads[-2] and digest != self._digest[design]:
             run.overwrites += 1
         self._digest[design] = digest
-        if outcome.kind == CRASH:
+        if outcome.kind == Kind.CRASH:
             run.crashes.append(step)
-        elif outcome.kind == TIMEOUT and outcome.request_id is not None:
+        elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
             # after a restart a ballot design names a request it forgot by -ballot_id
             lane = run.lanes.get(abs(outcome.request_id))
             if lane is not None:
                 lane.events.append(LaneEvent(step, GAVE_UP))
-        elif outcome.kind == DELIVER and outcome.request_id in run.lanes:
+        elif outcome.kind == Kind.DELIVER and outcome.request_id in run.lanes:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
             lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
-                                         stale=played.kind == STALE))
+                                         stale=played.kind == Kind.STALE))
         self._note_sends(design, step)
 
     def _here(self) -> None:
@@ -369,20 +365,20 @@ class ScheduleBuilder:
 
     def _why_not(self, design: str, step: Step, useful: bool) -> str | None:
         runner, rid = self._runners[design], step.request
-        if step.kind == CRASH:
+        if step.kind == Kind.CRASH:
             return None
-        if step.kind == TIMEOUT:
+        if step.kind == Kind.TIMEOUT:
             awaited = [r.request_id for r in runner.d.awaited()]
             if rid is None:
                 return None if awaited or not useful else "it waits on nothing"
             return None if rid in awaited else f"it is not waiting on request {rid}"
         if rid not in runner.sent:
             return f"it has not sent request {rid}"
-        if step.kind == DUP and not runner.delivered.get(rid):
+        if step.kind == Kind.DUP and not runner.delivered.get(rid):
             return f"request {rid}'s response has not arrived yet"
-        if step.kind == DELIVER and runner.delivered.get(rid):
+        if step.kind == Kind.DELIVER and runner.delivered.get(rid):
             return f"request {rid}'s response already arrived (use 'deliver again')"
-        if step.kind == STALE:
+        if step.kind == Kind.STALE:
             if rid in runner.produced:
                 return f"request {rid}'s response already arrived (a stale body comes first)"
             if runner.sent[rid].base_version < 1:

@@ -2,7 +2,7 @@
 in-memory search (`arrival_search`) and the workbench (`schedule_builder`): a step as a small
 type, its text form, its error, and what an exploration found.
 
-A `Step` is a kind and, for most kinds, a request number: `deliver` request N's response
+A `Step` is a `Kind` and, for most kinds, a request number: `deliver` request N's response
 (`dup` is the same step, written for a delivery known to repeat an earlier one), `stale` (its
 first delivery, with a body computed from the version before its base), `timeout` (give up
 on the oldest wait, or on request N's) and `crash` (the loop dies and restarts). Modules pass
@@ -17,16 +17,20 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
-StepKind = Literal["deliver", "dup", "stale", "timeout", "crash"]
-DELIVER: StepKind = "deliver"
-DUP: StepKind = "dup"
-STALE: StepKind = "stale"
-TIMEOUT: StepKind = "timeout"
-CRASH: StepKind = "crash"
-KINDS: tuple[StepKind, ...] = (DELIVER, DUP, STALE, TIMEOUT, CRASH)
-DELIVERIES: tuple[StepKind, ...] = (DELIVER, DUP, STALE)  # the kinds that name a response
+
+class Kind(StrEnum):
+    """What a step does (and what an outcome was); the value is the verb a person types."""
+
+    DELIVER = "deliver"
+    DUP = "dup"
+    STALE = "stale"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+
+
+_RESPONSES = (Kind.DELIVER, Kind.DUP, Kind.STALE)  # the kinds that name a response
 
 GRAMMAR = "write 'deliver N' (or 'N', 'dup N'), 'stale N', 'timeout [N]' or 'crash'"
 MAX_STEP_TEXT = 40  # longer text is no step; refused before any other look at it
@@ -64,16 +68,19 @@ class Step:
     Steps sort by kind, then request number (how the search breaks ties between schedules).
     """
 
-    kind: StepKind
+    kind: Kind
     request: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown step kind {self.kind!r}; expected one of {KINDS}")
+        try:
+            object.__setattr__(self, "kind", Kind(self.kind))
+        except ValueError:
+            known = ", ".join(Kind)
+            raise ValueError(f"unknown step kind {self.kind!r}; expected one of {known}") from None
         if self.request is None:
-            if self.kind in DELIVERIES:
-                raise ValueError(f"a {self.kind!r} step names a request")
-        elif self.kind == CRASH:
+            if self.kind in _RESPONSES:
+                raise ValueError(f"a '{self.kind}' step names a request")
+        elif self.kind == Kind.CRASH:
             raise ValueError("a 'crash' step names no request")
         elif isinstance(self.request, bool) or not isinstance(self.request, int):
             raise ValueError(f"a step's request is an int, got {self.request!r}")
@@ -93,27 +100,27 @@ class Step:
     @classmethod
     def deliver(cls, request: int) -> Step:
         """Request `request`'s response arrives (a duplicate if it arrived before)."""
-        return cls(DELIVER, request)
+        return cls(Kind.DELIVER, request)
 
     @classmethod
     def dup(cls, request: int) -> Step:
         """Request `request`'s response arrives again (plays as `deliver`)."""
-        return cls(DUP, request)
+        return cls(Kind.DUP, request)
 
     @classmethod
     def stale(cls, request: int) -> Step:
         """Request `request`'s response arrives first, its body built on an older version."""
-        return cls(STALE, request)
+        return cls(Kind.STALE, request)
 
     @classmethod
     def timeout(cls, request: int | None = None) -> Step:
         """The loop gives up on its oldest wait, or on request `request`'s."""
-        return cls(TIMEOUT, request)
+        return cls(Kind.TIMEOUT, request)
 
     @classmethod
     def crash(cls) -> Step:
         """The loop dies and restarts from its store."""
-        return cls(CRASH)
+        return cls(Kind.CRASH)
 
 
 def parse_step(text: str) -> Step:
@@ -128,13 +135,13 @@ def parse_step(text: str) -> Step:
     if len(words) == 1:
         number = _NUMBER.fullmatch(words[0])
         if number:
-            return Step(DELIVER, int(number.group(1)))
-        if verb in (TIMEOUT, CRASH):
-            return Step(verb)
-    elif len(words) == 2 and verb in (DELIVER, DUP, STALE, TIMEOUT):
+            return Step(Kind.DELIVER, int(number.group(1)))
+        if verb in (Kind.TIMEOUT, Kind.CRASH):
+            return Step(Kind(verb))
+    elif len(words) == 2 and verb in (*_RESPONSES, Kind.TIMEOUT):
         number = _NUMBER.fullmatch(words[1])
         if number:
-            return Step(verb, int(number.group(1)))
+            return Step(Kind(verb), int(number.group(1)))
     raise ScheduleError(text, f"not a step; {GRAMMAR}")
 
 

@@ -24,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from labkit.designs.arrival_orders import ScheduleResult
 from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.schedule_builder import DesignRun
-from labkit.designs.schedules import CRASH, DELIVER, TIMEOUT, Step
+from labkit.designs.schedules import Kind, Step
 from labkit.plots.part2_canvases import (
     DESIGN_LABELS,
     REWIND_COLOR,
@@ -123,17 +123,17 @@ def arrival_lanes_figure(
         top = len(lanes) - 0.4
         for i, outcome in enumerate(res.outcomes[:last], start=1):
             y = lane_y.get(outcome.request_id, 0) if outcome.request_id is not None else 0
-            if outcome.kind == DELIVER and outcome.committed:
+            if outcome.kind == Kind.DELIVER and outcome.committed:
                 ax.scatter([i], [y], s=80, color=color, zorder=4)
-            elif outcome.kind == DELIVER:
+            elif outcome.kind == Kind.DELIVER:
                 ax.scatter([i], [y], s=70, marker="X", color=COLORS["reject"], zorder=4)
                 ax.annotate(str(outcome.reason).replace("_", " "), (i, y), xytext=(0, -11),
                             textcoords="offset points", ha="center", va="top", fontsize=6.5,
                             color="#444444")
-            elif outcome.kind == TIMEOUT and outcome.request_id is not None:
+            elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
                 ax.scatter([i], [y], s=70, marker="D", facecolors="none", edgecolors=color,
                            linewidths=1.5, zorder=4)
-            elif outcome.kind == CRASH:
+            elif outcome.kind == Kind.CRASH:
                 ax.axvline(i, color="black", ls="--", lw=1)
             ax.text(i, top, f"v{outcome.head}", ha="center", va="bottom", fontsize=8,
                     color=REWIND_COLOR if outcome.rewind else "black",

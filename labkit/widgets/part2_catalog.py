@@ -30,7 +30,7 @@ from labkit.designs.schedule_builder import (
     StepError,
     shortest_break,
 )
-from labkit.designs.schedules import DELIVER, DUP, STALE, TIMEOUT, Step, StepKind, format_schedule
+from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
 from labkit.plots.part2_canvases import DESIGN_LABELS, FiveDesignsCanvas, WorkbenchCanvas
 from labkit.plots.part2_catalog import arrival_lanes_figure
@@ -311,8 +311,8 @@ class ArrivalWorkbench(BatchedApp):
     """
 
     # the per-request buttons and the kind of step each adds for the request picked
-    KINDS: dict[str, StepKind] = {"deliver": DELIVER, "dup": DUP, "stale": STALE,
-                                  "give_up": TIMEOUT}
+    KINDS: dict[str, Kind] = {"deliver": Kind.DELIVER, "dup": Kind.DUP, "stale": Kind.STALE,
+                              "give_up": Kind.TIMEOUT}
 
     def __init__(self, preset: str | None = "inverted", focus: str | None = None,
                  designs: Sequence[str] | None = None) -> None:
@@ -406,7 +406,7 @@ class ArrivalWorkbench(BatchedApp):
         """The request the per-request buttons act on."""
         return self.request.value
 
-    def _add(self, kind: StepKind) -> None:
+    def _add(self, kind: Kind) -> None:
         """A per-request button: add the `kind` step for the request picked."""
         if self.k is not None:
             self._attempt(self.builder.add, Step(kind, self.k))
