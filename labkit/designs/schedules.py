@@ -32,7 +32,7 @@ class Kind(StrEnum):
 
 _RESPONSES = (Kind.DELIVER, Kind.DUP, Kind.STALE)  # the kinds that name a response
 
-GRAMMAR = "write 'deliver N' (or 'N', 'dup N'), 'stale N', 'timeout [N]' or 'crash'"
+_GRAMMAR = "write 'deliver N' (or 'N', 'dup N'), 'stale N', 'timeout [N]' or 'crash'"
 MAX_STEP_TEXT = 40  # longer text is no step; refused before any other look at it
 _SEPARATOR = re.compile(r"[\s:]+", re.ASCII)
 _NUMBER = re.compile(r"r?([0-9]{1,9})")  # ASCII digits only: int() would take '²' or '٣'
@@ -86,7 +86,7 @@ class Step:
             raise ValueError(f"a step's request is an int, got {self.request!r}")
 
     def __str__(self) -> str:
-        return self.kind if self.request is None else f"{self.kind} {self.request}"
+        return self.kind.value if self.request is None else f"{self.kind.value} {self.request}"
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Step):
@@ -127,9 +127,9 @@ def parse_step(text: str) -> Step:
     """The step a person wrote, e.g. ``"deliver 3"``, ``"3"``, ``"timeout"``; `ScheduleError`
     (naming the text) for anything else, including non-ASCII digits and text over 40 chars."""
     if not isinstance(text, str):
-        raise ScheduleError(repr(text), f"not a step (a {type(text).__name__}); {GRAMMAR}")
+        raise ScheduleError(repr(text), f"not text (of type {type(text).__name__}); {_GRAMMAR}")
     if len(text) > MAX_STEP_TEXT:
-        raise ScheduleError(text, f"longer than {MAX_STEP_TEXT} characters; {GRAMMAR}")
+        raise ScheduleError(text, f"longer than {MAX_STEP_TEXT} characters; {_GRAMMAR}")
     words = [w for w in _SEPARATOR.split(text) if w]
     verb = words[0].lower() if words else ""
     if len(words) == 1:
@@ -142,7 +142,7 @@ def parse_step(text: str) -> Step:
         number = _NUMBER.fullmatch(words[1])
         if number:
             return Step(Kind(verb), int(number.group(1)))
-    raise ScheduleError(text, f"not a step; {GRAMMAR}")
+    raise ScheduleError(text, f"not a step; {_GRAMMAR}")
 
 
 def as_step(step: Step | str) -> Step:
@@ -153,7 +153,8 @@ def as_step(step: Step | str) -> Step:
 def as_steps(steps: Iterable[Step | str]) -> list[Step]:
     """Each of `steps` as a `Step` (text parsed, see `as_step`)."""
     if isinstance(steps, str):
-        raise ScheduleError(steps, "a whole schedule where a list of steps was expected")
+        raise ScheduleError(steps, "one string where a list of steps was expected, e.g. "
+                                   "['timeout', 'deliver 2']")
     return [as_step(s) for s in steps]
 
 

@@ -131,7 +131,7 @@ def enumerate_orders(
         (order, f.bit_count(), m.bit_count())
         for order, f, m in _walk(priorities, tuple(failures), workers)
     ]
-    counts = [POLICY_COLUMNS[p].orphans for p in ("frontier", "max")]
+    counts = [POLICY_COLUMNS[p].orphans for p in POLICIES]  # _walk yields them in this order
     return pd.DataFrame(rows, columns=["order", *counts])
 
 
