@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from labkit.frontier import log as fr
 from labkit.frontier import scenario_format as fmt
 from labkit.frontier import scenarios as sc
 
@@ -51,6 +52,15 @@ def test_bundled_scenario_runs_and_its_checks_hold(path: Path) -> None:
     assert timeline["step"].max() == len(scenario.events)
     assert (timeline["orphans_frontier"] == 0).all()
     assert any(e["op"] == "check" for e in scenario.events)
+
+
+def test_readers_find_each_policy_s_columns_where_policy_columns_says() -> None:
+    timeline = sc.run_scenario(fmt.load_scenario("seed"))
+    assert list(sc.POLICY_COLUMNS) == list(fr.POLICIES)
+    last = timeline.iloc[-1]
+    got = {p: (last[c.coverage], last[c.orphans], last[c.orphan_ids])
+           for p, c in sc.POLICY_COLUMNS.items()}
+    assert got == {"frontier": (7, 0, ()), "max": (6, 3, (1, 2, 4))}
 
 
 def test_seed_timeline_shows_the_divergence() -> None:
