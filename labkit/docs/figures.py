@@ -16,7 +16,7 @@ from typing import Any
 
 from labkit.docs.figure_specs import SPECS, FigureSpec
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "figures"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "figures"
 MANIFEST = "MANIFEST.json"
 
 
