@@ -4,7 +4,7 @@ recompute + redraw per control change.
 Each app is built with its defaults (the scenario the notebook opens on), then a control is
 moved UPDATES times so every update recomputes: notebook 01's timeline app gets a new priority
 for message 1 (the scenario reruns on a fresh SQLite log and the timeline is redrawn), notebook
-05's four-designs app a new seed (all four designs are simulated afresh, no memo hit, and the
+05's five-designs app a new seed (all five designs are simulated afresh, no memo hit, and the
 canvas redrawn); the workbench alternates "deliver response k" (every design plays one more
 step, lanes and heads redrawn) with "undo last step" (every design replays the schedule).
 Latency is wall time around setting the control, observers included.
@@ -24,7 +24,7 @@ NAME = "widget_latency"
 UPDATES = 50
 SMOKE_UPDATES = 3
 TARGET_P95_S = 0.100
-APPS = ("01 FrontierTimelineApp", "05 FourDesignsApp", "04 ArrivalWorkbench")
+APPS = ("01 FrontierTimelineApp", "05 FiveDesignsApp", "04 ArrivalWorkbench")
 
 
 def available() -> bool:
@@ -52,9 +52,9 @@ def _frontier_app() -> tuple[object, Callable[[int], None]]:
 
 
 def _catalog_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.part2_catalog import FourDesignsApp
+    from labkit.widgets.part2_catalog import FiveDesignsApp
 
-    app = FourDesignsApp()
+    app = FiveDesignsApp()
     first = int(app.seed.value)
 
     def change(i: int) -> None:

@@ -2,7 +2,7 @@
 
 - `labkit.frontier`: part one, the gap-free delivery frontier (log, summarizer, triggers, scenarios, delivery orders).
 - `labkit.catalog`: part two, the catalog watermark (versions, WatermarkLoop and its rule, crash lab, store view).
-- `labkit.designs`: the five designs on a simulated planner (simulator, arrival orders and their search, schedule builder).
+- `labkit.designs`: the five designs on a simulated planner (simulator, run statistics, arrival steps and orders, their search, schedule builder).
 - `labkit.pg`: part three on a real PostgreSQL server (the server, commit order, stress, ballots across machines).
 - `labkit.docs`: the docs build (figures, figure specs, notebook file chores).
 - `labkit.plots`, `labkit.widgets`, `labkit.exercises`: figures, ipywidgets apps and workshop checks, one module per part.

@@ -1,10 +1,11 @@
 """The public face of part two (SPEC section 5): the safe loop, its types, and the simulator.
 
-The loop lives in `labkit.catalog.loop` and the simulator in `labkit.designs.simulator`; this module
-only gathers their names for notebooks and outside callers. Nothing inside `labkit` imports
-it, so reaching the simulator from here closes no import cycle. `simulate` and `summarize`
-are loaded on first use: a process that only runs the loop (a crash child, a worker) does not
-pay for importing pandas.
+The loop lives in `labkit.catalog.loop`, the simulator in `labkit.designs.simulator` and its
+run statistics in `labkit.designs.run_stats`; this module only gathers their names for
+notebooks and outside callers. Nothing inside `labkit` imports it, so reaching the simulator
+from here closes no import cycle. `simulate`, `run` and `summarize_run` are loaded on first
+use: a process that only runs the loop (a crash child, a worker) does not pay for importing
+pandas.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from labkit.catalog.loop import (
 from labkit.catalog.versions_pg import DurabilityError
 
 if TYPE_CHECKING:  # for type checkers and linters; at run time see `__getattr__` below
-    from labkit.designs.simulator import run, simulate, summarize_run
+    from labkit.designs.run_stats import summarize_run
+    from labkit.designs.simulator import run, simulate
 
 __all__ = [
     "INFLIGHT_SQL",
@@ -45,13 +47,15 @@ __all__ = [
     "run",
 ]
 
-_FROM_PLANNER = ("simulate", "summarize_run", "run")
-
-
 def __getattr__(name: str) -> Any:
-    """`labkit.designs.simulator.simulate` / `summarize_run` / `run`, imported when first asked for."""
-    if name in _FROM_PLANNER:
-        import labkit.designs.simulator as planner
+    """`simulate` and `run` (`labkit.designs.simulator`) and `summarize_run`
+    (`labkit.designs.run_stats`), imported when first asked for."""
+    if name in ("simulate", "run"):
+        import labkit.designs.simulator as simulator
 
-        return getattr(planner, name)
+        return getattr(simulator, name)
+    if name == "summarize_run":
+        import labkit.designs.run_stats as run_stats
+
+        return run_stats.summarize_run
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

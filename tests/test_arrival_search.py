@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from labkit.designs import arrival_search
-from labkit.designs.arrival_orders import ScheduleError, run_schedule, verify_model_against_sqlite
 from labkit.designs.arrival_orders import explore_by_replay as explore
+from labkit.designs.arrival_orders import run_schedule, verify_model_against_sqlite
 from labkit.designs.arrival_search import (
     LoopModel,
     explore_fast,
@@ -14,6 +14,7 @@ from labkit.designs.arrival_search import (
     run_model,
 )
 from labkit.designs.design import DESIGNS
+from labkit.designs.schedules import Kind, ScheduleError, Step, as_steps
 
 NON_DEFAULT = [
     {"copies": 1},
@@ -70,8 +71,10 @@ def test_same_answers_with_other_settings_fenced_at_four(kwargs: dict) -> None:
 
 def test_skews_change_what_breaks_lww() -> None:
     plain, skewed = explore_fast("lww", 5), explore_fast("lww", 5, skews={2: 5.0})
-    assert plain.shortest == ["timeout", "deliver 2", "deliver 3", "deliver 1"]
-    assert skewed.shortest == ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]
+    assert plain.shortest == as_steps(["timeout", "deliver 2", "deliver 3", "deliver 1"])
+    assert skewed.shortest == as_steps(
+        ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]
+    )
     assert skewed.rewinding != plain.rewinding
 
 
@@ -79,18 +82,19 @@ def _tree_walk(design: str, n: int, copies: int, timeouts: int) -> tuple[int, in
     """The same walk without a memo: every prefix expanded, on the model."""
     model = LoopModel(design)
     orders = rewinding = prefixes = 0
-    shortest: list[str] | None = None
+    shortest: list[Step] | None = None
 
-    def walk(state, path: list[str], left: int, t_left: int) -> None:
+    def walk(state, path: list[Step], left: int, t_left: int) -> None:
         nonlocal orders, rewinding, prefixes, shortest
         prefixes += 1
-        moves = [f"deliver {s.rid}" for s in state.sent if s.delivered < copies]
-        moves += ["timeout"] if t_left and state.awaited else []
+        moves = [Step.deliver(s.rid) for s in state.sent if s.delivered < copies]
+        moves += [Step.timeout()] if t_left and state.awaited else []
         if not moves:
             orders += 1
         for move in moves:
             child, _ = model.step(state, move)
-            if child.head < state.head or (left == 1 and move != "timeout"):
+            gave_up = move.kind == Kind.TIMEOUT
+            if child.head < state.head or (left == 1 and not gave_up):
                 orders, prefixes = orders + 1, prefixes + 1
                 if child.head < state.head:
                     rewinding += 1
@@ -98,7 +102,7 @@ def _tree_walk(design: str, n: int, copies: int, timeouts: int) -> tuple[int, in
                     if shortest is None or (len(cand), cand) < (len(shortest), shortest):
                         shortest = cand
                 continue
-            walk(child, [*path, move], left - (move != "timeout"), t_left - (move == "timeout"))
+            walk(child, [*path, move], left - (not gave_up), t_left - gave_up)
 
     walk(model.start(), [], n, timeouts)
     return orders, rewinding, shortest, prefixes

@@ -6,16 +6,13 @@ from __future__ import annotations
 import pytest
 
 from labkit.designs.arrival_orders import (
-    CRASH,
-    DELIVER,
-    TIMEOUT,
-    ScheduleError,
     StepOutcome,
     cas_versus_ballot,
     closing_question,
     explore,
     run_schedule,
 )
+from labkit.designs.schedules import Kind, ScheduleError, as_steps
 
 SEED_INVERTED = ["timeout", "deliver 2", "deliver 3", "deliver 1"]
 
@@ -31,7 +28,7 @@ def test_seed_inverted_schedule_is_rejected_by_ballots_and_cas(design: str) -> N
     res = run_schedule(design, SEED_INVERTED)
     assert not res.rewinds
     last = res.outcomes[-1]
-    assert (last.kind, last.request_id, last.committed) == (DELIVER, 1, False)
+    assert (last.kind, last.request_id, last.committed) == (Kind.DELIVER, 1, False)
     want = "cas_conflict" if design == "cas" else "unknown_ballot"
     assert last.reason == want and last.label == f"1:{want}"
 
@@ -41,8 +38,8 @@ def test_exhaustive_counts() -> None:
     assert found["ballot"].rewinding == found["fenced"].rewinding == found["cas"].rewinding == 0
     assert found["ballot"].orders > 0 and found["fenced"].orders > 0
     assert found["callback"].rewinding > 0 and found["lww"].rewinding > 0
-    assert found["callback"].shortest == ["deliver 1", "deliver 2", "deliver 1"]
-    assert found["lww"].shortest == SEED_INVERTED
+    assert found["callback"].shortest == as_steps(["deliver 1", "deliver 2", "deliver 1"])
+    assert found["lww"].shortest == as_steps(SEED_INVERTED)
 
 
 def test_closing_question() -> None:
@@ -68,10 +65,10 @@ def test_schedule_errors_name_the_step() -> None:
 def test_stale_and_crash_steps() -> None:
     res = run_schedule("ballot", ["1", "stale 2", "crash", "3"])
     assert res.outcomes == [
-        StepOutcome(DELIVER, 1, request_id=1, committed=True),
-        StepOutcome(DELIVER, 1, request_id=2, committed=False, reason="stale_base"),
-        StepOutcome(CRASH, 1),
-        StepOutcome(DELIVER, 2, request_id=3, committed=True),
+        StepOutcome(Kind.DELIVER, 1, request_id=1, committed=True),
+        StepOutcome(Kind.DELIVER, 1, request_id=2, committed=False, reason="stale_base"),
+        StepOutcome(Kind.CRASH, 1),
+        StepOutcome(Kind.DELIVER, 2, request_id=3, committed=True),
     ]
     assert res.labels == ["1:commit", "2:stale_base", "crash+restart", "3:commit"]
     assert res.replays == 1 and res.final_head == 2
@@ -80,13 +77,13 @@ def test_stale_and_crash_steps() -> None:
 def test_outcomes_are_typed_and_carry_the_head_and_rewind() -> None:
     res = run_schedule("callback", SEED_INVERTED)
     gave_up, *_, late = res.outcomes
-    assert (gave_up.kind, gave_up.request_id, gave_up.committed) == (TIMEOUT, 1, None)
+    assert (gave_up.kind, gave_up.request_id, gave_up.committed) == (Kind.TIMEOUT, 1, None)
     assert str(gave_up) == "timeout 1"
     assert late.rewind and late.head == 1 and late.committed
     assert [o.rewind for o in res.outcomes] == [False, False, False, True]
     assert res.first_rewind == 3 and res.heads == [0, 1, 2, 1]
     idle = run_schedule("callback", ["1", "timeout"], ticks=1).outcomes[-1]
-    assert (idle.kind, idle.request_id, idle.label) == (TIMEOUT, None, "timeout: nothing awaited")
+    assert (idle.kind, idle.request_id, idle.label) == (Kind.TIMEOUT, None, "timeout: nothing awaited")
 
 
 def test_unknown_design_is_one_clear_error() -> None:

@@ -61,7 +61,7 @@ SHOWS = {
         r"'callback': 'BROKEN: reader saw v2 → v1 at step 4'",
         r"'ballot': 'safe on this schedule: the head never fell'",
     ],
-    "05_four_designs": [
+    "05_five_designs": [
         # over eight random seeds: no rewinds for the three guarded designs
         r"\nsingle ballot +0 +[\d.]+ +[\d.]+ +[\d.]+\nhedged ballots +0 +[\d.]+ +[\d.]+ +[\d.]+"
         r"\ncompare-and-set +0 +[\d.]+",

@@ -11,12 +11,8 @@ from labkit.frontier import orders as explorer
 from labkit.frontier import summarizer as sm
 from labkit.frontier import triggers
 from labkit.frontier.log import POLICIES
-from labkit.frontier.scenarios import (
-    load_scenario,
-    replay_scenario,
-    run_scenario,
-    scenario_from_order,
-)
+from labkit.frontier.scenario_format import load_scenario
+from labkit.frontier.scenarios import replay_scenario, run_scenario, scenario_from_order
 from labkit.plots import part1_frontier as pf
 from labkit.plots.style import image_bundle, label_share_bars, new_figure, png_bytes
 

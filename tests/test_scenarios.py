@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from labkit.frontier import log as fr
+from labkit.frontier import scenario_format as fmt
 from labkit.frontier import scenarios as sc
 
 EDGE_CASES = {
@@ -38,12 +40,12 @@ COLUMNS = [
 
 
 def test_bundled_scenarios_are_all_there() -> None:
-    assert {p.stem for p in sc.list_scenarios()} == EDGE_CASES
+    assert {p.stem for p in fmt.list_scenarios()} == EDGE_CASES
 
 
-@pytest.mark.parametrize("path", sc.list_scenarios(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", fmt.list_scenarios(), ids=lambda p: p.stem)
 def test_bundled_scenario_runs_and_its_checks_hold(path: Path) -> None:
-    scenario = sc.load_scenario(path)
+    scenario = fmt.load_scenario(path)
     assert scenario.name == path.stem
     timeline = sc.run_scenario(scenario)  # raises on any failed check
     assert list(timeline.columns) == COLUMNS
@@ -52,8 +54,17 @@ def test_bundled_scenario_runs_and_its_checks_hold(path: Path) -> None:
     assert any(e["op"] == "check" for e in scenario.events)
 
 
+def test_readers_find_each_policy_s_columns_where_policy_columns_says() -> None:
+    timeline = sc.run_scenario(fmt.load_scenario("seed"))
+    assert list(sc.POLICY_COLUMNS) == list(fr.POLICIES)
+    last = timeline.iloc[-1]
+    got = {p: (last[c.coverage], last[c.orphans], last[c.orphan_ids])
+           for p, c in sc.POLICY_COLUMNS.items()}
+    assert got == {"frontier": (7, 0, ()), "max": (6, 3, (1, 2, 4))}
+
+
 def test_seed_timeline_shows_the_divergence() -> None:
-    timeline = sc.run_scenario(sc.load_scenario("seed"))
+    timeline = sc.run_scenario(fmt.load_scenario("seed"))
     after_3_and_5 = timeline[timeline["event"] == "deliver #5"].iloc[0]
     assert after_3_and_5["max_watermark"] == 5 and after_3_and_5["frontier"] == 0
     assert after_3_and_5["statuses"] == {
@@ -71,7 +82,7 @@ def test_seed_timeline_shows_the_divergence() -> None:
 
 
 def test_status_matrix_is_steps_by_ids() -> None:
-    timeline = sc.run_scenario(sc.load_scenario("interleaved_shards"))
+    timeline = sc.run_scenario(fmt.load_scenario("interleaved_shards"))
     both = sc.status_matrix(timeline)
     assert list(both.columns) == [1, 2, 3, 4, 5, 6]
     assert both.loc[0].tolist() == ["pending"] * 6
@@ -80,20 +91,20 @@ def test_status_matrix_is_steps_by_ids() -> None:
 
 
 def test_failed_check_names_file_entry_and_field(tmp_path: Path) -> None:
-    data = json.loads((sc.DATA_DIR / "seed.json").read_text())
+    data = json.loads((fmt.DATA_DIR / "seed.json").read_text())
     data["events"][3]["frontier"] = 4
     path = tmp_path / "wrong.json"
     path.write_text(json.dumps(data))
     with pytest.raises(sc.ScenarioCheckError) as info:
-        sc.run_scenario(sc.load_scenario(path))
+        sc.run_scenario(fmt.load_scenario(path))
     message = str(info.value)
     assert str(path) in message and "events[3]" in message and "'frontier'" in message
 
 
 def test_refused_transition_at_run_time_names_the_event(tmp_path: Path) -> None:
     path = write(tmp_path, events=[{"op": "deliver", "id": 1}, {"op": "fail", "id": 1}])
-    with pytest.raises(sc.ScenarioError, match=r"events\[1\], field 'id'.*terminal"):
-        sc.run_scenario(sc.load_scenario(path))
+    with pytest.raises(fmt.ScenarioError, match=r"events\[1\], field 'id'.*terminal"):
+        sc.run_scenario(fmt.load_scenario(path))
 
 
 # --- bad files -------------------------------------------------------------------------------
@@ -169,8 +180,8 @@ def test_bad_file_error_names_file_entry_and_field(
     tmp_path: Path, overrides: dict, entry: str, field: str
 ) -> None:
     path = write(tmp_path, **overrides)
-    with pytest.raises(sc.ScenarioError) as info:
-        sc.load_scenario(path)
+    with pytest.raises(fmt.ScenarioError) as info:
+        fmt.load_scenario(path)
     err = info.value
     assert (err.source, err.entry, err.field) == (str(path), entry, field)
     assert str(path) in str(err) and entry in str(err) and f"'{field}'" in str(err)
@@ -183,45 +194,45 @@ def test_redrive_and_enqueue_make_later_ids_valid(tmp_path: Path) -> None:
         {"op": "enqueue", "shard": "main", "priority": 5},
         {"op": "deliver", "id": 4},
     ]
-    scenario = sc.load_scenario(write(tmp_path, events=events))
+    scenario = fmt.load_scenario(write(tmp_path, events=events))
     assert sc.run_scenario(scenario)["event"].tolist()[-4:] == [
         "fail #2",
         "redrive #2 -> #3",
         "enqueue #4 (main, p5)",
         "deliver #4",
     ]
-    with pytest.raises(sc.ScenarioError, match=r"events\[2\], field 'id'.*log has 3 rows"):
-        sc.load_scenario(write(tmp_path, events=[*events[:2], {"op": "deliver", "id": 4}]))
+    with pytest.raises(fmt.ScenarioError, match=r"events\[2\], field 'id'.*log has 3 rows"):
+        fmt.load_scenario(write(tmp_path, events=[*events[:2], {"op": "deliver", "id": 4}]))
 
 
 def test_missing_top_level_field_and_bad_json(tmp_path: Path) -> None:
     path = tmp_path / "partial.json"
     path.write_text(json.dumps({"name": "x", "title": "t", "description": "d", "events": []}))
-    with pytest.raises(sc.ScenarioError, match="scenario, field 'messages': missing"):
-        sc.load_scenario(path)
+    with pytest.raises(fmt.ScenarioError, match="scenario, field 'messages': missing"):
+        fmt.load_scenario(path)
     broken = tmp_path / "broken.json"
     broken.write_text('{"name": "x",\n  "title": }')
-    with pytest.raises(sc.ScenarioError, match=r"broken\.json: line 2 column"):
-        sc.load_scenario(broken)
-    with pytest.raises(sc.ScenarioError, match="cannot read"):
-        sc.load_scenario(tmp_path / "absent.json")
-    with pytest.raises(sc.ScenarioError, match="scenario: expected an object"):
-        sc.scenario_from_dict([1, 2])
+    with pytest.raises(fmt.ScenarioError, match=r"broken\.json: line 2 column"):
+        fmt.load_scenario(broken)
+    with pytest.raises(fmt.ScenarioError, match="cannot read"):
+        fmt.load_scenario(tmp_path / "absent.json")
+    with pytest.raises(fmt.ScenarioError, match="scenario: expected an object"):
+        fmt.scenario_from_dict([1, 2])
 
 
 def test_sqlite_integer_range_is_accepted_and_one_past_it_is_not(tmp_path: Path) -> None:
     edge = [{"shard": "main", "priority": 2**63 - 1}, {"shard": "main", "priority": -(2**63)}]
-    final = sc.run_scenario(sc.load_scenario(write(tmp_path, messages=edge))).iloc[-1]
+    final = sc.run_scenario(fmt.load_scenario(write(tmp_path, messages=edge))).iloc[-1]
     assert final["statuses"] == {1: "delivered", 2: "pending"}
-    with pytest.raises(sc.ScenarioError, match=r"priority'.*64-bit"):
-        sc.load_scenario(write(tmp_path, messages=[{"shard": "main", "priority": 2**63}]))
+    with pytest.raises(fmt.ScenarioError, match=r"priority'.*64-bit"):
+        fmt.load_scenario(write(tmp_path, messages=[{"shard": "main", "priority": 2**63}]))
 
 
 def test_file_that_is_not_utf8_names_file_and_position(tmp_path: Path) -> None:
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"name": "x",\n "title": "caf\xe9"}')
-    with pytest.raises(sc.ScenarioError) as info:
-        sc.load_scenario(path)
+    with pytest.raises(fmt.ScenarioError) as info:
+        fmt.load_scenario(path)
     assert (info.value.source, info.value.entry) == (str(path), "line 2 column 15")
     assert "not UTF-8" in str(info.value) and str(path) in str(info.value)
 
@@ -237,8 +248,8 @@ def test_file_that_is_not_utf8_names_file_and_position(tmp_path: Path) -> None:
 def test_odd_json_is_a_scenario_error(tmp_path: Path, text: str, entry: str, problem: str) -> None:
     path = tmp_path / "odd.json"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(sc.ScenarioError, match=problem) as info:
-        sc.load_scenario(path)
+    with pytest.raises(fmt.ScenarioError, match=problem) as info:
+        fmt.load_scenario(path)
     assert (info.value.source, info.value.entry) == (str(path), entry)
 
 
@@ -251,10 +262,10 @@ def write_text(tmp_path: Path, text: str, stem: str = "hostile") -> Path:
     return path
 
 
-def refused(path: Path, entry: str, field: str, problem: str) -> sc.ScenarioError:
+def refused(path: Path, entry: str, field: str, problem: str) -> fmt.ScenarioError:
     """Loading `path` raises one ScenarioError line naming the file, `entry` and `field`."""
-    with pytest.raises(sc.ScenarioError) as info:
-        sc.load_scenario(path)
+    with pytest.raises(fmt.ScenarioError) as info:
+        fmt.load_scenario(path)
     err = info.value
     assert (err.source, err.entry, err.field) == (str(path), entry, field)
     assert str(err).startswith(f"{path}: {entry}, field ") and problem in str(err)
@@ -279,8 +290,8 @@ def test_a_huge_integer_is_a_scenario_error_not_a_decoder_valueerror(
 def test_a_huge_python_integer_is_named_by_its_size() -> None:
     data = {"name": "x", "title": "t", "description": "d", "events": [],
             "messages": [{"shard": "a", "priority": 10**5000}]}
-    with pytest.raises(sc.ScenarioError, match=r"'priority': <an integer of \d+ bits> does not"):
-        sc.scenario_from_dict(data)
+    with pytest.raises(fmt.ScenarioError, match=r"'priority': <an integer of \d+ bits> does not"):
+        fmt.scenario_from_dict(data)
 
 
 @pytest.mark.parametrize(
@@ -304,7 +315,7 @@ def test_shard_keys_with_surrogates_or_control_characters_are_refused(
 def test_a_valid_surrogate_pair_is_just_unicode(tmp_path: Path) -> None:
     msg = '{"shard": "\\ud83d\\ude00", "priority": 1}'  # one emoji, written as a pair
     text = f'{{{HEAD}, "messages": [{msg}], "events": [{{"op": "deliver", "id": 1}}]}}'
-    final = sc.run_scenario(sc.load_scenario(write_text(tmp_path, text))).iloc[-1]
+    final = sc.run_scenario(fmt.load_scenario(write_text(tmp_path, text))).iloc[-1]
     assert final["shard"] == "\U0001F600" and final["frontier"] == 1
 
 
@@ -323,7 +334,7 @@ def test_title_is_one_line_but_a_description_may_have_several(tmp_path: Path) ->
     text = '{"name": "x", "title": "a\\nb", "description": "d", "messages": [], "events": []}'
     refused(write_text(tmp_path, text), "scenario", "title", "control character")
     text = '{"name": "x", "title": "t", "description": "a\\n\\tb", "messages": [], "events": []}'
-    assert sc.load_scenario(write_text(tmp_path, text)).description == "a\n\tb"
+    assert fmt.load_scenario(write_text(tmp_path, text)).description == "a\n\tb"
     text = '{"name": "x", "title": "t", "description": "a\\u0007", "messages": [], "events": []}'
     refused(write_text(tmp_path, text), "scenario", "description", "control character")
 
@@ -383,7 +394,7 @@ def key_operations(n: int) -> int:
         item["shard"] = CountingKey(item["shard"])
     data["shards"] = [CountingKey(k) for k in data["shards"]]
     CountingKey.ops = 0
-    scenario = sc.scenario_from_dict(data)
+    scenario = fmt.scenario_from_dict(data)
     assert len(scenario.tracked_shards) == n
     return CountingKey.ops
 
@@ -406,7 +417,7 @@ def test_a_big_file_loads_in_near_linear_time(tmp_path: Path) -> None:
         runs = []
         for _ in range(2):
             start = time.process_time()
-            scenario = sc.load_scenario(path)
+            scenario = fmt.load_scenario(path)
             runs.append(time.process_time() - start)
         assert len(scenario.tracked_shards) == int(path.stem.split("_")[1])
         return min(runs)

@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 _WINDOWS_ROOT = {"SYSTEMROOT": os.environ["SYSTEMROOT"]} if "SYSTEMROOT" in os.environ else {}
 OFFLINE = ("No matching distribution", "Could not find a version", "NewConnectionError")
 PROBE = """
-import labkit, labkit.frontier.scenarios as sc
+import labkit, labkit.frontier.scenario_format as fmt, labkit.frontier.scenarios as sc
 print(labkit.__file__)
-print(sc.DATA_DIR)
-print(sorted(p.stem for p in sc.list_scenarios()))
-print(sc.run_scenario(sc.load_scenario("seed")).iloc[-1]["frontier"])
+print(fmt.DATA_DIR)
+print(sorted(p.stem for p in fmt.list_scenarios()))
+print(sc.run_scenario(fmt.load_scenario("seed")).iloc[-1]["frontier"])
 """
 
 

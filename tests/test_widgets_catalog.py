@@ -1,4 +1,5 @@
-"""FourDesignsApp and InvertedArrivalStepper driven without a browser.
+"""FiveDesignsApp, InvertedArrivalStepper and the arrival-order workbench driven without a
+browser.
 
 Every test gets an app of its own, so no test depends on what an earlier one clicked.
 """
@@ -7,23 +8,24 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.designs.arrival_orders import DELIVER
 from labkit.designs.design import DESIGNS
-from labkit.designs.simulator import FAULTS, summarize_run
-from labkit.widgets.part2_catalog import FAULT_PRESETS, FourDesignsApp, InvertedArrivalStepper
+from labkit.designs.run_stats import summarize_run
+from labkit.designs.schedules import Kind, Step
+from labkit.designs.simulator import FAULTS
+from labkit.widgets.part2_catalog import FAULT_PRESETS, FiveDesignsApp, InvertedArrivalStepper
 
 
 @pytest.fixture
-def app() -> FourDesignsApp:
-    return FourDesignsApp(highlight="ballot", preset="inverted", seed=0)
+def app() -> FiveDesignsApp:
+    return FiveDesignsApp(highlight="ballot", preset="inverted", seed=0)
 
 
-def test_each_test_gets_a_fresh_app(app: FourDesignsApp) -> None:
+def test_each_test_gets_a_fresh_app(app: FiveDesignsApp) -> None:
     assert (app.design.value, app.faults.value, app.seed.value) == ("ballot", "inverted", 0)
     assert app.window.value == 3 and app.latency.value == 1.0 and len(app.timings) == 1
 
 
-def test_initial_state(app: FourDesignsApp) -> None:
+def test_initial_state(app: FiveDesignsApp) -> None:
     assert set(app.traces) == set(DESIGNS) == set(app.summaries)
     assert app.last_png.startswith(b"\x89PNG")
     assert app.summaries["callback"].rewinds > 0
@@ -33,7 +35,7 @@ def test_initial_state(app: FourDesignsApp) -> None:
     assert "<table" in app.metrics.value and "callback" in app.counterexamples.value
 
 
-def test_css_classes_for_the_browser_test(app: FourDesignsApp) -> None:
+def test_css_classes_for_the_browser_test(app: FiveDesignsApp) -> None:
     classes = {c for w in (app.latency, app.duplicate_rate, app.clock_skew, app.window, app.seed,
                            app.out, app.metrics) for c in w._dom_classes}
     assert {"wb-latency", "wb-duplicate-rate", "wb-clock-skew", "wb-window", "wb-seed",
@@ -42,7 +44,7 @@ def test_css_classes_for_the_browser_test(app: FourDesignsApp) -> None:
         c for box in app.fault_boxes.values() for c in box._dom_classes}
 
 
-def test_picking_a_design_redraws_only(app: FourDesignsApp) -> None:
+def test_picking_a_design_redraws_only(app: FiveDesignsApp) -> None:
     before_png, before = app.last_png, dict(app.traces)
     app.design.value = "callback"
     assert app.last_png != before_png
@@ -50,7 +52,7 @@ def test_picking_a_design_redraws_only(app: FourDesignsApp) -> None:
     assert "background" in app.metrics.value.split("callback")[0].rsplit("<tr", 1)[-1]
 
 
-def test_fault_presets_set_the_checkboxes(app: FourDesignsApp) -> None:
+def test_fault_presets_set_the_checkboxes(app: FiveDesignsApp) -> None:
     for preset in ("none", "duplicate", "all", "inverted"):
         app.faults.value = preset
         assert app.selected_faults == FAULT_PRESETS[preset]
@@ -62,7 +64,7 @@ def test_fault_presets_set_the_checkboxes(app: FourDesignsApp) -> None:
     assert app.summaries["callback"].rewinds > 0
 
 
-def test_ticking_a_box_switches_the_preset(app: FourDesignsApp) -> None:
+def test_ticking_a_box_switches_the_preset(app: FiveDesignsApp) -> None:
     app.faults.value = "inverted"
     app.fault_boxes["stall"].value = True
     assert app.faults.value == "custom"
@@ -71,7 +73,7 @@ def test_ticking_a_box_switches_the_preset(app: FourDesignsApp) -> None:
     assert app.faults.value == "inverted"
 
 
-def test_window_slider_reruns_fenced_only(app: FourDesignsApp) -> None:
+def test_window_slider_reruns_fenced_only(app: FiveDesignsApp) -> None:
     app.faults.value = "all"
     before, png = dict(app.traces), app.last_png
     app.window.value = 5 if app.window.value != 5 else 2
@@ -81,7 +83,7 @@ def test_window_slider_reruns_fenced_only(app: FourDesignsApp) -> None:
     assert app.summaries["fenced"].rewinds == 0
 
 
-def test_seed_and_sliders_change_the_traces(app: FourDesignsApp) -> None:
+def test_seed_and_sliders_change_the_traces(app: FiveDesignsApp) -> None:
     app.faults.value = "all"
     before = app.summaries["ballot"]
     app.seed.value = app.seed.value + 1
@@ -95,7 +97,7 @@ def test_seed_and_sliders_change_the_traces(app: FourDesignsApp) -> None:
 def test_stepper_walks_the_inverted_arrival() -> None:
     stepper = InvertedArrivalStepper()
     late = {d: stepper.outcomes[d] for d in ("callback", "ballot")}
-    assert all((o.kind, o.request_id) == (DELIVER, 12) for o in late.values())
+    assert all((o.kind, o.request_id) == (Kind.DELIVER, 12) for o in late.values())
     assert late["callback"].committed and late["callback"].rewind
     assert not late["ballot"].committed and late["ballot"].reason == "unknown_ballot"
     assert "12:unknown_ballot (head v2)" in stepper.caption.value
@@ -125,12 +127,17 @@ def bench() -> ArrivalWorkbench:
     return ArrivalWorkbench(preset=None)
 
 
+def texts(steps: list[Step]) -> list[str]:
+    """Steps as a person reads them."""
+    return [str(s) for s in steps]
+
+
 def test_builder_plays_every_registered_design() -> None:
     b = ScheduleBuilder()
     assert b.designs == current_designs() and set(b.runs) == set(DESIGNS)
     assert all(run.heads == [0] and 1 in run.lanes for run in b.runs.values())
     b.add("deliver 1")
-    assert b.steps == ["deliver 1"] and all(run.heads == [0, 1] for run in b.runs.values())
+    assert texts(b.steps) == ["deliver 1"] and all(run.heads == [0, 1] for run in b.runs.values())
     assert b.runs["fenced"].lanes[2].sent_at == 0 and b.runs["ballot"].lanes[2].sent_at == 1
 
 
@@ -138,10 +145,10 @@ def test_builder_undo_reset_and_text() -> None:
     b = ScheduleBuilder()
     b.load("timeout 1, deliver 2; deliver 3")
     assert b.text == "timeout 1; deliver 2; deliver 3"
-    assert b.undo() == "deliver 3" and b.steps == ["timeout 1", "deliver 2"]
+    assert str(b.undo()) == "deliver 3" and texts(b.steps) == ["timeout 1", "deliver 2"]
     assert b.runs["callback"].heads == [0, 0, 1]
     b.reset()
-    assert b.steps == [] and b.undo() is None and b.runs["ballot"].heads == [0]
+    assert texts(b.steps) == [] and b.undo() is None and b.runs["ballot"].heads == [0]
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -184,8 +191,10 @@ def test_typed_errors_name_the_step_and_change_nothing() -> None:
         b.load("deliver 1; deliver 2; deliver 9")
     with pytest.raises(StepError, match=r"step 2 \('stale 1'\)"):
         b.add("stale 1")
-    assert b.steps == ["deliver 1"] and b.runs["callback"].heads == [0, 1]
-    assert parse_schedule(" 1 ;dup 1,, timeout ; crash") == ["1", "dup 1", "timeout", "crash"]
+    assert texts(b.steps) == ["deliver 1"] and b.runs["callback"].heads == [0, 1]
+    assert parse_schedule(" 1 ;dup 1,, timeout ; crash") == [
+        Step.deliver(1), Step.dup(1), Step.timeout(), Step.crash()
+    ]
 
 
 def test_a_step_one_design_cannot_take_is_skipped_there_with_a_reason() -> None:
@@ -198,17 +207,17 @@ def test_a_step_one_design_cannot_take_is_skipped_there_with_a_reason() -> None:
 
 def test_availability_explains_why() -> None:
     b = ScheduleBuilder()
-    assert b.availability("deliver", 1).ok and b.availability("crash").ok
-    dup = b.availability("dup", 1)
+    assert b.availability(Step.deliver(1)).ok and b.availability(Step.crash()).ok
+    dup = b.availability(Step.dup(1))
     assert not dup.ok and "has not arrived yet" in dup.why
-    assert "built on version 0" in b.availability("stale", 1).why
-    assert "not waiting on request 7" in b.availability("timeout", 7).why
+    assert "built on version 0" in b.availability(Step.stale(1)).why
+    assert "not waiting on request 7" in b.availability(Step.timeout(7)).why
     b.add("deliver 1")
-    assert b.availability("dup", 1).ok and not b.availability("deliver", 1).ok
+    assert b.availability(Step.dup(1)).ok and not b.availability(Step.deliver(1)).ok
 
 
 def test_shortest_break_per_design() -> None:
-    assert shortest_break("callback") == ["deliver 1", "deliver 2", "deliver 1"]
+    assert texts(shortest_break("callback")) == ["deliver 1", "deliver 2", "deliver 1"]
     assert shortest_break("ballot") is None
     with pytest.raises(ValueError, match="unknown design"):
         shortest_break("nope")
@@ -220,7 +229,7 @@ def test_workbench_buttons_add_steps(bench: ArrivalWorkbench) -> None:
     assert bench.buttons["dup"].disabled and "not arrived yet" in bench.why.value
     assert bench.buttons["undo"].disabled
     bench.buttons["deliver"].click()
-    assert bench.builder.steps == ["deliver 1"] and bench.last_png != png
+    assert texts(bench.builder.steps) == ["deliver 1"] and bench.last_png != png
     assert bench.schedule.value == "deliver 1"
     bench.request.value = 1
     bench.buttons["dup"].click()
@@ -228,34 +237,34 @@ def test_workbench_buttons_add_steps(bench: ArrivalWorkbench) -> None:
     bench.buttons["stale"].click()
     bench.buttons["crash"].click()
     bench.buttons["oldest"].click()
-    assert bench.builder.steps == ["deliver 1", "dup 1", "stale 2", "crash", "timeout"]
+    assert texts(bench.builder.steps) == ["deliver 1", "dup 1", "stale 2", "crash", "timeout"]
     assert len(bench.timings) == 1 + 5 + 1  # start, five steps, picking request 2 (1 was on)
 
 
 def test_workbench_give_up_undo_reset(bench: ArrivalWorkbench) -> None:
     bench.buttons["give_up"].click()
-    assert bench.builder.steps == ["timeout 1"]
+    assert texts(bench.builder.steps) == ["timeout 1"]
     assert "in flight" in dict((v, lbl) for lbl, v in bench.request.options)[2]
     bench.buttons["undo"].click()
-    assert bench.builder.steps == [] and bench.schedule.value == ""
+    assert texts(bench.builder.steps) == [] and bench.schedule.value == ""
     bench.preset.value = "inverted"
     assert bench.builder.steps == list(PRESETS["inverted"].steps)
     assert "BROKEN" in bench.verdicts.value
     bench.buttons["reset"].click()
-    assert bench.builder.steps == [] and "BROKEN" not in bench.verdicts.value
+    assert texts(bench.builder.steps) == [] and "BROKEN" not in bench.verdicts.value
     assert bench.preset.value == ""
 
 
 def test_workbench_typed_schedule_and_inline_error(bench: ArrivalWorkbench) -> None:
     bench.type_schedule("deliver 1; deliver 2; dup 1")
-    assert bench.builder.steps == ["deliver 1", "deliver 2", "dup 1"] and not bench.error.value
+    assert texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"] and not bench.error.value
     assert "BROKEN: reader saw v2 \u2192 v1 at step 3" in bench.verdicts.value
     bench.type_schedule("deliver 1; delivr 2")
     assert "step <b>2</b> <code>delivr 2</code>" in bench.error.value
     assert "Traceback" not in bench.error.value
-    assert bench.builder.steps == ["deliver 1", "deliver 2", "dup 1"]  # unchanged
+    assert texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"]  # unchanged
     bench.schedule.value = "crash"  # what Enter in the text box does
-    assert bench.builder.steps == ["crash"] and not bench.error.value
+    assert texts(bench.builder.steps) == ["crash"] and not bench.error.value
 
 
 def test_workbench_shortest_break(bench: ArrivalWorkbench) -> None:
@@ -289,7 +298,7 @@ def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
 
     def elsewhere() -> None:
         try:
-            seen.append(b.availability("deliver", 2).ok)
+            seen.append(b.availability(Step.deliver(2)).ok)
             b.add("deliver 2")
             seen.append(b.runs["ballot"].heads)
         except Exception as exc:  # reported by the assertion below
@@ -300,4 +309,4 @@ def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
     worker.join()
     assert seen == [True, [0, 1, 2]]
     b.undo()  # back on the first thread: replays again, no ProgrammingError
-    assert b.steps == ["deliver 1"]
+    assert texts(b.steps) == ["deliver 1"]

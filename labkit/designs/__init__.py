@@ -1,8 +1,9 @@
 """The five catalog-update designs on a simulated planner. This face is the designs themselves
 (`design`); beside them: `planner` (the simulated planner and reader), `simulator` (the
-discrete-event run), `schedules` (the arrival-step grammar), `arrival_orders` (a schedule
-played on SQLite, every arrival order), `arrival_search` (the fast in-memory search) and
-`schedule_builder` (the workbench's step-by-step schedule).
+discrete-event run), `run_stats` (what a run did, counted), `lessons` (the seeds and faults the
+lessons show), `schedules` (arrival steps as a type, and their text), `arrival_orders` (a
+schedule played on SQLite, every arrival order), `arrival_search` (the fast in-memory search)
+and `schedule_builder` (the workbench's step-by-step schedule).
 """
 
 from labkit.designs.design import (

@@ -1,6 +1,7 @@
 """Exhaustive arrival orders for small runs, and a checker for hand-written schedules.
 
-A schedule is a list of steps the planner and the loop take, with no clock:
+A schedule is a list of steps (`labkit.designs.schedules.Step`) the planner and the loop take,
+with no clock; `run_schedule` also reads them as a person writes them:
 
 - ``"deliver N"`` (or ``"N"``, or ``"dup N"``): the planner delivers request N's response; the
   first delivery produces it, a later one is a duplicate with the same body and ``updated_at``;
@@ -26,22 +27,27 @@ from labkit.catalog.loop import Response
 from labkit.designs.arrival_search import ModelCheck, check_model, explore_fast
 from labkit.designs.design import DESIGNS, Design, Request, check_design, make_design
 from labkit.designs.planner import HeadReader, respond
-from labkit.designs.schedules import Exploration, ScheduleError, parse_step
-
-DELIVER, TIMEOUT, CRASH = "deliver", "timeout", "crash"
+from labkit.designs.schedules import (
+    Exploration,
+    Kind,
+    ScheduleError,
+    Step,
+    as_steps,
+    format_schedule,
+)
 
 
 @dataclass(frozen=True)
 class StepOutcome:
     """What one schedule step did, and the head an independent reader saw after it.
 
-    `kind` is `DELIVER` (a response landed: `committed`, and `reason` when rejected),
-    `TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
-    `CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
+    `kind` is `Kind.DELIVER` (a response landed: `committed`, and `reason` when rejected),
+    `Kind.TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
+    `Kind.CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
     reader had already seen.
     """
 
-    kind: str
+    kind: Kind
     head: int
     request_id: int | None = None
     committed: bool | None = None
@@ -51,9 +57,9 @@ class StepOutcome:
     @property
     def label(self) -> str:
         """Short text for tables and captions, e.g. ``12:commit`` or ``timeout 12``."""
-        if self.kind == CRASH:
+        if self.kind == Kind.CRASH:
             return "crash+restart"
-        if self.kind == TIMEOUT:
+        if self.kind == Kind.TIMEOUT:
             if self.request_id is None:
                 return "timeout: nothing awaited"
             return f"timeout {self.request_id}"
@@ -68,7 +74,7 @@ class ScheduleResult:
     """What one schedule did to one design, step by step."""
 
     design: str
-    steps: list[str]
+    steps: list[Step]
     outcomes: list[StepOutcome] = field(default_factory=list)
     replays: int = 0
 
@@ -128,59 +134,62 @@ class _Runner:
             if req.replay_of is not None:
                 self.result.replays += 1
 
-    def step(self, raw: str) -> None:
+    def step(self, step: Step) -> None:
         self.now += 1
-        verb, rid = parse_step(raw)
         committed: bool | None = None
         reason: str | None = None
-        if verb == "crash":
+        kind: Kind
+        if step.kind == Kind.CRASH:
             self._send(self.d.crash_restart(self.now))
-            kind, rid = CRASH, None
-        elif verb == "timeout":
-            req = self._pick(self.d.awaited(), rid, raw)
-            kind, rid = TIMEOUT, None if req is None else req.request_id
+            kind, rid = Kind.CRASH, None
+        elif step.kind == Kind.TIMEOUT:
+            req = self._pick(self.d.awaited(), step)
+            kind, rid = Kind.TIMEOUT, None if req is None else req.request_id
             if req is not None:
                 self._send(self.d.on_timeout(req, self.now))
         else:
-            req = self._sent(raw, rid)
-            if verb == "stale":
-                self._check_stale(raw, req)
-            resp = self.produced.get(req.request_id) or self._produce(req, stale=verb == "stale")
+            req = self._sent(step)
+            rid = req.request_id
+            stale = step.kind == Kind.STALE
+            if stale:
+                self._check_stale(step, req)
+            resp = self.produced.get(req.request_id) or self._produce(req, stale=stale)
             self.delivered[req.request_id] = self.delivered.get(req.request_id, 0) + 1
             decision = self.d.on_response(req, resp, self.now)
             self._send(decision.sends)
-            kind, committed, reason = DELIVER, decision.committed, decision.reason
+            kind, committed, reason = Kind.DELIVER, decision.committed, decision.reason
         glance = self.reader.look()
         self.result.outcomes.append(
             StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)
         )
 
-    def _sent(self, raw: str, rid: int | None) -> Request:
-        if rid not in self.sent:
+    def _sent(self, step: Step) -> Request:
+        if step.request not in self.sent:
             raise ScheduleError(
-                f"step {raw!r}: request {rid} has not been sent (sent: {sorted(self.sent)})"
+                str(step), f"request {step.request} has not been sent",
+                f" (sent: {sorted(self.sent)})",
             )
-        return self.sent[rid]
+        return self.sent[step.request]
 
-    def _check_stale(self, raw: str, req: Request) -> None:
+    def _check_stale(self, step: Step, req: Request) -> None:
         if req.request_id in self.produced:
             raise ScheduleError(
-                f"step {raw!r}: request {req.request_id}'s response was already produced; "
+                str(step), f"request {req.request_id}'s response was already produced; "
                 "'stale N' must be its first delivery (later ones are duplicates: 'deliver N')"
             )
         if req.base_version < 1:
             raise ScheduleError(
-                f"step {raw!r}: request {req.request_id} is based on version 0; there is no "
+                str(step), f"request {req.request_id} is based on version 0; there is no "
                 "older version for a stale body to come from"
             )
 
-    def _pick(self, awaited: list[Request], rid: int | None, raw: str) -> Request | None:
-        if rid is None:
+    def _pick(self, awaited: list[Request], step: Step) -> Request | None:
+        if step.request is None:
             return awaited[0] if awaited else None
         for req in awaited:
-            if req.request_id == rid:
+            if req.request_id == step.request:
                 return req
-        raise ScheduleError(f"step {raw!r}: request {rid} is not awaited")
+        raise ScheduleError(str(step), f"request {step.request} is not awaited")
 
     def _produce(self, req: Request, *, stale: bool, stamped: bool = False) -> Response:
         stamp = self.now + self.skews.get(req.request_id, 0.0)
@@ -194,12 +203,12 @@ class _Runner:
             todo = [r for r in self.d.awaited() if r.request_id not in self.delivered]
             if not todo:
                 return
-            self.step(f"deliver {todo[0].request_id}")
+            self.step(Step.deliver(todo[0].request_id))
 
 
 def run_schedule(
     design: str,
-    steps: Sequence[str],
+    steps: Sequence[Step | str],
     *,
     window: int = 2,
     ticks: int = 1000,
@@ -209,22 +218,25 @@ def run_schedule(
 ) -> ScheduleResult:
     """Play a (learner-proposed) schedule against a design; `.rewinds` says if the head fell.
 
+    Steps are `Step`s or their text as a person writes it (``"deliver 2"``, ``"timeout"``).
     Raises `ScheduleError` naming the bad step.
     """
     check_design(design)
+    played = as_steps(steps)
     runner = _Runner(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
-    for raw in steps:
-        runner.step(raw)
+    for step in played:
+        runner.step(step)
     if settle:
         runner.settle()
-    runner.result.steps = [str(s) for s in steps]
+    runner.result.steps = played
     return runner.result
 
 
-def _choices(runner: _Runner, copies: int, timeouts_left: int) -> list[str]:
-    out = [f"deliver {rid}" for rid in sorted(runner.sent) if runner.delivered.get(rid, 0) < copies]
+def _choices(runner: _Runner, copies: int, timeouts_left: int) -> list[Step]:
+    out = [Step.deliver(rid) for rid in sorted(runner.sent)
+           if runner.delivered.get(rid, 0) < copies]
     if timeouts_left and runner.d.awaited():
-        out.append("timeout")
+        out.append(Step.timeout())
     return out
 
 
@@ -241,7 +253,7 @@ def explore(
     """Every schedule of `n` deliveries (each response at most `copies` times, up to `timeouts`
     give-ups), counting those where a reader sees the catalog head fall.
 
-    `shortest` is a shortest schedule prefix ending at a rewind (ties broken alphabetically).
+    `shortest` is a shortest schedule prefix ending at a rewind (ties broken as `Step` sorts).
     Runs the memoised search on the loop model (`arrival_search`), which
     `verify_model_against_sqlite` checks against the real designs; `explore_by_replay` gives
     the same answer the slow way.
@@ -269,18 +281,18 @@ def explore_by_replay(
 ) -> Exploration:
     """`explore` the slow way: replay every schedule prefix on the real designs from scratch.
 
-    The reference `explore` is tested against; exponential in `n` (fenced, n = 6: ~40 s).
+    The reference `explore` is tested against; exponential in `n` (hedged ballots, n = 6: ~40 s).
     """
     orders = rewinding = 0
-    shortest: list[str] | None = None
+    shortest: list[Step] | None = None
 
-    def play(prefix: list[str]) -> _Runner:
+    def play(prefix: list[Step]) -> _Runner:
         runner = _Runner(design, window=window, ticks=ticks, first_request=1, skews=skews)
         for s in prefix:
             runner.step(s)
         return runner
 
-    def walk(prefix: list[str], delivered: int, timeouts_left: int) -> None:
+    def walk(prefix: list[Step], delivered: int, timeouts_left: int) -> None:
         nonlocal orders, rewinding, shortest
         runner = play(prefix)
         first = runner.result.first_rewind
@@ -297,8 +309,8 @@ def explore_by_replay(
             orders += 1
             return
         for c in choices:
-            t_left = timeouts_left - (c == "timeout")
-            walk([*prefix, c], delivered + (c != "timeout"), t_left)
+            gave_up = c.kind == Kind.TIMEOUT
+            walk([*prefix, c], delivered + (not gave_up), timeouts_left - gave_up)
 
     walk([], 0, timeouts)
     return Exploration(design, orders, rewinding, shortest)
@@ -314,7 +326,9 @@ def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:
                 "design": design,
                 "orders": ex.orders,
                 "rewinding": ex.rewinding,
-                "shortest_counterexample": None if ex.shortest is None else " ; ".join(ex.shortest),
+                "shortest_counterexample": (
+                    None if ex.shortest is None else format_schedule(ex.shortest, " ; ")
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -329,15 +343,16 @@ def closing_question() -> pd.DataFrame:
     are settled. One row per (order, design).
     """
     rows = []
-    orders = sorted(set(itertools.permutations(["12", "12", "14", "14"])))
+    orders = sorted(set(itertools.permutations([12, 12, 14, 14])))
     for order in orders:
         for design in DESIGNS:
-            prefix = ["deliver 13"] if design == "fenced" else ["timeout", "deliver 13"]
-            steps = [*prefix, *(f"deliver {r}" for r in order)]
+            gave_up = [] if design == "fenced" else [Step.timeout()]
+            prefix = [*gave_up, Step.deliver(13)]
+            steps = [*prefix, *map(Step.deliver, order)]
             res = run_schedule(design, steps, window=2, ticks=2, first_request=12, settle=True)
             rows.append(
                 {
-                    "order": ",".join(order),
+                    "order": ",".join(map(str, order)),
                     "design": design,
                     "rewinds": res.rewinds,
                     "outcomes": " ".join(res.labels[len(prefix) :]),
@@ -348,28 +363,42 @@ def closing_question() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# What compare-and-set on the version accepts, next to the ballot: (case, steps). Requests
-# are numbered from 1; "stamped N" is not a schedule step but a planner that read the version
-# before request N's base and still stamps the response with N's base (see `cas_versus_ballot`).
-CAS_CASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("late answer after its replacement committed", ("timeout", "deliver 2", "deliver 1")),
-    ("duplicate after commit", ("deliver 1", "deliver 2", "deliver 1")),
-    ("stale body that names its old base", ("deliver 1", "stale 2")),
-    ("abandoned answer lands before its replacement", ("timeout", "deliver 1", "deliver 2")),
-    ("stale body stamped with the current head", ("deliver 1", "stamped 2")),
+@dataclass(frozen=True)
+class Stamped:
+    """Not a schedule step: request N's planner read the version before its base and still
+    stamps the response with N's base, so no check on the base can see the body is old; then
+    the response is delivered (see `cas_versus_ballot`)."""
+
+    request: int
+
+    def __str__(self) -> str:
+        return f"stamped {self.request}"
+
+
+# What compare-and-set on the version accepts, next to the ballot: (case, steps), requests
+# numbered from 1.
+CAS_CASES: tuple[tuple[str, tuple[Step | Stamped, ...]], ...] = (
+    ("late answer after its replacement committed",
+     (Step.timeout(), Step.deliver(2), Step.deliver(1))),
+    ("duplicate after commit", (Step.deliver(1), Step.deliver(2), Step.deliver(1))),
+    ("stale body that names its old base", (Step.deliver(1), Step.stale(2))),
+    ("abandoned answer lands before its replacement",
+     (Step.timeout(), Step.deliver(1), Step.deliver(2))),
+    ("stale body stamped with the current head", (Step.deliver(1), Stamped(2))),
 )
 
 
-def _play_case(design: str, steps: Sequence[str]) -> tuple[ScheduleResult, str]:
+def _play_case(design: str, steps: Sequence[Step | Stamped]) -> tuple[ScheduleResult, str]:
     """Play one `CAS_CASES` schedule; the tools at the head afterwards, as text."""
     runner = _Runner(design, window=2, ticks=1000, first_request=1, skews=None)
-    for raw in steps:
-        verb, _, rid = raw.partition(" ")
-        if verb == "stamped":
-            runner._produce(runner.sent[int(rid)], stale=True, stamped=True)
-            raw = f"deliver {rid}"
-        runner.step(raw)
-    runner.result.steps = list(steps)
+    played = []
+    for step in steps:
+        if isinstance(step, Stamped):
+            runner._produce(runner.sent[step.request], stale=True, stamped=True)
+            step = Step.deliver(step.request)
+        runner.step(step)
+        played.append(step)
+    runner.result.steps = played
     head = runner.d.read_head()[0]
     return runner.result, ", ".join(map(str, runner.d.tools_at(head))) or "(none)"
 
@@ -386,7 +415,7 @@ def cas_versus_ballot(designs: Sequence[str] = ("cas", "ballot")) -> pd.DataFram
             rows.append({
                 "case": case,
                 "design": design,
-                "steps": " ; ".join(steps),
+                "steps": " ; ".join(map(str, steps)),
                 "outcomes": " ".join(res.labels),
                 "rewinds": res.rewinds,
                 "final_head": res.final_head,

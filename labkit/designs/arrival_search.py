@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from labkit.designs.design import CAS_CONFLICT, DESIGNS
-from labkit.designs.schedules import Exploration, ScheduleError, parse_step
+from labkit.designs.schedules import Exploration, Kind, ScheduleError, Step, as_steps
 
 _NEG_INF = float("-inf")
 
@@ -49,7 +49,7 @@ class LoopState(NamedTuple):
 class StepOutcome(NamedTuple):
     """What one step did: `kind` is deliver, timeout or crash; `rid` the request it touched."""
 
-    kind: str
+    kind: Kind
     rid: int | None
     committed: bool = False
     reason: str | None = None
@@ -57,9 +57,9 @@ class StepOutcome(NamedTuple):
     @property
     def text(self) -> str:
         """The outcome as `arrivals.run_schedule` words it (e.g. ``"2:commit"``)."""
-        if self.kind == "crash":
+        if self.kind == Kind.CRASH:
             return "crash+restart"
-        if self.kind == "timeout":
+        if self.kind == Kind.TIMEOUT:
             return "timeout: nothing awaited" if self.rid is None else f"timeout {self.rid}"
         return f"{self.rid}:{'commit' if self.committed else self.reason}"
 
@@ -69,7 +69,7 @@ class ModelRun:
     """One schedule played on the model: the head and the outcome after every step."""
 
     design: str
-    steps: list[str]
+    steps: list[Step]
     heads: list[int]
     outcomes: list[StepOutcome]
     first_rewind: int | None
@@ -97,7 +97,7 @@ class LoopModel:
         if design not in DESIGNS:
             raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
         if design == "fenced" and window < 2:
-            raise ValueError(f"the fenced design (hedged ballots) needs window >= 2, got {window}")
+            raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
         self.design = design
         self.guarded = design in ("ballot", "fenced")
         self.lww = design == "lww"
@@ -133,36 +133,36 @@ class LoopModel:
         """The state after the loop sent its first request(s), before any step."""
         return self._send(LoopState(now=0, head=0, sent=(), awaited=()))
 
-    def deliver(
-        self, state: LoopState, rid: int, *, stale: bool = False, raw: str = ""
-    ) -> tuple[LoopState, StepOutcome]:
-        """Deliver request `rid`'s response (first delivery produces it; `stale`: from base - 1)."""
-        raw = raw or f"{'stale' if stale else 'deliver'} {rid}"
+    def deliver(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
+        """Deliver the response `step` names (its first delivery produces it; a `stale` step's
+        body is built on base - 1)."""
+        rid, stale = step.request, step.kind == Kind.STALE
+        assert rid is not None
         now = state.now + 1
         index = rid - self.first
         if not 0 <= index < len(state.sent):
-            raise ScheduleError(f"step {raw!r}: request {rid} has not been sent")
+            raise ScheduleError(str(step), f"request {rid} has not been sent")
         req = state.sent[index]
         if req.stamp is None:
             if stale and req.base < 1:
-                raise ScheduleError(f"step {raw!r}: request {rid} is based on version 0")
+                raise ScheduleError(str(step), f"request {rid} is based on version 0")
             req = req._replace(stamp=now + self.skews.get(rid, 0.0), stale=stale)
         elif stale:
-            raise ScheduleError(f"step {raw!r}: request {rid}'s response was already produced")
+            raise ScheduleError(str(step), f"request {rid}'s response was already produced")
         req = req._replace(delivered=req.delivered + 1)
         state = state._replace(now=now, sent=_put(state.sent, index, req))
         body_base = req.base - 1 if req.stale else req.base
         if self.guarded:
             return self._apply(state, req, body_base)
         if self.lww and req.stamp <= state.updated_at:
-            outcome = StepOutcome("deliver", rid, False, "older_updated_at")
+            outcome = StepOutcome(Kind.DELIVER, rid, False, "older_updated_at")
         elif self.cas and body_base != state.head:
-            outcome = StepOutcome("deliver", rid, False, CAS_CONFLICT)
+            outcome = StepOutcome(Kind.DELIVER, rid, False, CAS_CONFLICT)
         else:
             state = state._replace(head=body_base + 1)
             if self.lww:
                 state = state._replace(updated_at=max(state.updated_at, req.stamp))
-            outcome = StepOutcome("deliver", rid, True)
+            outcome = StepOutcome(Kind.DELIVER, rid, True)
         if state.awaited and state.awaited[0] == rid:
             state = self._send(state._replace(awaited=()))
         return state, outcome
@@ -170,33 +170,33 @@ class LoopModel:
     def _apply(self, state: LoopState, req: Sent, body_base: int) -> tuple[LoopState, StepOutcome]:
         """`WatermarkLoop.apply` plus `BallotDesign.on_response`: decide, leave flight, refill."""
         if req.rid not in state.awaited:
-            return state, StepOutcome("deliver", req.rid, False, "unknown_ballot")
+            return state, StepOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
         if req.base != state.head:
-            outcome = StepOutcome("deliver", req.rid, False, "stale_watermark")
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_watermark")
         elif body_base != state.head:
-            outcome = StepOutcome("deliver", req.rid, False, "stale_base")
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_base")
         else:
             state = state._replace(head=state.head + 1)
-            outcome = StepOutcome("deliver", req.rid, True)
+            outcome = StepOutcome(Kind.DELIVER, req.rid, True)
         return self._send(self._drop_awaited(state, req.rid)), outcome
 
-    def timeout(
-        self, state: LoopState, rid: int | None = None, *, raw: str = ""
-    ) -> tuple[LoopState, StepOutcome]:
-        """The loop gives up on its oldest wait (or on request `rid`'s) and sends a replacement."""
+    def timeout(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
+        """The loop gives up on its oldest wait (or on the request `step` names) and sends a
+        replacement."""
+        rid = step.request
         state = state._replace(now=state.now + 1)
         names = self.awaited_names(state)
         if rid is None and not names:
-            return state, StepOutcome("timeout", None)
+            return state, StepOutcome(Kind.TIMEOUT, None)
         pos = 0 if rid is None else names.index(rid) if rid in names else -1
         if pos < 0:
-            raise ScheduleError(f"step {raw or f'timeout {rid}'!r}: request {rid} is not awaited")
+            raise ScheduleError(str(step), f"request {rid} is not awaited")
         given_up = state.awaited[pos]
         if self.guarded:
             state = self._drop_awaited(state, given_up)
         else:
             state = state._replace(awaited=())
-        return self._send(state), StepOutcome("timeout", names[pos])
+        return self._send(state), StepOutcome(Kind.TIMEOUT, names[pos])
 
     def crash(self, state: LoopState) -> tuple[LoopState, StepOutcome]:
         """The loop dies and restarts: ballots in flight survive in SQLite, memory does not."""
@@ -205,17 +205,15 @@ class LoopModel:
             state = state._replace(forgotten=frozenset(state.awaited))
         else:
             state = state._replace(awaited=())
-        return self._send(state), StepOutcome("crash", None)
+        return self._send(state), StepOutcome(Kind.CRASH, None)
 
-    def step(self, state: LoopState, raw: str) -> tuple[LoopState, StepOutcome]:
-        """Play one schedule step written as `run_schedule` accepts it."""
-        verb, rid = parse_step(raw)
-        if verb == "crash":
+    def step(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
+        """Play one schedule step."""
+        if step.kind == Kind.CRASH:
             return self.crash(state)
-        if verb == "timeout":
-            return self.timeout(state, rid, raw=raw)
-        assert rid is not None
-        return self.deliver(state, rid, stale=verb == "stale", raw=raw)
+        if step.kind == Kind.TIMEOUT:
+            return self.timeout(state, step)
+        return self.deliver(state, step)
 
     # --- what the search needs ---------------------------------------------------------------
 
@@ -238,27 +236,29 @@ def _put(items: tuple[Sent, ...], index: int, item: Sent) -> tuple[Sent, ...]:
 
 def run_model(
     design: str,
-    steps: Sequence[str],
+    steps: Sequence[Step | str],
     *,
     window: int = 2,
     ticks: int = 1000,
     first_request: int = 1,
     skews: dict[int, float] | None = None,
 ) -> ModelRun:
-    """Play a schedule on the model (the in-memory twin of `arrivals.run_schedule`)."""
+    """Play a schedule on the model (the in-memory twin of `arrivals.run_schedule`); text
+    steps are read as a person writes them."""
     model = LoopModel(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
+    played = as_steps(steps)
     state = model.start()
     max_seen, first_rewind = state.head, None
     heads: list[int] = []
     outcomes: list[StepOutcome] = []
-    for raw in steps:
-        state, outcome = model.step(state, raw)
+    for step in played:
+        state, outcome = model.step(state, step)
         heads.append(state.head)
         outcomes.append(outcome)
         if state.head < max_seen and first_rewind is None:
             first_rewind = len(heads) - 1
         max_seen = max(max_seen, state.head)
-    return ModelRun(design, [str(s) for s in steps], heads, outcomes, first_rewind)
+    return ModelRun(design, played, heads, outcomes, first_rewind)
 
 
 # --- the search ------------------------------------------------------------------------------
@@ -281,11 +281,14 @@ class SearchStats:
 class _Below(NamedTuple):
     orders: int
     rewinding: int
-    best: tuple[str, ...] | None  # shortest, then smallest, rewinding suffix
+    best: tuple[Step, ...] | None  # shortest, then smallest, rewinding suffix
     prefixes: int
 
 
-def _better(cand: tuple[str, ...], best: tuple[str, ...] | None) -> bool:
+_GIVE_UP = Step(Kind.TIMEOUT)  # the search's one kind of timeout: give up on the oldest wait
+
+
+def _better(cand: tuple[Step, ...], best: tuple[Step, ...] | None) -> bool:
     return best is None or (len(cand), cand) < (len(best), best)
 
 
@@ -297,6 +300,13 @@ class _Search:
         self.memo: dict[tuple, _Below] = {}
         self.seen: set[tuple] = set()
         self.visited = 0
+        self.deliveries: dict[int, Step] = {}  # one Step per request: made once, not per move
+
+    def delivery(self, rid: int) -> Step:
+        step = self.deliveries.get(rid)
+        if step is None:
+            step = self.deliveries[rid] = Step(Kind.DELIVER, rid)
+        return step
 
     def reach(self, state: LoopState, left: int, t_left: int) -> tuple:
         key = (self.model.key(state, self.copies), left, t_left)
@@ -310,20 +320,21 @@ class _Search:
         if hit is not None:
             return hit
         model = self.model
-        moves: list[tuple[str, LoopState]] = []
+        moves: list[tuple[Step, LoopState]] = []
         for req in state.sent:
             if req.delivered < self.copies:
-                moves.append((f"deliver {req.rid}", model.deliver(state, req.rid)[0]))
+                step = self.delivery(req.rid)
+                moves.append((step, model.deliver(state, step)[0]))
         if t_left and state.awaited:
-            moves.append(("timeout", model.timeout(state)[0]))
+            moves.append((_GIVE_UP, model.timeout(state, _GIVE_UP)[0]))
         if not moves:
             result = _Below(1, 0, None, 1)
         else:
             orders = rewinding = 0
             prefixes = 1
-            best: tuple[str, ...] | None = None
+            best: tuple[Step, ...] | None = None
             for label, child in moves:
-                is_timeout = label == "timeout"
+                is_timeout = label is _GIVE_UP
                 c_left, c_t_left = left - (not is_timeout), t_left - is_timeout
                 c_key = self.reach(child, c_left, c_t_left)
                 if child.head < state.head:  # the reader saw the head fall: the schedule ends
@@ -376,7 +387,8 @@ def explore_fast(design: str, n: int = 4, **limits: Any) -> Exploration:
     counts them, on the model with a memo per state.
 
     A schedule ends at its first rewind, after `n` deliveries, or when no step is left;
-    `shortest` is the shortest schedule ending at a rewind (ties: smallest list of steps).
+    `shortest` is the shortest schedule ending at a rewind (ties: smallest list of steps, as
+    `Step` sorts them).
     """
     return explore_with_stats(design, n, **limits)[0]
 
@@ -401,26 +413,26 @@ class ModelCheck:
 
 def _schedules(
     model: LoopModel, n: int, copies: int, timeouts: int, crashes: int, stale: bool
-) -> list[list[str]]:
+) -> list[list[Step]]:
     """Every schedule of `n` deliveries that the model allows, without stopping at rewinds.
 
     Steps: `deliver N` (each response at most `copies` times), `timeout` (up to `timeouts`,
     while something is awaited), and optionally `crash` (up to `crashes`) and `stale N` (a
     first delivery with an older body, for requests not based on version 0).
     """
-    out: list[list[str]] = []
+    out: list[list[Step]] = []
 
-    def walk(state: LoopState, path: list[str], left: int, t_left: int, c_left: int) -> None:
+    def walk(state: LoopState, path: list[Step], left: int, t_left: int, c_left: int) -> None:
         moves = []
         for req in state.sent:
             if req.delivered < copies:
-                moves.append((f"deliver {req.rid}", 1, 0, 0))
+                moves.append((Step.deliver(req.rid), 1, 0, 0))
             if stale and req.delivered == 0 and req.base >= 1:
-                moves.append((f"stale {req.rid}", 1, 0, 0))
+                moves.append((Step.stale(req.rid), 1, 0, 0))
         if t_left and state.awaited:
-            moves.append(("timeout", 0, 1, 0))
+            moves.append((_GIVE_UP, 0, 1, 0))
         if c_left:
-            moves.append(("crash", 0, 0, 1))
+            moves.append((Step.crash(), 0, 0, 1))
         if left == 0 or not moves:
             out.append(path)
             return
@@ -465,14 +477,14 @@ def check_model(
             want = (got_real.heads[i], got_real.outcomes[i].label)
             if got != want:
                 mismatches.append(
-                    f"{design} {sched}, step {i} ({step!r}): SQLite (head, outcome) = {want}, "
-                    f"model = {got}"
+                    f"{design} {[str(s) for s in sched]}, step {i} ({str(step)!r}): SQLite "
+                    f"(head, outcome) = {want}, model = {got}"
                 )
                 break
         else:
             if mine.first_rewind != got_real.first_rewind:
                 mismatches.append(
-                    f"{design} {sched}: first rewind SQLite {got_real.first_rewind}, "
+                    f"{design} {[str(s) for s in sched]}: first rewind SQLite {got_real.first_rewind}, "
                     f"model {mine.first_rewind}"
                 )
     return ModelCheck(design, n, len(found), steps, tuple(mismatches))

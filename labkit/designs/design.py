@@ -349,5 +349,5 @@ def make_design(
     if name == "ballot":
         return BallotDesign(window=1, ticks=ticks, first_request=first_request, path=path)
     if window < 2:  # fenced
-        raise ValueError(f"the fenced design (hedged ballots) needs window >= 2, got {window}")
+        raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
     return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)

@@ -1,8 +1,8 @@
 """A schedule composed one step at a time, played on every design side by side.
 
 `ScheduleBuilder` is the model behind the arrival-order workbench (notebooks 04 and 05): the
-reader adds steps of the `labkit.designs.schedules` grammar (or types a whole schedule), undoes them
-or starts from a preset, and every design in `labkit.designs.design.DESIGNS` plays the same steps
+reader adds steps (`labkit.designs.schedules.Step`, or types a whole schedule as text), undoes
+them or starts from a preset, and every design in `labkit.designs.design.DESIGNS` plays the same steps
 through `labkit.designs.arrival_orders`' runner. Designs send their own requests (at the start, after a
 commit, after a give-up), so a step can name a request one design sent and another did not:
 that design skips the step and says why. A step no design can take is refused.
@@ -23,8 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import labkit.designs.design as design_registry
-from labkit.designs.arrival_orders import CRASH, DELIVER, TIMEOUT, StepOutcome, _Runner, explore
-from labkit.designs.schedules import ScheduleError, parse_step
+from labkit.designs.arrival_orders import StepOutcome, _Runner, explore
+from labkit.designs.schedules import (
+    Kind,
+    ScheduleError,
+    Step,
+    as_step,
+    format_schedule,
+    parse_step,
+)
 
 ARRIVED, DUPLICATE, GAVE_UP = "arrived", "duplicate", "gave up"
 EXPLORE_N = 5  # deliveries the "shortest break" search explores (fast: milliseconds)
@@ -34,8 +41,12 @@ class StepError(ScheduleError):
     """A schedule step that cannot be read or taken; names the step by number and text."""
 
     def __init__(self, index: int, text: str, problem: str) -> None:
-        self.index, self.text, self.problem = index, text, problem
-        super().__init__(f"step {index} ({text!r}): {problem}")
+        self.index = index
+        super().__init__(text, problem)
+
+    def where(self) -> str:
+        """The step by number and text, e.g. ``step 2 ('deliver 9')``."""
+        return f"step {self.index} ({self.shown!r})"
 
 
 @dataclass(frozen=True)
@@ -44,41 +55,39 @@ class Preset:
 
     name: str
     label: str
-    steps: tuple[str, ...]
+    steps: tuple[Step, ...]
 
 
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         Preset("inverted", "Article 2's late tick (inverted arrival)",
-               ("timeout 1", "deliver 2", "deliver 3", "deliver 1")),
+               (Step.timeout(1), Step.deliver(2), Step.deliver(3), Step.deliver(1))),
         Preset("duplicate", "duplicate delivery (same response twice)",
-               ("deliver 1", "dup 1", "deliver 2", "dup 2")),
+               (Step.deliver(1), Step.dup(1), Step.deliver(2), Step.dup(2))),
         Preset("stale_body", "stale body (built on an older version)",
-               ("deliver 1", "deliver 2", "stale 3", "deliver 4")),
+               (Step.deliver(1), Step.deliver(2), Step.stale(3), Step.deliver(4))),
         Preset("retry_after_commit", "retry after commit (redelivered later)",
-               ("deliver 1", "deliver 2", "dup 1", "deliver 3")),
+               (Step.deliver(1), Step.deliver(2), Step.dup(1), Step.deliver(3))),
         Preset("stall", "stall, then give up (answer lands late)",
-               ("timeout 1", "timeout 2", "deliver 3", "deliver 4", "deliver 1", "deliver 2")),
+               (Step.timeout(1), Step.timeout(2), Step.deliver(3), Step.deliver(4),
+                Step.deliver(1), Step.deliver(2))),
         Preset("crash", "crash and restart (ballot survives)",
-               ("crash", "deliver 1", "deliver 2", "deliver 3")),
+               (Step.crash(), Step.deliver(1), Step.deliver(2), Step.deliver(3))),
     )
 }
 
 
-def parse_schedule(text: str) -> list[str]:
-    """Steps of a one-line schedule separated by ``;`` or ``,`` (blank entries ignored).
-
-    Raises `StepError` naming the first step that is not in the grammar.
-    """
-    raw = [s.strip() for s in re.split(r"[;,\n]", str(text))]
-    steps = [s for s in raw if s]
-    for i, step in enumerate(steps, start=1):
+def parse_schedule(text: str) -> list[Step]:
+    """The steps of a typed schedule, separated by ``;``, ``,`` or line breaks (blank entries
+    ignored). Raises `StepError` naming the first entry that is not a step."""
+    pieces = [s for s in (p.strip() for p in re.split(r"[;,\n]", text)) if s]
+    steps = []
+    for i, piece in enumerate(pieces, start=1):
         try:
-            parse_step(step)
-        except ScheduleError:
-            raise StepError(i, step, "not a step; write 'deliver N' (or 'N', 'dup N'), "
-                                     "'stale N', 'timeout [N]' or 'crash'") from None
+            steps.append(parse_step(piece))
+        except ScheduleError as exc:
+            raise StepError(i, piece, exc.problem) from None
     return steps
 
 
@@ -155,7 +164,7 @@ class DesignRun:
     def rejects(self) -> Counter[str]:
         """Rejected responses by reason."""
         return Counter(str(o.reason) for o in self.outcomes
-                       if o is not None and o.kind == DELIVER and not o.committed)
+                       if o is not None and o.kind == Kind.DELIVER and not o.committed)
 
     @property
     def falls(self) -> list[Fall]:
@@ -215,7 +224,7 @@ class ScheduleBuilder:
         for d in self.designs:
             design_registry.check_design(d)
         self.window, self.ticks = window, ticks
-        self.steps: list[str] = []
+        self.steps: list[Step] = []
         self._start()
 
     # --- playing -----------------------------------------------------------------------
@@ -238,14 +247,14 @@ class ScheduleBuilder:
                 run.lanes[rid] = Lane(rid, step, req.replay_of)
         run.replays = runner.result.replays
 
-    def _play(self, design: str, raw: str) -> None:
+    def _play(self, design: str, played: Step) -> None:
         runner, run = self._runners[design], self.runs[design]
         step = len(run.outcomes) + 1
         try:
-            runner.step(raw)
+            runner.step(played)
         except ScheduleError as exc:
             run.outcomes.append(None)
-            run.skipped[step] = re.sub(r" \(sent: .*\)$", "", str(exc).split(": ", 1)[-1])
+            run.skipped[step] = exc.problem
             run.heads.append(run.heads[-1])
             return
         outcome = runner.result.outcomes[-1]
@@ -255,18 +264,18 @@ class ScheduleBuilder:
         if version == run.heads[-2] and digest != self._digest[design]:
             run.overwrites += 1
         self._digest[design] = digest
-        if outcome.kind == CRASH:
+        if outcome.kind == Kind.CRASH:
             run.crashes.append(step)
-        elif outcome.kind == TIMEOUT and outcome.request_id is not None:
+        elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
             # after a restart a ballot design names a request it forgot by -ballot_id
             lane = run.lanes.get(abs(outcome.request_id))
             if lane is not None:
                 lane.events.append(LaneEvent(step, GAVE_UP))
-        elif outcome.kind == DELIVER and outcome.request_id in run.lanes:
+        elif outcome.kind == Kind.DELIVER and outcome.request_id in run.lanes:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
             lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
-                                         stale=parse_step(raw)[0] == "stale"))
+                                         stale=played.kind == Kind.STALE))
         self._note_sends(design, step)
 
     def _here(self) -> None:
@@ -278,40 +287,41 @@ class ScheduleBuilder:
         if threading.get_ident() != self._thread:
             self._replay(list(self.steps))
 
-    def _replay(self, steps: Sequence[str]) -> None:
+    def _replay(self, steps: Sequence[Step]) -> None:
         self.steps = []
         self._start()
-        for i, raw in enumerate(steps, start=1):
-            self._take(i, raw)
+        for i, step in enumerate(steps, start=1):
+            self._take(i, step)
 
-    def _take(self, index: int, raw: str) -> None:
+    def _take(self, index: int, step: Step) -> None:
         """Play one step on every design; refuse it (raising) if no design could take it."""
         for d in self.designs:
-            self._play(d, raw)
-        self.steps.append(raw)
+            self._play(d, step)
+        self.steps.append(step)
         if all(self.runs[d].outcomes[-1] is None for d in self.designs):
             reasons = {d: self.runs[d].skipped[index] for d in self.designs}
-            raise StepError(index, raw, _no_design(reasons))
+            raise StepError(index, str(step), _no_design(reasons))
 
     # --- editing -----------------------------------------------------------------------
 
-    def add(self, raw: str) -> None:
-        """Append one step; raises `StepError` (and changes nothing) if it cannot be taken."""
+    def add(self, step: Step | str) -> None:
+        """Append one step (a `Step`, or its text); raises `StepError` (and changes nothing)
+        if it is not a step or cannot be taken."""
         self._here()
         index = len(self.steps) + 1
         try:
-            parse_step(raw)
+            step = as_step(step)
         except ScheduleError as exc:
-            raise StepError(index, str(raw), str(exc).split(": ", 1)[-1]) from None
+            raise StepError(index, exc.text, exc.problem) from None
         previous = list(self.steps)
         try:
-            self._take(index, str(raw).strip())
+            self._take(index, step)
         except StepError:
             self._replay(previous)
             raise
 
-    def load(self, schedule: str | Sequence[str]) -> None:
-        """Replace the schedule (a one-line string or a list of steps); on a bad step raise
+    def load(self, schedule: str | Sequence[Step | str]) -> None:
+        """Replace the schedule (typed text, or a list of steps); on a bad step raise
         `StepError` naming it and keep the schedule as it was."""
         steps = parse_schedule(schedule) if isinstance(schedule, str) else list(schedule)
         previous = list(self.steps)
@@ -323,7 +333,7 @@ class ScheduleBuilder:
             self._replay(previous)
             raise
 
-    def undo(self) -> str | None:
+    def undo(self) -> Step | None:
         """Remove the last step (None if there was none)."""
         if not self.steps:
             return None
@@ -343,8 +353,8 @@ class ScheduleBuilder:
 
     @property
     def text(self) -> str:
-        """The schedule as one line, in the grammar `load` reads."""
-        return "; ".join(self.steps)
+        """The schedule as one line, as `load` reads it."""
+        return format_schedule(self.steps)
 
     # --- what can be added -------------------------------------------------------------
 
@@ -353,34 +363,34 @@ class ScheduleBuilder:
         """Every request id some design has sent so far."""
         return sorted({rid for run in self.runs.values() for rid in run.lanes})
 
-    def _why_not(self, design: str, verb: str, rid: int | None) -> str | None:
-        runner = self._runners[design]
-        if verb == "crash":
+    def _why_not(self, design: str, step: Step, useful: bool) -> str | None:
+        runner, rid = self._runners[design], step.request
+        if step.kind == Kind.CRASH:
             return None
-        if verb in ("timeout", "timeout_oldest"):
+        if step.kind == Kind.TIMEOUT:
             awaited = [r.request_id for r in runner.d.awaited()]
             if rid is None:
-                return None if awaited or verb == "timeout" else "it waits on nothing"
+                return None if awaited or not useful else "it waits on nothing"
             return None if rid in awaited else f"it is not waiting on request {rid}"
         if rid not in runner.sent:
             return f"it has not sent request {rid}"
-        if verb == "dup" and not runner.delivered.get(rid):
+        if step.kind == Kind.DUP and not runner.delivered.get(rid):
             return f"request {rid}'s response has not arrived yet"
-        if verb == "deliver" and runner.delivered.get(rid):
+        if step.kind == Kind.DELIVER and runner.delivered.get(rid):
             return f"request {rid}'s response already arrived (use 'deliver again')"
-        if verb == "stale":
+        if step.kind == Kind.STALE:
             if rid in runner.produced:
                 return f"request {rid}'s response already arrived (a stale body comes first)"
             if runner.sent[rid].base_version < 1:
                 return f"request {rid} was built on version 0: nothing older to be stale from"
         return None
 
-    def availability(self, verb: str, rid: int | None = None) -> Availability:
-        """Can the step `verb rid` be added now for at least one design? ``verb`` is
-        ``deliver`` (a first delivery), ``dup``, ``stale``, ``timeout``, ``crash``, or
-        ``timeout_oldest`` (a bare ``timeout`` that finds something to give up on)."""
+    def availability(self, step: Step, *, useful: bool = False) -> Availability:
+        """Can `step` be added now for at least one design? A `deliver` step here is a first
+        delivery (a later one is `dup`); with `useful`, a bare `timeout` counts only where it
+        finds something to give up on."""
         self._here()
-        reasons = {d: self._why_not(d, verb, rid) for d in self.designs}
+        reasons = {d: self._why_not(d, step, useful) for d in self.designs}
         if any(r is None for r in reasons.values()):
             return Availability(True)
         return Availability(False, _no_design({d: str(r) for d, r in reasons.items()}))
@@ -395,12 +405,12 @@ def _no_design(reasons: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _shortest(design: str, n: int, window: int) -> tuple[str, ...] | None:
+def _shortest(design: str, n: int, window: int) -> tuple[Step, ...] | None:
     found = explore(design, n, window=window).shortest
     return None if found is None else tuple(found)
 
 
-def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[str] | None:
+def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[Step] | None:
     """The shortest schedule (of up to `n` deliveries, each response at most twice, one
     give-up) after which a reader sees `design`'s head fall; None if there is none."""
     design_registry.check_design(design)

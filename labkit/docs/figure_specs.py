@@ -10,14 +10,13 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from labkit.designs.design import DESIGNS
-
-SEED = 7
-INVERTED_STEPS = ("timeout", "deliver 2", "deliver 3", "deliver 1")
-SHOWCASE_FAULTS = ("inverted", "duplicate", "stale_body", "retry_after_commit")
-# Bug 2 in one picture: a late tick plus a stalled delivery, so the stale answer lands long
-# after its base and the callback's reader sees an older catalog for a quarter of the run.
-BUG2_FAULTS = ("inverted", "stall")
-BUG2_SEED = 1
+from labkit.designs.lessons import (
+    BUG2_FAULTS,
+    BUG2_SEED,
+    INVERTED_STEPS,
+    SHOWCASE_FAULTS,
+    SHOWCASE_SEED,
+)
 
 
 @dataclass(frozen=True)
@@ -30,21 +29,23 @@ class FigureSpec:
 
 
 def _timeline() -> tuple[Figure, Any]:
+    import labkit.frontier.scenario_format as fmt
     import labkit.frontier.scenarios as sc
     from labkit.plots.part1_frontier import timeline_figure
 
-    timeline = sc.run_scenario(sc.load_scenario("seed"))
+    timeline = sc.run_scenario(fmt.load_scenario("seed"))
     table = timeline.drop(columns=["statuses"]).astype(str)
     return timeline_figure(timeline, title="Article 1's scenario: MAX watermark vs frontier"), table
 
 
 def _checkpoints() -> tuple[Figure, Any]:
     import labkit.frontier.log as fr
+    import labkit.frontier.scenario_format as fmt
     import labkit.frontier.scenarios as sc
     import labkit.frontier.summarizer as sm
     from labkit.plots.part1_frontier import checkpoint_ranges_figure
 
-    conn = sc.replay_scenario(sc.load_scenario("seed"))
+    conn = sc.replay_scenario(fmt.load_scenario("seed"))
     ranges = {p: sm.summaries(conn, "main", p) for p in fr.POLICIES}
     lost = {p: sm.orphans(conn, "main", p) for p in fr.POLICIES}
     last_id = conn.execute("SELECT MAX(id) FROM conversations").fetchone()[0]
@@ -81,7 +82,7 @@ def _busy_loop() -> tuple[Figure, Any]:
 def _simulate_all(faults: tuple[str, ...], designs: tuple[str, ...] = DESIGNS) -> dict[str, Any]:
     from labkit.designs.simulator import simulate
 
-    return {d: simulate(d, faults, seed=SEED) for d in designs}
+    return {d: simulate(d, faults, seed=SHOWCASE_SEED) for d in designs}
 
 
 def _traces_data(traces: dict[str, Any]) -> dict[str, Any]:
@@ -98,11 +99,11 @@ def _inverted_trace() -> tuple[Figure, Any]:
     return fig, _traces_data(traces)
 
 
-def _four_designs() -> tuple[Figure, Any]:
-    from labkit.plots.part2_catalog import four_designs_figure
+def _five_designs() -> tuple[Figure, Any]:
+    from labkit.plots.part2_catalog import five_designs_figure
 
     traces = _simulate_all(SHOWCASE_FAULTS)
-    return four_designs_figure(traces), _traces_data(traces)
+    return five_designs_figure(traces), _traces_data(traces)
 
 
 def _arrival_lanes() -> tuple[Figure, Any]:
@@ -172,7 +173,7 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("inverted_trace",
                "A late answer: the catalog version a reader sees, callback and single ballot"
                " in one panel each.", _inverted_trace),
-    FigureSpec("four_designs", "Five designs on one fault trace.", _four_designs),
+    FigureSpec("five_designs", "Five designs on one fault trace.", _five_designs),
     FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.",
                _arrival_lanes),
     FigureSpec("arrival_explorer", "Arrival orders that rewind the catalog, per design.",

@@ -16,7 +16,10 @@ import labkit.exercises.sandbox as sandbox
 import labkit.frontier.log as fr
 from labkit.exercises.kit import Exercise, Wrong, listing, shown
 from labkit.frontier.orders import model_run
-from labkit.frontier.scenarios import run_scenario, scenario_from_dict, scenario_from_order
+from labkit.frontier.scenario_format import scenario_from_dict
+from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
+
+_MAX, _FRONTIER = POLICY_COLUMNS["max"], POLICY_COLUMNS["frontier"]
 
 
 def _ids(answer: Any, what: str) -> set[int]:
@@ -421,14 +424,14 @@ ORDER_IDS = tuple(range(1, len(ORPHAN_PRIORITIES) + 1))
 def _check_max_orphans(answer: Any) -> str:
     said = _ids(answer, "the orphans")
     timeline = run_scenario(scenario_from_order(ORPHAN_PRIORITIES, ORPHAN_ORDER))
-    want = set(timeline.iloc[-1]["orphan_ids_max"])
+    want = set(timeline.iloc[-1][_MAX.orphan_ids])
     model = model_run(len(ORDER_IDS), ORPHAN_ORDER)
     if set(model["max"]["orphans"]) != want:
         raise RuntimeError(f"explorer and SQLite disagree on MAX's orphans: {model} vs {want}")
     missing, extra = sorted(want - said), sorted(said - want)
     if missing:
         i = missing[0]
-        jumped = (timeline["coverage_max"] >= i) & timeline["statuses"].map(
+        jumped = (timeline[_MAX.coverage] >= i) & timeline["statuses"].map(
             lambda s, i=i: s[i] in fr.NON_TERMINAL
         )
         k = int(jumped.to_numpy().argmax())
@@ -437,7 +440,7 @@ def _check_max_orphans(answer: Any) -> str:
         after = finished.iloc[-1] if len(finished) else "the start"
         raise Wrong(
             f"id {i} is an orphan too: after '{after}' MAX coverage jumped to "
-            f"{step['coverage_max']} while id {i} was still {step['statuses'][i]}"
+            f"{step[_MAX.coverage]} while id {i} was still {step['statuses'][i]}"
         )
     if extra:
         i = extra[0]
@@ -447,7 +450,7 @@ def _check_max_orphans(answer: Any) -> str:
             f"id {i} is not an orphan: it was already delivered when MAX coverage passed it, "
             "so it is in a summary"
         )
-    frontier_lost = list(timeline.iloc[-1]["orphan_ids_frontier"])
+    frontier_lost = list(timeline.iloc[-1][_FRONTIER.orphan_ids])
     return f"MAX orphans {sorted(want)}; the frontier orphans {frontier_lost or 'nothing'}."
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from labkit.catalog.loop import REASONS, Response, WatermarkLoop
 from labkit.db import connect
-from labkit.designs.arrival_orders import DELIVER, ScheduleError, ScheduleResult, run_schedule
+from labkit.designs.arrival_orders import ScheduleResult, run_schedule
+from labkit.designs.schedules import Kind, ScheduleError
 from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing, shown
 
 COMMIT = "commit"
@@ -329,14 +330,14 @@ def _check_closing(answer: Any) -> str:
     schedule, decision = _closing_parts(answer)
     steps = _steps(schedule)
     lww = _play("lww", steps, **CLOSING)
-    given_up = [o.request_id for o in lww.outcomes if o.kind != DELIVER]
+    given_up = [o.request_id for o in lww.outcomes if o.kind != Kind.DELIVER]
     done = _committed_at(lww, FIRST_COMMIT)
     if done is None or given_up[: len(GIVEN_UP)] != list(GIVEN_UP):
         raise Wrong(
             f"the story starts with the loop giving up on {listing(GIVEN_UP)} and then "
             f"{FIRST_COMMIT} committing; under lww your schedule did: {_trace(lww)}"
         )
-    after = {o.request_id for o in lww.outcomes[done + 1 :] if o.kind == DELIVER}
+    after = {o.request_id for o in lww.outcomes[done + 1 :] if o.kind == Kind.DELIVER}
     if not LATE <= after:
         raise Wrong(
             f"after {FIRST_COMMIT} committed, your schedule never delivers "

@@ -1,7 +1,8 @@
 """Part one, the gap-free delivery frontier. This face is the log's API (`log`); beside it:
 `log_pg` (the same log on PostgreSQL), `summarizer` (chained checkpoints, orphan audit),
-`triggers` (per-shard trigger queries against the global poll, query plans), `scenarios` (JSON
-scenarios and the step runner) and `orders` (every delivery order of a small log).
+`triggers` (per-shard trigger queries against the global poll, query plans), `scenario_format`
+(JSON scenario files, validated on load), `scenarios` (the step runner) and `orders` (every
+delivery order of a small log).
 """
 
 from labkit.frontier.log import (

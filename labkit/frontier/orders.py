@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from labkit.frontier.log import POLICIES
-from labkit.frontier.scenarios import run_scenario, scenario_from_order
+from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
 
 MAX_N = 8
 SQLITE_MAX_N = 6  # n = 6 is 720 SQLite runs, a few seconds; the exhaustive test stops at 5
@@ -125,12 +125,14 @@ def _walk(
 def enumerate_orders(
     priorities: Sequence[int], failures: Iterable[int] = (), workers: int | None = None
 ) -> pd.DataFrame:
-    """One row per feasible delivery order: `order`, `orphans_frontier`, `orphans_max`."""
+    """One row per feasible delivery order: `order`, and per policy the rows it orphaned, in
+    the timeline's column (`orphans_frontier`, `orphans_max`)."""
     rows = [
         (order, f.bit_count(), m.bit_count())
         for order, f, m in _walk(priorities, tuple(failures), workers)
     ]
-    return pd.DataFrame(rows, columns=["order", "orphans_frontier", "orphans_max"])
+    counts = [POLICY_COLUMNS[p].orphans for p in POLICIES]  # _walk yields them in this order
+    return pd.DataFrame(rows, columns=["order", *counts])
 
 
 def explore_delivery_orders(
@@ -212,7 +214,8 @@ def _compare_run(n: int, order: Sequence[int], failures: Sequence[int]) -> list[
     for k, row in enumerate(after.itertuples(index=False), start=1):
         model = model_run(n, order[:k], failures)
         for policy in POLICIES:
-            sql = (getattr(row, f"coverage_{policy}"), list(getattr(row, f"orphan_ids_{policy}")))
+            cols = POLICY_COLUMNS[policy]
+            sql = (getattr(row, cols.coverage), list(getattr(row, cols.orphan_ids)))
             mine = (model[policy]["coverage_end"], model[policy]["orphans"])
             if sql != mine:
                 problems.append(

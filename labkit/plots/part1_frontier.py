@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from labkit.frontier.log import POLICIES, STATUSES
+from labkit.frontier.scenarios import POLICY_COLUMNS
 from labkit.frontier.summarizer import Summary
 from labkit.plots.style import (
     COLORS,
@@ -143,8 +144,8 @@ def _timeline_marks(
     for st, statuses, lost_max, lost_front in zip(
         shown["step"],
         shown["statuses"],
-        shown["orphan_ids_max"],
-        shown["orphan_ids_frontier"],
+        shown[POLICY_COLUMNS["max"].orphan_ids],
+        shown[POLICY_COLUMNS["frontier"].orphan_ids],
         strict=True,
     ):
         for row_id, status in statuses.items():
@@ -201,13 +202,13 @@ def _timeline_marks(
     if not note:
         return out
     current = shown.iloc[-1]
-    lost = current["orphan_ids_max"]
+    lost = current[POLICY_COLUMNS["max"].orphan_ids]
     out.append(
         ax.text(
             0.01,
             0.98,
             f"step {upto}: {len(lost)} orphan(s) under MAX{_ids_text(lost)}, "
-            f"{len(current['orphan_ids_frontier'])} under the frontier",
+            f"{len(current[POLICY_COLUMNS['frontier'].orphan_ids])} under the frontier",
             transform=ax.transAxes,
             va="top",
             fontsize=8.5,

@@ -1,117 +1,48 @@
-"""Part-two figures: catalog-version traces per design, the inverted arrival step by step,
-the arrival-order explorer and the crash/restart trace.
+"""Part-two figures: catalog-version traces per design, the five designs side by side, the
+inverted arrival step by step, the arrival-order explorer, the crash/restart trace and the
+workbench picture.
 
-Each function draws what labkit computed (a `planner.simulate` trace, an
-`arrivals.ScheduleResult`, an `arrivals.explore_all` table) and returns a Figure with a
-title, labelled axes and a legend. No layout engine: widget redraws place axes with
-`subplots_adjust`. Markers carry a `gid` (``rewind:<design>``, ``reject:<design>``) so tests
-can find them.
+Each function draws what labkit computed (a `simulator.simulate` trace, an
+`arrival_orders.ScheduleResult`, an `arrival_orders.explore_all` table) and returns a Figure
+with a title, labelled axes and a legend. No layout engine: widget redraws place axes with
+`subplots_adjust`. The two figures a widget redraws in place are drawn by the canvases of
+`labkit.plots.part2_canvases`. Markers carry a `gid` (``rewind:<design>``,
+``reject:<design>``) so tests can find them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from labkit.designs.arrival_orders import CRASH, DELIVER, TIMEOUT, ScheduleResult
-from labkit.designs.design import DESIGNS, DISPLAY_NAMES
-from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
+from labkit.designs.arrival_orders import ScheduleResult
+from labkit.designs.design import DISPLAY_NAMES
+from labkit.designs.schedule_builder import DesignRun
+from labkit.designs.schedules import Kind, Step
+from labkit.plots.part2_canvases import (
+    DESIGN_LABELS,
+    REWIND_COLOR,
+    FiveDesignsCanvas,
+    Traces,
+    WorkbenchCanvas,
+    as_traces,
+    draw_trace,
+    marker_handles,
+)
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
-    FrameCache,
     label_share_bars,
     new_figure,
     single_axes,
     styled,
-    workbook_style,
 )
-
-# Legend labels; `DISPLAY_NAMES` (labkit.designs.design) are the short names panel titles use.
-DESIGN_LABELS = {
-    "callback": "write in callback",
-    "lww": "last-write-wins (updated_at)",
-    "ballot": "single ballot + watermark",
-    "fenced": "hedged ballots (W on one head)",
-    "cas": "compare-and-set, no ballot",
-}
-REWIND_COLOR = "#b00020"
-
-Traces = Mapping[str, pd.DataFrame]
-
-
-def _as_traces(traces: Traces | pd.DataFrame) -> dict[str, pd.DataFrame]:
-    if isinstance(traces, pd.DataFrame):
-        return {str(traces["design"].iloc[0]): traces}
-    return {d: traces[d] for d in (*DESIGNS, *traces) if d in traces}
-
-
-_EMPTY_TRACE = pd.DataFrame(
-    {"t": [], "event": [], "committed": [], "head_version": [], "rewind": []}
-)
-
-
-def _trace_artists(ax: Axes, design: str) -> dict[str, Any]:
-    """Empty artists for one design's trace, filled in by `_set_trace`."""
-    color = COLORS.get(design, "#444444")
-    (line,) = ax.step([], [], where="post", color=color, lw=2.0,
-                      label=DESIGN_LABELS.get(design, design), gid=f"trace:{design}")
-    rejects = ax.scatter([], [], marker="|", s=70, color=COLORS["reject"], zorder=3,
-                         gid=f"reject:{design}")
-    rewinds = ax.scatter([], [], marker="v", s=90, color=REWIND_COLOR, edgecolors="black",
-                         linewidths=0.6, zorder=5, gid=f"rewind:{design}")
-    return {"line": line, "rejects": rejects, "rewinds": rewinds}
-
-
-def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
-    """(t, head_version) points of `frame`, optionally only rows where `mask` holds.
-
-    Masks numpy arrays rather than filtering the DataFrame: a widget redraws every trace on
-    every change and a DataFrame filter costs more than the drawing.
-    """
-    xy = np.column_stack([frame["t"].to_numpy(dtype=float),
-                          frame["head_version"].to_numpy(dtype=float)]).reshape(-1, 2)
-    return xy if mask is None else xy[mask]
-
-
-def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False) -> None:
-    """Point one design's artists at `trace`: head line, rejected responses, rewinds."""
-    xy = _xy(trace)
-    artists["line"].set_data(xy[:, 0], xy[:, 1])
-    artists["line"].set_linewidth(1.0 if faint else 2.0)
-    artists["line"].set_alpha(0.35 if faint else 1.0)
-    events = trace["event"].to_numpy()
-    committed = trace["committed"].to_numpy()
-    rejected = (events == "deliver") & (committed == False)  # noqa: E712 (None = no decision)
-    artists["rejects"].set_offsets(xy[rejected])
-    artists["rejects"].set_alpha(0.5 if faint else 0.9)
-    artists["rewinds"].set_offsets(xy[trace["rewind"].to_numpy(dtype=bool)])
-
-
-def _draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = False) -> None:
-    """One design's head as the reader sees it, rewinds as red down-arrows, rejects as ticks."""
-    _set_trace(_trace_artists(ax, design), trace, faint=faint)
-    ax.update_datalim(_xy(trace))
-    ax.autoscale_view()
-
-
-def _marker_handles() -> list[Line2D]:
-    return [
-        Line2D([], [], ls="", marker="v", ms=8, color=REWIND_COLOR, mec="black",
-               label="rewind seen by the reader"),
-        Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
-               label="response rejected"),
-    ]
 
 
 @styled
@@ -127,171 +58,21 @@ def version_trace_figure(
     Red down-arrows mark events after which the head had fallen; grey ticks mark rejected
     responses. With `highlight`, the other designs are drawn faint.
     """
-    shown = _as_traces(traces)
+    shown = as_traces(traces)
     ax = single_axes(width, height, left=0.08, right=0.66)
     fig = ax.figure
     for design, trace in shown.items():
-        _draw_trace(ax, trace, design, faint=highlight is not None and design != highlight)
+        draw_trace(ax, trace, design, faint=highlight is not None and design != highlight)
     ax.set_xlabel("simulated time (mean planner latency = 1)")
     ax.set_ylabel("catalog head version")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=[*handles, *_marker_handles()], **RIGHT_LEGEND)
+    ax.legend(handles=[*handles, *marker_handles()], **RIGHT_LEGEND)
     return fig
 
 
-def _panel_title(design: str, trace: pd.DataFrame) -> str:
-    """The design, the commits its reader saw (as `summarize_run` counts them) and rewinds."""
-    rewinds = int(trace["rewind"].sum())
-    parts = []
-    if "head_changed" in trace:
-        parts.append(f"{int(trace['head_changed'].sum())} commits")
-    parts.append(f"{rewinds} rewind{'s' if rewinds != 1 else ''}")
-    return f"{DISPLAY_NAMES.get(design, design)}\n{' · '.join(parts)}"
-
-
-class FourDesignsCanvas:
-    """Small multiples sharing both axes, one `simulate` trace per design (2x3 or 1x5).
-
-    Built once; `update` swaps the data and the highlight in place, so a widget redraw pays
-    for rasterising only, not for building axes and ticks again. `highlight` draws that
-    design's panel with a thick frame in its colour and the others faint.
-    """
-
-    def __init__(
-        self,
-        designs: Sequence[str] = DESIGNS,
-        title: str = "Five designs, one planner, one fault trace",
-        ncols: int = 3,
-        width: float = 8.0,
-        height: float = 4.8,
-        live_titles: bool = True,
-    ) -> None:
-        """`live_titles=False` keeps each panel's title to its design name, drawn once with the
-        frame: text is the dearest thing to rasterise, and a widget shows the counts in its
-        metrics table anyway."""
-        if not designs:
-            raise ValueError("FourDesignsCanvas needs at least one design")
-        self.designs = list(designs)
-        self.live_titles = live_titles
-        self._frames = FrameCache()
-        self._limits: dict[object, tuple[float, float]] = {}
-        with workbook_style():
-            self._build(title, ncols, width, height)
-
-    def _build(self, title: str, ncols: int, width: float, height: float) -> None:
-        nrows = -(-len(self.designs) // ncols)
-        self.fig = fig = new_figure(width, height)
-        axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
-        spare_slot = nrows * ncols > len(self.designs)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.84 if self.live_titles else 0.86,
-                            bottom=0.12 if spare_slot else 0.2,
-                            hspace=0.55 if self.live_titles else 0.34, wspace=0.08)
-        flat = list(axes.flat)
-        self.axes = dict(zip(self.designs, flat, strict=False))
-        spare = flat[len(self.designs):]
-        for k, ax in enumerate(spare, start=len(self.designs)):
-            ax.set_visible(False)
-            if k >= ncols:  # the panel above an empty slot shows the time axis itself
-                flat[k - ncols].xaxis.set_tick_params(labelbottom=True)
-                flat[k - ncols].set_xlabel("simulated time")
-        if not self.live_titles:
-            for design, ax in self.axes.items():
-                ax.set_title(DISPLAY_NAMES.get(design, design), fontsize=9, pad=4)
-        self.artists = {d: _trace_artists(ax, d) for d, ax in self.axes.items()}
-        for ax in axes[-1]:
-            ax.set_xlabel("simulated time")
-        for ax in axes[:, 0]:
-            ax.set_ylabel("head version")
-        fig.suptitle(title, fontsize=11)
-        design_handles = [
-            Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=DESIGN_LABELS.get(d, d))
-            for d in self.designs
-        ]
-        handles = [*design_handles, *_marker_handles()]
-        if spare:  # the legend fills the first empty slot
-            box = spare[0].get_position()
-            fig.legend(handles=handles, loc="center", fontsize=8,
-                       bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2))
-        else:
-            fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=8,
-                       bbox_to_anchor=(0.5, 0.0))
-
-    def update(
-        self,
-        traces: Traces,
-        highlight: str | None = None,
-        *,
-        nice_limits: bool = False,
-        at_least: tuple[float, float] = (1.0, 1.0),
-    ) -> Figure:
-        """Show `traces` (design -> simulate trace), emphasising `highlight`; returns the figure.
-
-        `nice_limits` rounds the shared axes' upper limits up (time to a multiple of 10,
-        versions to a multiple of 5) and `at_least` keeps them from shrinking, so that
-        consecutive updates often share the same frame (see `png`).
-        """
-        xmax, ymax = at_least
-        for design, ax in self.axes.items():
-            trace = traces.get(design)
-            faint = highlight is not None and design != highlight
-            if trace is None:
-                trace = _EMPTY_TRACE
-            _set_trace(self.artists[design], trace, faint=faint)
-            if len(trace):
-                xmax = max(xmax, float(trace["t"].max()))
-                ymax = max(ymax, float(trace["head_version"].max()))
-            mine = design == highlight
-            if self.live_titles:
-                ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
-                             fontweight="bold" if mine else "normal",
-                             color="#555555" if faint else "black")
-            for spine in ax.spines.values():
-                spine.set_visible(mine or spine.spine_type in ("left", "bottom"))
-                spine.set_color(COLORS.get(design, "black") if mine else "black")
-                spine.set_linewidth(2.2 if mine else 0.8)
-        if nice_limits:
-            xmax, ymax = 10.0 * math.ceil(xmax / 10.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
-        first = next(iter(self.axes.values()))
-        first.set_xlim(-0.02 * xmax, xmax * 1.02)
-        first.set_ylim(-0.8, ymax + 1.2)
-        return self.fig
-
-    def _dynamic(self) -> list[Any]:
-        """Artists that change between updates with the same limits and highlight."""
-        found: list[Any] = []
-        for design, ax in self.axes.items():
-            titles = [ax.title] if self.live_titles else []
-            found += [*titles, *ax.spines.values(), *self.artists[design].values()]
-        return found
-
-    def png(
-        self,
-        traces: Traces,
-        highlight: str | None = None,
-        dpi: int = 80,
-        scale: object = None,
-        at_least: tuple[float, float] = (1.0, 1.0),
-    ) -> bytes:
-        """`update` and render to PNG bytes, redrawing only what changed (`FrameCache`).
-
-        The frame (axes, ticks, legend) is rendered once per (limits, dpi); each call restores
-        it and draws the traces, titles and spines on top, so a widget pays for a few artists
-        instead of four axes of tick labels. While `scale` (e.g. the latency setting) stays
-        the same the limits only grow, so new seeds mostly reuse the frame; `at_least` is where
-        they start (room for a typical run, so the frame is rarely redrawn).
-        """
-        floor = self._limits.get(scale, at_least)
-        with workbook_style():
-            self.update(traces, highlight, nice_limits=True, at_least=floor)
-        first = next(iter(self.axes.values()))
-        self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
-        key = (first.get_xlim(), first.get_ylim(), dpi)
-        return self._frames.png(self.fig, self._dynamic(), key, dpi)
-
-
-def four_designs_figure(
+def five_designs_figure(
     traces: Traces,
     title: str = "Five designs, one planner, one fault trace",
     highlight: str | None = None,
@@ -299,9 +80,9 @@ def four_designs_figure(
     width: float = 8.0,
     height: float = 4.8,
 ) -> Figure:
-    """The designs' `simulate` traces as small multiples (see `FourDesignsCanvas`)."""
-    shown = _as_traces(traces)
-    canvas = FourDesignsCanvas(list(shown), title, ncols, width, height)
+    """The designs' `simulate` traces as small multiples (see `FiveDesignsCanvas`)."""
+    shown = as_traces(traces)
+    canvas = FiveDesignsCanvas(list(shown), title, ncols, width, height)
     return canvas.update(shown, highlight)
 
 
@@ -342,17 +123,17 @@ def arrival_lanes_figure(
         top = len(lanes) - 0.4
         for i, outcome in enumerate(res.outcomes[:last], start=1):
             y = lane_y.get(outcome.request_id, 0) if outcome.request_id is not None else 0
-            if outcome.kind == DELIVER and outcome.committed:
+            if outcome.kind == Kind.DELIVER and outcome.committed:
                 ax.scatter([i], [y], s=80, color=color, zorder=4)
-            elif outcome.kind == DELIVER:
+            elif outcome.kind == Kind.DELIVER:
                 ax.scatter([i], [y], s=70, marker="X", color=COLORS["reject"], zorder=4)
                 ax.annotate(str(outcome.reason).replace("_", " "), (i, y), xytext=(0, -11),
                             textcoords="offset points", ha="center", va="top", fontsize=6.5,
                             color="#444444")
-            elif outcome.kind == TIMEOUT and outcome.request_id is not None:
+            elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
                 ax.scatter([i], [y], s=70, marker="D", facecolors="none", edgecolors=color,
                            linewidths=1.5, zorder=4)
-            elif outcome.kind == CRASH:
+            elif outcome.kind == Kind.CRASH:
                 ax.axvline(i, color="black", ls="--", lw=1)
             ax.text(i, top, f"v{outcome.head}", ha="center", va="bottom", fontsize=8,
                     color=REWIND_COLOR if outcome.rewind else "black",
@@ -426,11 +207,11 @@ def restarts_figure(
     reader's last-seen head (its running maximum) as a dotted line the head must never drop
     below.
     """
-    shown = _as_traces(traces)
+    shown = as_traces(traces)
     ax = single_axes(width, height, left=0.08, right=0.66)
     fig = ax.figure
     for design, trace in shown.items():
-        _draw_trace(ax, trace, design)
+        draw_trace(ax, trace, design)
         ax.step(trace["t"].to_numpy(dtype=float), trace["head_version"].cummax().to_numpy(),
                 where="post", color=COLORS.get(design, "#444444"), ls=":", lw=1.2, alpha=0.8,
                 gid=f"last_seen:{design}")
@@ -442,7 +223,7 @@ def restarts_figure(
         Line2D([], [], color="#555555", ls=":", label="reader's last-seen head"),
         Line2D([], [], color="black", ls="-", lw=0.9, label="loop crashed"),
         Line2D([], [], color="black", ls="--", lw=0.9, label="loop restarted"),
-        *_marker_handles(),
+        *marker_handles(),
     ]
     ax.set_xlabel("simulated time (mean planner latency = 1)")
     ax.set_ylabel("catalog head version")
@@ -473,7 +254,7 @@ def rewind_panels_figure(
     below it the gap is shaded red, and the first fall is marked "reader saw vA -> vB".
     Lines carry `gid` ``trace:<design>`` (tests read their data).
     """
-    shown = _as_traces(traces)
+    shown = as_traces(traces)
     fig = new_figure(width, panel_height * len(shown) + 1.1)
     axes = fig.subplots(len(shown), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     fig.subplots_adjust(left=0.09, right=0.7, top=1 - 0.55 / fig.get_figheight(),
@@ -520,290 +301,9 @@ def rewind_panels_figure(
     return fig
 
 
-# --- the arrival-order workbench: lanes over the head, per design ------------------------
-
-_LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
-_LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
-    "commit": {"marker": "o", "ms": 8},
-    "dup": {"marker": "P", "ms": 9, "mec": "white"},
-    "reject": {"marker": "X", "ms": 8, "color": COLORS["reject"]},
-    "gave_up": {"marker": "D", "ms": 6, "mfc": "white", "mew": 1.5},
-    "flying": {"marker": ">", "ms": 6},
-}
-
-
-def _room(value: int, floor: int, step: int) -> int:
-    """`value` rounded up to a multiple of `step`, at least `floor` (stable axes, rare redraws)."""
-    return max(floor, step * -(-value // step))
-
-
-class _TextPool:
-    """Reusable Text artists on one axes: creating text is dear, moving it is not."""
-
-    def __init__(self, ax: Axes, **style: Any) -> None:
-        self.ax, self.style, self.texts, self.used = ax, style, [], 0
-
-    def reset(self) -> None:
-        for text in self.texts:
-            text.set_visible(False)
-        self.used = 0
-
-    def put(self, x: float, y: float, text: str, **style: Any) -> None:
-        if self.used == len(self.texts):
-            self.texts.append(self.ax.text(0, 0, "", **self.style))
-        artist = self.texts[self.used]
-        artist.set_position((x, y))
-        artist.set_text(text)
-        artist.set_visible(True)
-        artist.update(style)
-        self.used += 1
-
-
-def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np.ndarray]:
-    """One rectangle per step where the head is below the last-seen version."""
-    return [np.array([[xs[i], heads[i]], [xs[i + 1], heads[i]], [xs[i + 1], seen[i]],
-                      [xs[i], seen[i]]]) for i in range(len(xs) - 1) if heads[i] < seen[i]]
-
-
-class WorkbenchCanvas:
-    """The workbench picture: the focus design's requests as lanes (send -> arrival), above
-    one strip per design with the catalog head over the steps.
-
-    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
-    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
-    into those artists and `FrameCache` redraws only them.
-    """
-
-    def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
-        self.designs = list(designs)
-        self.width = width
-        self.fig: Figure | None = None
-        self._frame_key: object = None
-        self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
-        self._frames = FrameCache()
-        self._dynamic: list[Any] = []
-
-    # --- frame ---------------------------------------------------------------------------
-
-    def _build(self, lanes_room: int) -> None:
-        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
-        lanes_h = _LANE_H * lanes_room + 0.35
-        height = _TOP + lanes_h + _STRIP_H * len(self.designs) + _BOTTOM
-        fig = new_figure(self.width, height)
-        grid = fig.add_gridspec(1 + len(self.designs), 1,
-                                height_ratios=[lanes_h, *[_STRIP_H] * len(self.designs)],
-                                left=0.15, right=0.75, top=1 - _TOP / height,
-                                bottom=_BOTTOM / height, hspace=0.38)
-        self.lanes_ax = lanes = fig.add_subplot(grid[0])
-        self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
-                       for i, d in enumerate(self.designs)}
-        lanes.set_ylim(lanes_room - 0.4, -0.7)
-        lanes.set_yticks([])
-        lanes.grid(False, axis="y")
-        lanes.set_ylabel("requests")
-        self.lanes_title = lanes.set_title(" ", loc="left", fontsize=9, fontweight="bold")
-        for design, ax in self.strips.items():
-            ax.tick_params(axis="y", labelsize=7)
-            ax.set_ylabel(f"{design}\nhead", rotation=0, ha="right", va="center", fontsize=8.5,
-                          color=COLORS.get(design, "#444444"), fontweight="bold")
-            ax.tick_params(axis="x", labelbottom=False)
-        lanes.tick_params(axis="x", labelbottom=False)
-        self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
-        fig.suptitle("One schedule, every design: requests in flight (top), the head a reader "
-                     "sees (below)", fontsize=10)
-        lanes.legend(handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05),
-                     fontsize=7)
-        self.fig = fig
-        self._make_artists("#555555")
-
-    def _set_rooms(self, steps_room: int, head_room: int) -> None:
-        """Axes limits for `steps_room` steps and versions up to `head_room` (no new artists)."""
-        self.lanes_ax.set_xlim(-0.6, steps_room + 0.6)
-        self.strips[self.designs[-1]].set_xticks(range(steps_room + 1))
-        for ax in self.strips.values():
-            ax.set_ylim(-0.6, head_room + 0.6)
-            ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
-
-    @staticmethod
-    def _legend() -> list[Any]:
-        grey = "#555555"
-        return [
-            Line2D([], [], color=grey, lw=3, alpha=0.55, label="request travelling"),
-            Line2D([], [], ls="", marker="o", ms=7, color=grey, label="arrived, committed"),
-            Line2D([], [], ls="", marker="X", ms=7, color=COLORS["reject"],
-                   label="arrived, rejected"),
-            Line2D([], [], ls="", marker="P", ms=8, color=grey, mec="white",
-                   label="duplicate, committed"),
-            Line2D([], [], ls="", marker="D", ms=6, mfc="white", mec=grey,
-                   label="loop gave up on it"),
-            Line2D([], [], ls="", marker=">", ms=6, color=grey, label="still in flight"),
-            Line2D([], [], color=grey, ls=":", lw=1.2, label="late or repeated"),
-            Line2D([], [], color=grey, lw=1.8, label="catalog head"),
-            Line2D([], [], color="#777777", ls=":", lw=1, label="highest version seen"),
-            Patch(color=REWIND_COLOR, alpha=0.3, label="reader sees older catalog"),
-            Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec="#888888",
-                   label="step n/a for design"),
-            Line2D([], [], color="black", ls="--", lw=1, label="loop crashed + restarted"),
-        ]
-
-    def _make_artists(self, color: str) -> None:
-        """Every data artist, empty; `update` fills them in."""
-        lanes = self.lanes_ax
-        self.bars = LineCollection([], colors=color, linewidths=3, alpha=0.55, capstyle="butt",
-                                   gid="lanes")
-        self.lane_color = color
-        self.tails = LineCollection([], colors=color, linewidths=1.2, linestyles=":")
-        lanes.add_collection(self.bars)
-        lanes.add_collection(self.tails)
-        self.marks = {k: lanes.plot([], [], ls="", **{"color": color, **style},
-                                    gid=f"lane_mark:{k}")[0]
-                      for k, style in _LANE_MARKS.items()}
-        self.lane_names = _TextPool(lanes, ha="right", va="center", fontsize=7)
-        self.notes = _TextPool(lanes, fontsize=6.5, color="#444444")
-        self.crash_lines = {}
-        self.strip_art: dict[str, dict[str, Any]] = {}
-        for design, ax in [("lanes", lanes), *self.strips.items()]:
-            self.crash_lines[design] = LineCollection([], colors="black", linestyles="--",
-                                                      linewidths=1,
-                                                      transform=ax.get_xaxis_transform())
-            ax.add_collection(self.crash_lines[design])
-        for design, ax in self.strips.items():
-            dcolor = COLORS.get(design, "#444444")
-            below = PolyCollection([], facecolors=REWIND_COLOR, alpha=0.3, linewidths=0)
-            ax.add_collection(below)
-            fall = ax.annotate("", xy=(0, 0), xytext=(0, 0), fontsize=7.5, color=REWIND_COLOR,
-                               fontweight="bold", gid=f"fall:{design}",
-                               arrowprops={"arrowstyle": "->", "color": REWIND_COLOR})
-            self.strip_art[design] = {
-                "seen": ax.step([], [], where="post", color="#777777", ls=":", lw=1.0)[0],
-                "below": below,
-                "head": ax.step([], [], where="post", color=dcolor, lw=1.8,
-                                gid=f"head:{design}")[0],
-                "skipped": ax.plot([], [], ls="", marker="o", ms=5, mfc="white",
-                                   mec="#888888")[0],
-                "fall": fall,
-            }
-        last = self.strips[self.designs[-1]]
-        self.step_names = _TextPool(last, rotation=30, ha="right", va="top", fontsize=7,
-                                    transform=last.get_xaxis_transform())
-
-    # --- data ----------------------------------------------------------------------------
-
-    def _fill_lanes(self, run: DesignRun, now: int) -> None:
-        bars, tails = [], []
-        points: dict[str, list[tuple[float, float]]] = {k: [] for k in _LANE_MARKS}
-        self.lane_names.reset()
-        self.notes.reset()
-        order = sorted(run.lanes.values(), key=lambda ln: (ln.sent_at, ln.request_id))
-        for y, lane in enumerate(order):
-            arrived, gave_up = lane.arrived_at, lane.gave_up_at
-            end = min(x for x in (arrived, gave_up, now) if x is not None)
-            bars.append([(lane.sent_at, y), (end, y)])
-            if arrived is None and gave_up is None:
-                points["flying"].append((end, y))
-            if gave_up is not None:
-                tail = arrived if arrived is not None and arrived > gave_up else now
-                tails.append([(gave_up, y), (tail, y)])
-                points["gave_up"].append((gave_up, y))
-            name = f"r{lane.request_id}"
-            if lane.replay_of is not None:
-                name += f" (replays r{lane.replay_of})"
-            self.lane_names.put(lane.sent_at - 0.15, y, name)
-            arrivals = [e for e in lane.events if e.kind != GAVE_UP]
-            if len(arrivals) > 1:
-                tails.append([(arrivals[0].step, y), (arrivals[-1].step, y)])
-            for ev in arrivals:
-                dup = ev.kind == DUPLICATE
-                kind = ("dup" if dup else "commit") if ev.committed else "reject"
-                points[kind].append((ev.step, y))
-                if not ev.committed or ev.stale or dup:
-                    note = "commit" if ev.committed else str(ev.reason).replace("_", " ")
-                    note = ("dup: " if dup else "stale: " if ev.stale else "") + note
-                    self.notes.put(ev.step + 0.15, y - 0.22, note)
-        self.bars.set_segments(bars)
-        self.tails.set_segments(tails)
-        for kind, line in self.marks.items():
-            xy = np.array(points[kind], dtype=float).reshape(-1, 2)
-            line.set_data(xy[:, 0], xy[:, 1])
-
-    def _fill_strip(self, design: str, run: DesignRun) -> None:
-        art = self.strip_art[design]
-        heads = np.asarray(run.heads, dtype=float)
-        xs = np.r_[np.arange(len(heads), dtype=float), len(heads) - 0.5]
-        heads, seen = np.r_[heads, heads[-1]], np.maximum.accumulate(np.r_[heads, heads[-1]])
-        art["seen"].set_data(xs, seen)
-        art["head"].set_data(xs, heads)
-        art["below"].set_verts(_below_boxes(heads, seen, xs))
-        skipped = sorted(run.skipped)
-        art["skipped"].set_data(skipped, [heads[s] for s in skipped])
-        fall = run.falls[0] if run.falls else None
-        art["fall"].set_visible(fall is not None)
-        if fall is not None:
-            art["fall"].set_text(f"reader saw v{fall.seen} \u2192 v{fall.head}")
-            art["fall"].xy = (fall.step, fall.head)
-            art["fall"].set_position((fall.step + 0.4, fall.seen + 0.15))
-
-    def update(self, runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str) -> Figure:
-        """Show `runs` (design -> `DesignRun` of the same `steps`), with the lanes of `focus`.
-
-        The room for steps, lanes and versions only grows (undo does not shrink the axes), so
-        the frame is rarely drawn again; more lanes than the figure holds build a taller one.
-        """
-        n = len(steps)
-        top = max(max(r.heads) for r in runs.values())
-        lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
-        steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
-        head_room = max(self._rooms[2], _room(top + 1, 6, 3))
-        if self.fig is None or lanes_room != self._rooms[0]:
-            with workbook_style():
-                self._build(lanes_room)
-        self._rooms = (lanes_room, steps_room, head_room)
-        self._frame_key = self._rooms
-        self._set_rooms(steps_room, head_room)
-        color = COLORS.get(focus, "#444444")
-        if color != self.lane_color:
-            self.lane_color = color
-            self.bars.set_color(color)
-            self.tails.set_color(color)
-            for kind, line in self.marks.items():
-                style = _LANE_MARKS[kind]
-                line.set_color(style.get("color", color))
-                if "mfc" not in style:
-                    line.set_markerfacecolor(style.get("color", color))
-                if "mec" not in style:
-                    line.set_markeredgecolor(style.get("color", color))
-        self.lanes_title.set_text(f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): "
-                                  "send \u2192 arrival")
-        self.lanes_title.set_color(color)
-        self._fill_lanes(runs[focus], n)
-        for design in self.designs:
-            self._fill_strip(design, runs[design])
-        crashes = runs[focus].crashes
-        for design, lines in self.crash_lines.items():
-            at = crashes if design == "lanes" else runs[design].crashes
-            lines.set_segments([[(x, 0), (x, 1)] for x in at])
-        self.step_names.reset()
-        self.step_names.put(0, -0.12, "start")
-        for i, step in enumerate(steps, start=1):
-            self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
-        self._dynamic = [
-            self.lanes_title, self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
-            *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
-            *(a for art in self.strip_art.values() for a in art.values()),
-        ]
-        return self.fig  # type: ignore[return-value]
-
-    def png(self, runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str,
-            dpi: int = 80) -> bytes:
-        """`update`, then render: the frame is restored, only the data is drawn again."""
-        with workbook_style():
-            fig = self.update(runs, steps, focus)
-        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi)
-
-
 @styled
 def workbench_figure(
-    runs: Mapping[str, DesignRun], steps: Sequence[str], focus: str | None = None
+    runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str | None = None
 ) -> Figure:
     """A `ScheduleBuilder`'s runs as the workbench draws them (lanes of `focus`, heads of all)."""
     designs = list(runs)

@@ -19,12 +19,15 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+import labkit.frontier.scenario_format as fmt
 import labkit.frontier.scenarios as sc
 import labkit.frontier.summarizer as sm
 from labkit.frontier.log import POLICIES
 from labkit.plots.part1_frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+
+_MAX, _FRONTIER = sc.POLICY_COLUMNS["max"], sc.POLICY_COLUMNS["frontier"]
 
 DISPATCH = "dispatch"
 ID_ORDER = "id"
@@ -91,8 +94,8 @@ def presets_for(n: int) -> dict[str, Preset]:
     out); ids the file never finishes stay pending.
     """
     found = {}
-    for path in sc.list_scenarios():
-        scenario = sc.load_scenario(path)
+    for path in fmt.list_scenarios():
+        scenario = fmt.load_scenario(path)
         if len(scenario.tracked_shards) != 1 or len(scenario.messages) != n:
             continue
         finished = [
@@ -371,7 +374,7 @@ class FrontierTimelineApp(BatchedApp):
     def _draw(self) -> None:
         step = self.step_slider.value
         row = self.state[self.state["step"] == step].iloc[0]
-        lost_max, lost_front = row["orphan_ids_max"], row["orphan_ids_frontier"]
+        lost_max, lost_front = row[_MAX.orphan_ids], row[_FRONTIER.orphan_ids]
         self.orphan_count, self.frontier_orphan_count = len(lost_max), len(lost_front)
         ids = f" (ids {_ids(lost_max)})" if lost_max else ""
         self.orphans_html.value = (
@@ -501,7 +504,7 @@ class PredictOrphansApp:
         self.state = sc.run_scenario(
             sc.scenario_from_steps(self.priorities, sc.order_steps(order))
         )
-        self.verdict = Verdict(predicted, tuple(self.state.iloc[-1]["orphan_ids_max"]))
+        self.verdict = Verdict(predicted, tuple(self.state.iloc[-1][_MAX.orphan_ids]))
         for box in self.guesses:
             box.disabled = True
         self.reveal_button.disabled = True
@@ -530,12 +533,12 @@ class PredictOrphansApp:
         lines = [head, f"The dispatcher's order was {_ids(order)}."]
         rows = self.state
         for row_id in verdict.actual:
-            first = rows[rows["orphan_ids_max"].map(lambda lost, i=row_id: i in lost)].iloc[0]
+            first = rows[rows[_MAX.orphan_ids].map(lambda lost, i=row_id: i in lost)].iloc[0]
             lines.append(
                 f"#{row_id} finished at step {first['step']}, behind a MAX checkpoint "
-                f"already at {first['coverage_max']}."
+                f"already at {first[_MAX.coverage]}."
             )
-        kept = rows.iloc[-1]["orphan_ids_frontier"]
+        kept = rows.iloc[-1][_FRONTIER.orphan_ids]
         lines.append(
             f"The gap-free frontier orphans {_some(kept)}: it waits for the oldest open row."
         )
@@ -556,7 +559,7 @@ class EdgeCaseApp(BatchedApp):
     """
 
     def __init__(self, name: str = "seed") -> None:
-        self.names = [p.stem for p in sc.list_scenarios()]
+        self.names = [p.stem for p in fmt.list_scenarios()]
         self.state: pd.DataFrame | None = None
         self.table: pd.DataFrame | None = None
         self.last_png = b""
@@ -578,7 +581,7 @@ class EdgeCaseApp(BatchedApp):
 
 
     def _case_picked(self, _change: Any = None) -> None:
-        scenario = sc.load_scenario(self.case.value)
+        scenario = fmt.load_scenario(self.case.value)
         self.scenario = scenario
         self.state = sc.run_scenario(scenario)
         self.table = sc.final_state(self.state)

@@ -2,7 +2,7 @@
 inverted arrival step by step, and the arrival-order workbench (notebooks 04 and 05).
 
 Each control change runs `labkit.designs.simulator.run` for every design (memoised per design and
-the parameters that design actually reads), redraws a reused `FourDesignsCanvas` and shows the
+the parameters that design actually reads), redraws a reused `FiveDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
 axes and ticks are rendered once per frame and only traces and titles are redrawn.
 """
@@ -21,6 +21,7 @@ import pandas as pd
 
 from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
 from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.run_stats import RunSummary, summary_table
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
     PRESETS,
@@ -29,13 +30,10 @@ from labkit.designs.schedule_builder import (
     StepError,
     shortest_break,
 )
-from labkit.designs.simulator import FAULTS, RunSummary, SimulationRun, run, summary_table
-from labkit.plots.part2_catalog import (
-    DESIGN_LABELS,
-    FourDesignsCanvas,
-    WorkbenchCanvas,
-    arrival_lanes_figure,
-)
+from labkit.designs.schedules import Kind, Step, format_schedule
+from labkit.designs.simulator import FAULTS, SimulationRun, run
+from labkit.plots.part2_canvases import DESIGN_LABELS, FiveDesignsCanvas, WorkbenchCanvas
+from labkit.plots.part2_catalog import arrival_lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
@@ -47,13 +45,15 @@ FAULT_PRESETS: dict[str, tuple[str, ...]] = {
 }
 # Article 2's story with request numbers: 12 is in flight, the loop gives up on it and 13
 # commits, 14 commits on top, then 12's response finally lands.
-SEED_INVERTED: tuple[str, ...] = ("timeout", "deliver 13", "deliver 14", "deliver 12")
+SEED_INVERTED: tuple[Step, ...] = (
+    Step.timeout(), Step.deliver(13), Step.deliver(14), Step.deliver(12)
+)
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
 
 
 @functools.lru_cache(maxsize=8)
-def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[str] | None]:
+def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[Step] | None]:
     """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
     return {d: explore(d, n, window=window).shortest for d in DESIGNS}
 
@@ -76,7 +76,7 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
     )
 
 
-class FourDesignsApp(BatchedApp):
+class FiveDesignsApp(BatchedApp):
     """Fault classes and planner knobs in; one simulated run per design, metrics and
     counterexamples out.
 
@@ -102,7 +102,7 @@ class FourDesignsApp(BatchedApp):
         self.timings: list[float] = []
         self.memo_hits = 0
         self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
-        self.canvas = FourDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
+        self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
         self.design = classed(widgets.Dropdown(
             options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
@@ -149,7 +149,7 @@ class FourDesignsApp(BatchedApp):
             self.metrics,
             self.counterexamples,
         ])
-        self.ui.add_class("wb-four-designs-app")
+        self.ui.add_class("wb-five-designs-app")
         self._show_counterexamples()
         self.update()
 
@@ -240,7 +240,7 @@ class FourDesignsApp(BatchedApp):
         for design in self.designs:
             steps = found.get(design)
             text = ("no order of 3 deliveries rewinds it" if steps is None
-                    else " &rarr; ".join(html.escape(s) for s in steps))
+                    else " &rarr; ".join(html.escape(str(s)) for s in steps))
             name = html.escape(DISPLAY_NAMES.get(design, design))
             items.append(f"<li><b>{design}</b> ({name}): {text}</li>")
         self.counterexamples.value = (
@@ -259,7 +259,7 @@ class InvertedArrivalStepper:
 
     def __init__(
         self,
-        steps: Sequence[str] = SEED_INVERTED,
+        steps: Sequence[Step | str] = SEED_INVERTED,
         first_request: int = SEED_FIRST_REQUEST,
         designs: Sequence[str] = DESIGNS,
     ) -> None:
@@ -294,7 +294,8 @@ class InvertedArrivalStepper:
             f"<li><b>{d}</b>: {html.escape(o.label)} (head v{o.head})</li>"
             for d, o in self.outcomes.items()
         )
-        self.caption.value = f"step {k}: <code>{html.escape(first.steps[k - 1])}</code><ul>{lines}</ul>"
+        shown = html.escape(str(first.steps[k - 1]))
+        self.caption.value = f"step {k}: <code>{shown}</code><ul>{lines}</ul>"
         self.timings.append(time.perf_counter() - start)
 
 
@@ -309,7 +310,9 @@ class ArrivalWorkbench(BatchedApp):
     design in `labkit.designs.design.DESIGNS` (read when the app is built) runs the same schedule.
     """
 
-    ACTIONS = ("deliver", "dup", "stale", "give_up")
+    # the per-request buttons and the kind of step each adds for the request picked
+    KINDS: dict[str, Kind] = {"deliver": Kind.DELIVER, "dup": Kind.DUP, "stale": Kind.STALE,
+                              "give_up": Kind.TIMEOUT}
 
     def __init__(self, preset: str | None = "inverted", focus: str | None = None,
                  designs: Sequence[str] | None = None) -> None:
@@ -318,7 +321,7 @@ class ArrivalWorkbench(BatchedApp):
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
         self.timings: list[float] = []
-        self.broke: dict[str, list[str] | None] = {}
+        self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
 
         self.schedule = classed(widgets.Text(
@@ -363,12 +366,10 @@ class ArrivalWorkbench(BatchedApp):
         self.preset.observe(self._preset_picked, "value")
         self.request.observe(self._changed, "value")
         self.focus.observe(self._changed, "value")
-        self.buttons["deliver"].on_click(lambda _b: self._add("deliver {k}"))
-        self.buttons["dup"].on_click(lambda _b: self._add("dup {k}"))
-        self.buttons["stale"].on_click(lambda _b: self._add("stale {k}"))
-        self.buttons["give_up"].on_click(lambda _b: self._add("timeout {k}"))
-        self.buttons["oldest"].on_click(lambda _b: self._add("timeout"))
-        self.buttons["crash"].on_click(lambda _b: self._add("crash"))
+        for name, kind in self.KINDS.items():
+            self.buttons[name].on_click(lambda _b, kind=kind: self._add(kind))
+        self.buttons["oldest"].on_click(lambda _b: self._attempt(self.builder.add, Step.timeout()))
+        self.buttons["crash"].on_click(lambda _b: self._attempt(self.builder.add, Step.crash()))
         self.buttons["undo"].on_click(lambda _b: self._edit(self.builder.undo))
         self.buttons["reset"].on_click(lambda _b: self._edit(self.builder.reset))
         self.shortest.on_click(lambda _b: self.fill_shortest())
@@ -405,13 +406,15 @@ class ArrivalWorkbench(BatchedApp):
         """The request the per-request buttons act on."""
         return self.request.value
 
-    def _add(self, template: str) -> None:
-        self._attempt(lambda: self.builder.add(template.format(k=self.k)))
+    def _add(self, kind: Kind) -> None:
+        """A per-request button: add the `kind` step for the request picked."""
+        if self.k is not None:
+            self._attempt(self.builder.add, Step(kind, self.k))
 
-    def _attempt(self, change: Any) -> None:
-        """Apply `change` to the builder; a bad step is shown inline and changes nothing."""
+    def _attempt(self, change: Any, *args: Any) -> None:
+        """Call `change(*args)` on the builder; a bad step is shown inline and changes nothing."""
         try:
-            change()
+            change(*args)
         except StepError as exc:
             self.error.value = _error_html(exc)
             return
@@ -437,7 +440,7 @@ class ArrivalWorkbench(BatchedApp):
         text = self.schedule.value
         if not force and text.strip() == self.builder.text:
             return
-        self._attempt(lambda: self.builder.load(text))
+        self._attempt(self.builder.load, text)
 
     def _preset_picked(self, change: Any) -> None:
         if self._holding or not change["new"]:
@@ -466,7 +469,7 @@ class ArrivalWorkbench(BatchedApp):
         self.message.value = (
             f"Shortest schedule that breaks <b>{html.escape(design)}</b> "
             f"({len(found)} steps, found by <code>labkit.designs.arrival_orders.explore</code>): "
-            f"<code>{html.escape('; '.join(found))}</code>")
+            f"<code>{html.escape(format_schedule(found))}</code>")
 
     # --- the update --------------------------------------------------------------------
 
@@ -494,20 +497,19 @@ class ArrivalWorkbench(BatchedApp):
             "stale": f"stale body for {k}",
             "give_up": f"time out / give up on {k}",
         }
-        verbs = {"deliver": ("deliver", k), "dup": ("dup", k), "stale": ("stale", k),
-                 "give_up": ("timeout", k), "oldest": ("timeout", None)}
+        steps = {name: None if k is None else Step(kind, k) for name, kind in self.KINDS.items()}
+        steps["oldest"] = Step.timeout()
         reasons = []
-        for name, (verb, rid) in verbs.items():
+        for name, step in steps.items():
             button = self.buttons[name]
             if name in labels:
                 button.description = labels[name]
-            if name == "oldest":
-                ok = builder.availability("timeout_oldest")
+            if step is None:
+                ok = Availability(False, "no request sent yet")
             else:
-                ok = builder.availability(verb, rid) if rid is not None else \
-                    Availability(False, "no request sent yet")
+                ok = builder.availability(step, useful=name == "oldest")
             button.disabled = not ok.ok
-            button.tooltip = ok.why or f"add the step '{verb}{'' if rid is None else f' {rid}'}'"
+            button.tooltip = ok.why or f"add the step '{step}'"
             if not ok.ok:
                 reasons.append(f"<li><i>{html.escape(button.description)}</i>: "
                                f"{html.escape(ok.why)}</li>")

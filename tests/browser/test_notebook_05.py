@@ -1,7 +1,7 @@
 """Notebook 05 in a real JupyterLab: the design picker, the fault picker and a fault checkbox
 redraw the five designs' trace image and the metrics table (issue #6).
 
-Expected values come from `FourDesignsApp(highlight="ballot", preset="inverted")`, seed 0:
+Expected values come from `FiveDesignsApp(highlight="ballot", preset="inverted")`, seed 0:
 with the inverted fault the callback and lww catalogs rewind once; with no faults nothing does.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .jlab import WAIT_MS, screenshot, wait_image, widget_text
 
-NOTEBOOK = "notebooks/05_four_designs.ipynb"
+NOTEBOOK = "notebooks/05_five_designs.ipynb"
 # The designs, in the order of the picker and of the metrics table's rows.
 DESIGNS = ("callback", "lww", "ballot", "fenced", "cas")
 
@@ -21,7 +21,7 @@ def test_design_and_fault_pickers_redraw_traces_and_metrics(lab):
     lab.page.set_viewport_size({"width": 1400, "height": 1500})
     nb = lab.open(NOTEBOOK)
     nb.run_all()
-    cell = nb.cell_with("FourDesignsApp(")
+    cell = nb.cell_with("FiveDesignsApp(")
     # Run All leaves the notebook scrolled to its end, and JupyterLab does not lay out cells
     # out of view (their innerText is empty): bring the app into view first.
     cell.scroll_into_view_if_needed()
