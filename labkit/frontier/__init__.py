@@ -1,5 +1,6 @@
 """Part one, the gap-free delivery frontier. This face is the log's API (`log`); beside it:
-`log_pg` (the same log on PostgreSQL), `summarizer` (chained checkpoints, orphan audit),
+`log_pg` (what the log writes differently on PostgreSQL: DDL, dispatch's row lock, the xmin
+horizon wait), `summarizer` (chained checkpoints, orphan audit),
 `triggers` (per-shard trigger queries against the global poll, query plans), `scenarios` (JSON
 scenarios and the step runner) and `orders` (every delivery order of a small log).
 """
@@ -16,6 +17,8 @@ from labkit.frontier.log import (
     SCHEMA_SQL,
     STATUSES,
     TERMINAL,
+    HorizonError,
+    HorizonReading,
     TerminalStateError,
     TransitionError,
     connect,
@@ -24,6 +27,7 @@ from labkit.frontier.log import (
     dispatch_next,
     enqueue,
     explain,
+    horizon_frontier,
     id_order_frontier,
     mark_delivered,
     mark_failed,
@@ -51,6 +55,7 @@ __all__ = [
     "dispatch_next",
     "enqueue",
     "explain",
+    "horizon_frontier",
     "id_order_frontier",
     "mark_delivered",
     "mark_failed",
@@ -58,6 +63,8 @@ __all__ = [
     "max_delivered_watermark",
     "redrive",
     "status_of",
+    "HorizonError",
+    "HorizonReading",
     "TerminalStateError",
     "TransitionError",
 ]
