@@ -5,8 +5,8 @@ the busy loop, query plans, and the pages each index occupies).
 A trigger answers a shard worker's "is there work that can advance my checkpoint?". The queries
 read the log of `labkit.frontier.log` on either backend; the worker writes summaries through
 `labkit.frontier.summarizer` (neither imports this module). The measurements count SQLite's own
-work (VM steps, pages) and build their own SQLite logs. The plots in `labkit.plots.part1_frontier` only draw what the
-measurements here return.
+work (VM steps, pages) and build their own SQLite logs. The plots in
+`labkit.plots.part1_frontier` only draw what the measurements here return.
 """
 
 from __future__ import annotations
