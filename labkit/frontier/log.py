@@ -175,6 +175,16 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_
 # --- the log ---------------------------------------------------------------------------------
 
 
+def fetch(conn: backend.Connection, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    """Every row of one read written once (SQLite's placeholder style), on either backend. On
+    PostgreSQL a transaction the read opened is ended, so the session never idles inside one."""
+    d = backend.dialect(conn)
+    if not d.is_postgres:
+        return conn.execute(statement, params).fetchall()
+    with d.reading(conn):
+        return [tuple(r) for r in d.execute(conn, statement, params).fetchall()]
+
+
 def enqueue(
     conn: backend.Connection, channel_key: str, priority: int, direction: str = "inbound"
 ) -> int:
@@ -262,16 +272,6 @@ def redrive(conn: backend.Connection, row_id: int) -> int:
 
 
 # --- watermarks ------------------------------------------------------------------------------
-
-
-def fetch(conn: backend.Connection, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
-    """Every row of one read written once (SQLite's placeholder style), on either backend. On
-    PostgreSQL a transaction the read opened is ended, so the session never idles inside one."""
-    d = backend.dialect(conn)
-    if not d.is_postgres:
-        return conn.execute(statement, params).fetchall()
-    with d.reading(conn):
-        return [tuple(r) for r in d.execute(conn, statement, params).fetchall()]
 
 
 def delivered_frontier(

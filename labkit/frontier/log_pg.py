@@ -16,9 +16,12 @@ own when the connection is idle and nest as a savepoint inside a caller's transa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import labkit.backend as backend
+
+if TYPE_CHECKING:
+    import psycopg
 
 # Rules the PostgreSQL checkpoint table accepts: the two of part one plus Article 1's id order.
 PG_POLICIES = ("frontier", "max", "id_order")
@@ -95,14 +98,16 @@ HORIZON_PASSED = "pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)
 OWN_XACT_SQL = "SELECT pg_current_xact_id_if_assigned()"
 
 
-def transaction_open(conn: Any) -> bool:
+def transaction_open(conn: psycopg.Connection[Any]) -> bool:
     """Whether the psycopg connection `conn` is inside a transaction (not idle)."""
     from psycopg.pq import TransactionStatus
 
     return conn.info.transaction_status != TransactionStatus.IDLE
 
 
-def explain_json(conn: Any, statement: str, params: Any = None) -> dict[str, Any]:
+def explain_json(
+    conn: psycopg.Connection[Any], statement: str, params: Any = None
+) -> dict[str, Any]:
     """The root plan node of PostgreSQL's `EXPLAIN (FORMAT JSON)` for one statement written in
     SQLite's placeholder style (the log's plans on PostgreSQL; SQLite's: `log.explain`)."""
     d = backend.require(conn, "explain_json", "postgres")
