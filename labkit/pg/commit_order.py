@@ -4,8 +4,8 @@
 connection that delivers rows and runs two summarizers side by side: Article 1's id-order rule
 (rule "id_order", summarizer policy "id_order") and the xmin horizon wait (rule "horizon": the
 commit-order-safe `delivered_frontier`, policy "frontier", asked with no wait so a held horizon
-shows at once). Time is counted in steps, not seconds, so every
-run of the same script gives the same ids, frontiers and orphans (the docs figures rely on it).
+shows at once). Time is counted in steps, not seconds, so every run of the same script gives
+the same ids, frontiers and orphans (the docs figures rely on it).
 Optionally writers take a transaction-level advisory lock before inserting (the "lock" fix):
 then a writer that finds the lock taken waits, and the step is recorded as a wait.
 """
