@@ -218,7 +218,7 @@ def test_core_scenarios_on_debian_postgresql_15(debian_server: DebianServer) -> 
             conn.close()
         with co.CommitOrderLab(dsn) as lab:
             state = lab.run(co.LATE_COMMIT)
-        assert state.orphans == {"id_order": (1,), "frontier": ()}
+        assert state.orphans == {"id_order": (1,), "horizon": ()}
 
 
 @needs_debian
