@@ -110,6 +110,8 @@ def summarize_range(
     d = backend.dialect(conn)
     with d.atomic(conn):
         start = coverage_end(conn, channel_key, policy)
+        if end <= start:  # nothing to claim (or another summarizer got there first)
+            return None
         items = tuple(
             int(r[0]) for r in fr.fetch(conn, TERMINAL_IN_RANGE_SQL, (channel_key, start, end))
         )
