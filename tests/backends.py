@@ -8,14 +8,13 @@ fixture request; every connection it opened is closed when the test ends.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from labkit import db
+from labkit import backend, db
 
 BACKENDS = ("sqlite", pytest.param("postgres", marks=pytest.mark.postgres))
 
@@ -57,19 +56,17 @@ def open_store(request: pytest.FixtureRequest, backend: str) -> Store:
 
 
 def rows(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every row of a read written with `?` placeholders, on either backend; on PostgreSQL the
-    read's transaction is ended, so the loop's next write finds the connection idle."""
-    if isinstance(conn, sqlite3.Connection):
-        return conn.execute(sql, params).fetchall()
-    from labkit.catalog.versions_pg import reading
-
-    with reading(conn):
-        return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), params).fetchall()]
+    """Every row of a read written in SQLite's placeholder style, on either backend (rendered by
+    the connection's dialect); on PostgreSQL the read's transaction is ended, so the loop's next
+    write finds the connection idle."""
+    d = backend.dialect(conn)
+    with d.reading(conn):
+        return [tuple(r) for r in d.execute(conn, sql, params).fetchall()]
 
 
 def in_transaction(conn: Any) -> bool:
     """Whether the connection has a transaction open (sqlite3 or psycopg)."""
-    if isinstance(conn, sqlite3.Connection):
+    if not backend.dialect(conn).is_postgres:
         return conn.in_transaction
     from psycopg.pq import TransactionStatus
 

@@ -16,7 +16,7 @@ from backends import rows
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from labkit import db
+from labkit import backend, db
 from labkit.catalog.loop import Response, WatermarkLoop
 from labkit.pg import instance as pg
 
@@ -79,12 +79,9 @@ def drop_head(conn: Any) -> None:
         "DELETE FROM catalog_versions WHERE version > 0"
         " AND version = (SELECT MAX(version) FROM catalog_versions)"
     )
-    if isinstance(conn, sqlite3.Connection):
-        with conn:
-            conn.execute(sql)
-    else:
-        with conn.transaction():
-            conn.execute(sql)
+    d = backend.dialect(conn)
+    with d.atomic(conn):
+        d.execute(conn, sql)
 
 
 def run_program(

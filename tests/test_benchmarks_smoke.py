@@ -24,7 +24,7 @@ EXPECTED_ROWS = {
     "explorers": 2 + len(DESIGNS),
     # memoised arrival explorer: n = 2, 3 on each design
     "arrival_search": 2 * len(DESIGNS),
-    # one stress run per rule: id order, lock, fence
+    # one stress run per rule: id order, lock, xmin horizon wait
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
     "pg_ballots": 4,

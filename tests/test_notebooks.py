@@ -83,12 +83,12 @@ SHOWS = {
         r"final_head",
     ],
     # Part three needs a server (the embedded one in CI); the late id is orphaned by id order
-    # and never by the fence, in the scripted run and under real concurrency.
+    # and never by the xmin horizon wait, in the scripted run and under real concurrency.
     "07_postgres_commit_order": [
-        r"orphans under id order: \[1\] \| under the fence: \[\]",
+        r"orphans under id order: \[1\] \| under the horizon wait: \[\]",
         r"A still open  frontier 0  settled False",
-        r"snapshot fence +\d+ rows,  0 orphans",
-        r"fence +\d+ rows, 0 orphans",
+        r"xmin horizon wait +\d+ rows,  0 orphans",
+        r"horizon +\d+ rows, 0 orphans",
         r"lock +\d+ rows, 0 orphans",
     ],
     # The naive check-then-write loses A's answer without an error; the ballot refuses B; eight

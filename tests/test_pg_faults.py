@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from labkit.frontier import log as fr
-from labkit.frontier import log_pg as fpg
+from labkit.frontier import summarizer as sm
 from labkit.pg import commit_order as co
 from labkit.pg import instance as pg
 
@@ -121,7 +121,7 @@ def check_after_restart(dsn: str, schema: str, committed: list[int]) -> None:
         for row in ids:
             fr.mark_delivered(conn, row)
         for _ in range(2):  # a second pass finds nothing new: nothing doubled
-            fpg.summarize_to(conn, "main", "frontier", fr.delivered_frontier(conn, "main"))
+            sm.summarize_range(conn, "main", "frontier")
         covered = [
             r[0] for r in conn.execute("SELECT conversation_id FROM summary_items ORDER BY 1")
         ]
@@ -230,7 +230,7 @@ def test_core_scenarios_on_debian_postgresql_15(debian_server: DebianServer) -> 
             conn.close()
         with co.CommitOrderLab(dsn) as lab:
             state = lab.run(co.LATE_COMMIT)
-        assert state.orphans == {"id_order": (1,), "frontier": ()}
+        assert state.orphans == {"id_order": (1,), "horizon": ()}
 
 
 @needs_debian

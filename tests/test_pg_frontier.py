@@ -1,5 +1,5 @@
 """The frontier API on a real PostgreSQL server: same answers as SQLite, the commit-order gap
-with two real connections, the snapshot fence, and the query plans at 50,000 rows."""
+with two real connections, the xmin horizon wait, and the query plans at 50,000 rows."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from labkit.frontier import log as fr
 from labkit.frontier import log_pg as fpg
+from labkit.frontier import summarizer as sm
 
 pytestmark = pytest.mark.postgres
 
@@ -89,35 +90,35 @@ def test_id_order_rule_passes_the_late_id_and_orphans_it(pg_connect) -> None:
     a, _, s, late, early = late_commit(pg_connect)
     end = fr.id_order_frontier(s, "main", 0)
     assert (late, early, end) == (1, 2, 2)
-    assert fpg.summarize_to(s, "main", "id_order", end).item_ids == (2,)
+    assert sm.summarize_range(s, "main", "id_order").item_ids == (2,)
     a.commit()
     fr.mark_delivered(a, late)
-    assert fpg.summarize_to(s, "main", "id_order", fr.id_order_frontier(s, "main", 2)) is None
-    assert fpg.orphans(s, "main", "id_order") == [1]
+    assert sm.summarize_range(s, "main", "id_order") is None
+    assert sm.orphans(s, "main", "id_order") == [1]
 
 
 def test_delivered_frontier_holds_until_the_late_id_commits(pg_connect) -> None:
     a, _, s, late, _ = late_commit(pg_connect)
-    held = fpg.fenced_frontier(s, "main", 0, wait=0.05)
+    held = fr.horizon_frontier(s, "main", 0, wait=0.05)
     assert (held.frontier, held.settled, held.visible_max) == (0, False, 2)
-    assert s.info.transaction_status.name == "IDLE"  # the fence left no transaction open
+    assert s.info.transaction_status.name == "IDLE"  # the wait left no transaction open
     a.commit()
     assert fr.delivered_frontier(s, "main", 0) == 0  # id 1 is visible now, and pending
     fr.mark_delivered(a, late)
     end = fr.delivered_frontier(s, "main", 0)
-    assert end == 2 and fpg.summarize_to(s, "main", "frontier", end).item_ids == (1, 2)
-    assert fpg.orphans(s, "main", "frontier") == []
+    assert end == 2 and sm.summarize_range(s, "main", "frontier").item_ids == (1, 2)
+    assert sm.orphans(s, "main", "frontier") == []
 
 
-def test_fence_waits_for_a_commit_that_lands_in_time(pg_connect) -> None:
+def test_horizon_waits_for_a_commit_that_lands_in_time(pg_connect) -> None:
     a, _, s, late, _ = late_commit(pg_connect)
     fr.mark_delivered(a, late)  # a savepoint inside A's still-open transaction
     threading.Timer(0.2, a.commit).start()
-    reading = fpg.fenced_frontier(s, "main", 0, wait=10)
+    reading = fr.horizon_frontier(s, "main", 0, wait=10)
     assert reading.settled and reading.frontier == 2 and reading.waited_s > 0
 
 
-def test_older_xact_committing_a_larger_id_does_not_fool_the_fence(pg_connect) -> None:
+def test_older_xact_committing_a_larger_id_does_not_fool_the_horizon_wait(pg_connect) -> None:
     """Capping below the first id whose xact >= xmin is not enough: here the open transaction
     is the YOUNGER one, and the row that passes it belongs to an OLDER xact id."""
     old, young, s = pg_connect(), pg_connect(), pg_connect()
@@ -131,8 +132,8 @@ def test_older_xact_committing_a_larger_id_does_not_fool_the_fence(pg_connect) -
     s.commit()
     assert small < large and x_large < xmin  # nothing visible is at or above xmin
     assert fr.id_order_frontier(s, "main") == large  # the naive rule passes `small`
-    assert fpg.fenced_frontier(s, "main", 0, wait=0.05).frontier == 0
-    s.commit()  # the fence's transaction id belongs to this read transaction: end it
+    assert fr.horizon_frontier(s, "main", 0, wait=0.05).frontier == 0
+    s.commit()  # the wait's transaction id belongs to this read transaction: end it
     young.commit()
     assert fr.delivered_frontier(s, "main") == small - 1
 
@@ -169,18 +170,18 @@ def test_every_insert_takes_its_xact_id_before_its_row(pg_connect) -> None:
     assert refused >= 4
 
 
-def test_fence_refuses_a_transaction_that_already_wrote(pg_connect) -> None:
+def test_horizon_wait_refuses_a_transaction_that_already_wrote(pg_connect) -> None:
     conn = pg_connect()
     fr.enqueue(conn, "main", 1)
-    with pytest.raises(fpg.FenceError, match="has not written"):
+    with pytest.raises(fr.HorizonError, match="has not written"):
         fr.delivered_frontier(conn, "main")
     conn.rollback()
     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    with pytest.raises(fpg.FenceError, match="READ COMMITTED"):
+    with pytest.raises(fr.HorizonError, match="READ COMMITTED"):
         fr.delivered_frontier(conn, "main")
 
 
-def test_fence_inside_a_callers_read_transaction(pg_connect) -> None:
+def test_horizon_wait_inside_a_callers_read_transaction(pg_connect) -> None:
     conn, other = pg_connect(), pg_connect()
     row = fr.enqueue(other, "main", 1)
     other.commit()
@@ -219,28 +220,28 @@ def nodes(conn, sql, params):
 @pytest.mark.parametrize(
     ("sql", "index"),
     [
-        (fpg.FRONTIER_LOOKUP_SQL, {"idx_conv_active", "idx_conv_shard_id"}),
-        (fpg.FENCE_CHECK_SQL, {"idx_conv_active", "idx_conv_shard_id"}),
-        (fpg.FENCE_OPEN_SQL, {"idx_conv_shard_id"}),
-        (fpg.DISPATCH_SQL, {"idx_conv_pending", "conversations_pkey"}),
+        (fr.FRONTIER_LOOKUP_SQL, {"idx_conv_active", "idx_conv_shard_id"}),
+        (fr.HORIZON_CHECK_SQL, {"idx_conv_active", "idx_conv_shard_id"}),
+        (fpg.HORIZON_OPEN_SQL, {"idx_conv_shard_id"}),
+        (fr.DISPATCH["postgres"][0], {"idx_conv_pending", "conversations_pkey"}),
         # a narrow id range: the primary key's range scan is as good; either, never a Seq Scan
-        (fpg.TERMINAL_IN_RANGE_SQL, {"idx_conv_shard_id", "conversations_pkey"}),
+        (sm.TERMINAL_IN_RANGE_SQL, {"idx_conv_shard_id", "conversations_pkey"}),
     ],
-    ids=["frontier", "fence_check", "fence_open", "dispatch", "summary_range"],
+    ids=["frontier", "horizon_check", "horizon_open", "dispatch", "summary_range"],
 )
 def test_plans_use_the_indexes_never_a_seq_scan(big_log, sql, index) -> None:
-    params = {"key": "shard-7", "base": 40_000, "fence": "1"}
-    if "%s" in sql:
-        params = ("shard-7", 40_000, 40_500)[: sql.count("%s")]
+    params = {"key": "shard-7", "base": 40_000, "xact": "1"}
+    if "?" in sql:
+        params = ("shard-7", 40_000, 40_500)[: sql.count("?")]
     found = nodes(big_log, sql, params)
     kinds = {n["Node Type"] for n in found}
     assert "Seq Scan" not in kinds, kinds
     scans = {n["Index Name"] for n in found if n["Node Type"] in ("Index Scan", "Index Only Scan")}
-    assert scans == index if sql != fpg.TERMINAL_IN_RANGE_SQL else len(scans & index) == 1, scans
+    assert scans == index if sql != sm.TERMINAL_IN_RANGE_SQL else len(scans & index) == 1, scans
 
 
 def test_frontier_seek_uses_the_partial_index_as_an_index_scan(big_log) -> None:
-    found = nodes(big_log, fpg.FRONTIER_LOOKUP_SQL, {"key": "shard-7", "base": 0})
+    found = nodes(big_log, fr.FRONTIER_LOOKUP_SQL, {"key": "shard-7", "base": 0})
     by_index = {n["Index Name"]: n["Node Type"] for n in found if "Index Name" in n}
     assert by_index["idx_conv_active"] in ("Index Scan", "Index Only Scan")
     assert by_index["idx_conv_shard_id"] == "Index Only Scan"

@@ -37,7 +37,7 @@ def test_article_1_rule_orphans_rows_under_late_commits(results, pg_dsn: str) ->
     assert runs[-1].orphans > 0, runs
 
 
-@pytest.mark.parametrize("rule", ["lock", "fence"])
+@pytest.mark.parametrize("rule", ["lock", "horizon"])
 def test_each_fix_loses_nothing_over_thousands_of_rows(results, rule: str) -> None:
     assert results[rule].rows == 2000 and results[rule].orphans == 0
 
@@ -50,14 +50,14 @@ def test_unknown_rule_is_refused(pg_dsn: str) -> None:
 def test_late_commit_script_orphans_under_id_order_only(pg_dsn: str) -> None:
     with co.CommitOrderLab(pg_dsn) as lab:
         state = lab.run(co.LATE_COMMIT)
-    assert state.orphans == {"id_order": (1,), "frontier": ()}
-    assert state.held == 1  # the fence held once: while A's id 1 was still uncommitted
+    assert state.orphans == {"id_order": (1,), "horizon": ()}
+    assert state.held == 1  # the horizon held once: while A's id 1 was still uncommitted
     assert [e.coverage for e in state.events if e.action == "summarize"] == [
-        {"id_order": 2, "frontier": 0},
-        {"id_order": 2, "frontier": 2},
+        {"id_order": 2, "horizon": 0},
+        {"id_order": 2, "horizon": 2},
     ]
     late = state.rows[0]
-    assert (late.row_id, late.committed, late.summarized) == (1, 5, {"frontier": 7})
+    assert (late.row_id, late.committed, late.summarized) == (1, 5, {"horizon": 7})
 
 
 def test_scripted_comparison_is_deterministic(pg_dsn: str) -> None:
@@ -66,8 +66,8 @@ def test_scripted_comparison_is_deterministic(pg_dsn: str) -> None:
     assert first == co.compare_fixes(pg_dsn, scripts)
     by = {o.fix: o for o in first}
     assert by["id order (Article 1)"].orphans > 0
-    assert by["lock"].orphans == by["snapshot fence"].orphans == 0
-    assert by["lock"].waits > 0 and by["snapshot fence"].held > 0
+    assert by["lock"].orphans == by[co.HORIZON_FIX].orphans == 0
+    assert by["lock"].waits > 0 and by[co.HORIZON_FIX].held > 0
 
 
 def test_lab_refuses_a_bad_step(pg_dsn: str) -> None:

@@ -19,7 +19,7 @@ def test_buttons_reproduce_the_late_commit(pg_dsn: str) -> None:
             by_class[f"wb-pg-{actor}-{action}"].click()
         assert app.last_png != first and app.last_png.startswith(b"\x89PNG")
         assert "id_order: coverage 2, orphans 1" in app.message.value
-        assert "frontier: coverage 2, orphans none" in app.message.value
+        assert "horizon: coverage 2, orphans none" in app.message.value
         app.reset_button.click()
         assert "id_order: coverage 0, orphans none" in app.message.value
     finally:

@@ -176,4 +176,4 @@ def test_the_stress_run_says_why_it_cannot_run_without_fork(monkeypatch) -> None
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert not pg_stress.can_run()
     with pytest.raises(RuntimeError, match="cannot fork"):
-        pg_stress.run_stress("postgresql://nowhere.invalid/x", "fence")
+        pg_stress.run_stress("postgresql://nowhere.invalid/x", "horizon")

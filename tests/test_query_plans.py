@@ -50,7 +50,8 @@ def test_each_query_seeks_its_own_index(conn_factory) -> None:
 def test_one_statement_lookup_is_the_two_seeks(conn_factory) -> None:
     # `delivered_frontier` runs both steps as scalar subqueries of one statement; each keeps
     # its own index seek, and the only SCAN is SQLite's one-row constant driver.
-    assert fr.explain(conn_factory(), fr.FRONTIER_LOOKUP_SQL, ("main", 0)) == [
+    lookup = {"key": "main", "base": 0}
+    assert fr.explain(conn_factory(), fr.FRONTIER_LOOKUP_SQL, lookup) == [
         "SCAN CONSTANT ROW",
         "SCALAR SUBQUERY 1",
         FRONTIER_PLAN,
@@ -130,7 +131,7 @@ def test_delivered_frontier_runs_the_lookup_statement_the_plan_table_shows() -> 
     fr.delivered_frontier(conn, "main", 0)
     conn.set_trace_callback(None)
     # the trace shows the statement with its parameters bound
-    assert ran == [fr.FRONTIER_LOOKUP_SQL.replace("?1", "'main'").replace("?2", "0")]
+    assert ran == [fr.FRONTIER_LOOKUP_SQL.replace(":key", "'main'").replace(":base", "0")]
     (shown,) = [sql for name, sql, *_ in triggers.PLAN_QUERIES if name == "frontier lookup"]
     assert shown == fr.FRONTIER_LOOKUP_SQL
 

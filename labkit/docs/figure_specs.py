@@ -180,8 +180,9 @@ SPECS: tuple[FigureSpec, ...] = (
                _arrival_explorer),
     FigureSpec("crash_restart", "Head version across a loop crash and restart.", _restarts),
     FigureSpec("commit_order_timeline",
-               "PostgreSQL: a smaller id commits late; id order orphans it, the fence waits.",
+               "PostgreSQL: a smaller id commits late; id order orphans it, the horizon waits.",
                _commit_order_timeline),
-    FigureSpec("fixes_compared", "PostgreSQL: orphans and cost of id order, a lock, the fence.",
+    FigureSpec("fixes_compared",
+               "PostgreSQL: orphans and cost of id order, a lock, the xmin horizon wait.",
                _fixes_compared),
 )

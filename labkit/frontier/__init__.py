@@ -1,8 +1,9 @@
 """Part one, the gap-free delivery frontier. This face is the log's API (`log`); beside it:
-`log_pg` (the same log on PostgreSQL), `summarizer` (chained checkpoints, orphan audit),
-`triggers` (per-shard trigger queries against the global poll, query plans), `scenario_format`
-(JSON scenario files, validated on load), `scenarios` (the step runner) and `orders` (every
-delivery order of a small log).
+`log_pg` (what the log writes differently on PostgreSQL: DDL, dispatch's row lock, the xmin
+horizon wait), `summarizer` (chained checkpoints, orphan audit), `triggers` (per-shard trigger
+queries against the global poll, query plans), `scenario_format` (JSON scenario files,
+validated on load), `scenarios` (the step runner) and `orders` (every delivery order of a small
+log).
 """
 
 from labkit.frontier.log import (
@@ -17,6 +18,8 @@ from labkit.frontier.log import (
     SCHEMA_SQL,
     STATUSES,
     TERMINAL,
+    HorizonError,
+    HorizonReading,
     TerminalStateError,
     TransitionError,
     connect,
@@ -25,6 +28,7 @@ from labkit.frontier.log import (
     dispatch_next,
     enqueue,
     explain,
+    horizon_frontier,
     id_order_frontier,
     mark_delivered,
     mark_failed,
@@ -52,6 +56,7 @@ __all__ = [
     "dispatch_next",
     "enqueue",
     "explain",
+    "horizon_frontier",
     "id_order_frontier",
     "mark_delivered",
     "mark_failed",
@@ -59,6 +64,8 @@ __all__ = [
     "max_delivered_watermark",
     "redrive",
     "status_of",
+    "HorizonError",
+    "HorizonReading",
     "TerminalStateError",
     "TransitionError",
 ]

@@ -1,20 +1,31 @@
-"""The message log, its status transitions and the gap-free delivery frontier.
+"""The message log, its status transitions and the gap-free delivery frontier, on SQLite or
+PostgreSQL.
 
 A shard's rows are dispatched `ORDER BY priority, id`, so they finish out of id order. The
 safe checkpoint is a low watermark over still-open rows (`delivered_frontier`); the tempting
 `MAX(id) WHERE status = 'delivered'` (`max_delivered_watermark`) is kept only to show its damage.
-Every SQL text below is a module constant so tests and notebooks can EXPLAIN exactly what runs.
-Shard keys are always bound parameters, never spliced into SQL.
+Every SQL text below is a module constant so tests and notebooks can EXPLAIN exactly what runs,
+written once in SQLite's placeholder style; `labkit.backend` renders it for psycopg, and what
+PostgreSQL needs written its own way (DDL, dispatch's row lock, the xmin horizon wait) is in
+`labkit.frontier.log_pg`. Shard keys are always bound parameters, never spliced into SQL.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import labkit.backend as backend
+import labkit.frontier.log_pg as fpg
 from labkit import db
-from labkit.db import atomic
+
+if TYPE_CHECKING:
+    import psycopg
 
 NON_TERMINAL = ("pending", "running")
 TERMINAL = ("delivered", "failed")
@@ -68,20 +79,59 @@ FRONTIER_SQL = (
 )
 # Frontier step 2 (nothing open above the base): the largest id above it, via idx_conv_shard_id.
 FALLBACK_SQL = "SELECT MAX(id) FROM conversations WHERE channel_key = ? AND id > ?"
-# Both steps in one statement, which is what `delivered_frontier` runs: COALESCE evaluates the
-# fallback subquery only when step 1 finds nothing open, and one execute instead of two keeps a
-# fully settled shard's lookup within ~1.5x of a primary-key read (benchmarks/frontier_lookup).
+# Both steps in one statement, which is what `delivered_frontier` runs on SQLite (and
+# `id_order_frontier` on both): COALESCE evaluates the fallback subquery only when step 1 finds
+# nothing open, and one execute instead of two keeps a fully settled shard's lookup within ~1.5x
+# of a primary-key read (benchmarks/frontier_lookup).
 FRONTIER_LOOKUP_SQL = (
     "SELECT COALESCE("
     "(SELECT MIN(id) FROM conversations"
-    " WHERE channel_key = ?1 AND id > ?2 AND status IN ('pending','running')) - 1, "
-    "(SELECT MAX(id) FROM conversations WHERE channel_key = ?1 AND id > ?2), "
-    "?2)"
+    " WHERE channel_key = :key AND id > :base AND status IN ('pending','running')) - 1, "
+    "(SELECT MAX(id) FROM conversations WHERE channel_key = :key AND id > :base), "
+    ":base)"
+)
+# The xmin horizon wait, step 2, one statement so both answers come from one snapshot: has
+# every transaction older than the one the wait took ended, and Article 1's rule over what is
+# visible now (PostgreSQL only; step 1 and the horizon test are in log_pg).
+HORIZON_CHECK_SQL = (
+    f"SELECT {fpg.HORIZON_PASSED}, " + FRONTIER_LOOKUP_SQL.removeprefix("SELECT ")
 )
 # The wrong rule. No index is claimed for it: it exists to be shown failing.
 MAX_DELIVERED_SQL = (
     "SELECT MAX(id) FROM conversations WHERE channel_key = ? AND status = 'delivered'"
 )
+ENQUEUE_SQL = (
+    "INSERT INTO conversations (channel_key, direction, status, priority) "
+    "VALUES (?, ?, 'pending', ?)"
+)
+STATUS_SQL = "SELECT status FROM conversations WHERE id = ?"
+TRANSITION_SQL = "UPDATE conversations SET status = ? WHERE id = ? AND status IN (?, ?)"
+REDRIVE_READ_SQL = (
+    "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?"
+)
+REDRIVE_SQL = (
+    "INSERT INTO conversations (channel_key, direction, status, priority, redrive_of) "
+    "VALUES (?, ?, 'pending', ?, ?)"
+)
+
+# Pick and claim in one statement, so no other worker can claim the same row in between.
+PICK_SQL = "SELECT id FROM conversations WHERE status = 'pending' ORDER BY priority, id LIMIT 1"
+PICK_SHARD_SQL = (
+    "SELECT id FROM conversations WHERE channel_key = ? AND status = 'pending' "
+    "ORDER BY priority, id LIMIT 1"
+)
+
+# Filled only with the picks above (constants): marks the picked row running, returns its id.
+CLAIM_SQL = "UPDATE conversations SET status = 'running' WHERE id = ({pick}) RETURNING id"
+DISPATCH_SQL = CLAIM_SQL.format(pick=PICK_SQL)
+DISPATCH_SHARD_SQL = CLAIM_SQL.format(pick=PICK_SHARD_SQL)
+# Per backend, (any shard, one shard): PostgreSQL's pick is row-locked (see log_pg.SKIP_LOCKED).
+DISPATCH = {
+    "sqlite": (DISPATCH_SQL, DISPATCH_SHARD_SQL),
+    "postgres": tuple(
+        CLAIM_SQL.format(pick=pick + fpg.SKIP_LOCKED) for pick in (PICK_SQL, PICK_SHARD_SQL)
+    ),
+}
 
 
 class TransitionError(ValueError):
@@ -99,23 +149,17 @@ class TerminalStateError(TransitionError):
         )
 
 
-def _pg(conn: object):
-    """`labkit.frontier.log_pg` when `conn` is not a sqlite3 connection (psycopg), else None.
-
-    Imported on first use, so SQLite-only work never loads psycopg.
-    """
-    if isinstance(conn, sqlite3.Connection):
-        return None
-    import labkit.frontier.log_pg as frontier_pg
-
-    return frontier_pg
+class HorizonError(RuntimeError):
+    """`delivered_frontier` on PostgreSQL was called where its xmin horizon wait cannot be sound."""
 
 
-def create_schema(conn: sqlite3.Connection) -> None:
-    """Create the log table, both indexes and the checkpoint tables; safe to call twice."""
-    if (pg := _pg(conn)) is not None:
-        return pg.create_schema(conn)
-    conn.executescript(SCHEMA_SQL)
+def create_schema(conn: backend.Connection) -> None:
+    """Create the log table, its indexes and the checkpoint tables; safe to call twice."""
+    if backend.dialect(conn).is_postgres:
+        with conn.transaction():
+            conn.execute(fpg.SCHEMA_SQL)
+    else:
+        conn.executescript(SCHEMA_SQL)
 
 
 def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_MS) -> sqlite3.Connection:
@@ -131,114 +175,92 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_
 # --- the log ---------------------------------------------------------------------------------
 
 
+def fetch(conn: backend.Connection, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    """Every row of one read written once (SQLite's placeholder style), on either backend. On
+    PostgreSQL a transaction the read opened is ended, so the session never idles inside one."""
+    d = backend.dialect(conn)
+    if not d.is_postgres:
+        return conn.execute(statement, params).fetchall()
+    with d.reading(conn):
+        return [tuple(r) for r in d.execute(conn, statement, params).fetchall()]
+
+
 def enqueue(
-    conn: sqlite3.Connection, channel_key: str, priority: int, direction: str = "inbound"
+    conn: backend.Connection, channel_key: str, priority: int, direction: str = "inbound"
 ) -> int:
-    """Append a pending row to a shard and return its id (on PostgreSQL: never commits)."""
-    if (pg := _pg(conn)) is not None:
-        return pg.enqueue(conn, channel_key, priority, direction)
-    with atomic(conn):
-        cur = conn.execute(
-            "INSERT INTO conversations (channel_key, direction, status, priority) "
-            "VALUES (?, ?, 'pending', ?)",
-            (channel_key, direction, int(priority)),
-        )
-    return int(cur.lastrowid)
+    """Append a pending row to a shard and return its id.
+
+    On SQLite it commits; on PostgreSQL it never does (the caller's transaction decides when the
+    row becomes visible, which is what part three's writers need).
+    """
+    d = backend.dialect(conn)
+    with nullcontext() if d.is_postgres else d.atomic(conn):
+        return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, int(priority)))
 
 
-def status_of(conn: sqlite3.Connection, row_id: int) -> str:
+def status_of(conn: backend.Connection, row_id: int) -> str:
     """Current status of one row; `TransitionError` if there is no such row."""
-    row = conn.execute("SELECT status FROM conversations WHERE id = ?", (row_id,)).fetchone()
-    if row is None:
+    rows = fetch(conn, STATUS_SQL, (row_id,))
+    if not rows:
         raise TransitionError(f"conversation {row_id} does not exist")
-    return str(row[0])
+    return str(rows[0][0])
 
 
 def _transition(
-    conn: sqlite3.Connection, row_id: int, allowed: tuple[str] | tuple[str, str], to: str
+    conn: backend.Connection, row_id: int, allowed: tuple[str] | tuple[str, str], to: str
 ) -> None:
     """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
     first, last = allowed[0], allowed[-1]  # one or two allowed source statuses
-    if (pg := _pg(conn)) is not None:
-        moved, current = pg.transition(conn, row_id, allowed, to)
-        if moved:
-            return
-        if current is None:
-            raise TransitionError(f"conversation {row_id} does not exist")
-        _refuse(row_id, current, to)
-    with atomic(conn):
-        cur = conn.execute(
-            "UPDATE conversations SET status = ? WHERE id = ? AND status IN (?, ?)",
-            (to, row_id, first, last),
-        )
-        if cur.rowcount == 1:
+    d = backend.dialect(conn)
+    with d.atomic(conn):
+        if d.execute(conn, TRANSITION_SQL, (to, row_id, first, last)).rowcount == 1:
             return
         current = status_of(conn, row_id)
-    _refuse(row_id, current, to)
-
-
-def _refuse(row_id: int, current: str, to: str) -> None:
-    """Raise the precise reason `row_id` (now `current`) may not move to `to`."""
     if current in TERMINAL:
         raise TerminalStateError(row_id, current, to)
     raise TransitionError(f"conversation {row_id} is {current!r}; cannot move it to {to!r}")
 
 
-def mark_running(conn: sqlite3.Connection, row_id: int) -> None:
+def mark_running(conn: backend.Connection, row_id: int) -> None:
     """pending -> running (a worker picked the row up)."""
     _transition(conn, row_id, ("pending",), "running")
 
 
-def mark_delivered(conn: sqlite3.Connection, row_id: int) -> None:
+def mark_delivered(conn: backend.Connection, row_id: int) -> None:
     """pending/running -> delivered (terminal)."""
     _transition(conn, row_id, NON_TERMINAL, "delivered")
 
 
-def mark_failed(conn: sqlite3.Connection, row_id: int) -> None:
+def mark_failed(conn: backend.Connection, row_id: int) -> None:
     """pending/running -> failed, i.e. dead-lettered (terminal; never holds the frontier back)."""
     _transition(conn, row_id, NON_TERMINAL, "failed")
 
 
-# Pick and claim in one statement, so no other worker can claim the same row in between.
-DISPATCH_SQL = (
-    "UPDATE conversations SET status = 'running' WHERE id = ("
-    "SELECT id FROM conversations WHERE status = 'pending' ORDER BY priority, id LIMIT 1"
-    ") RETURNING id"
-)
-DISPATCH_SHARD_SQL = (
-    "UPDATE conversations SET status = 'running' WHERE id = ("
-    "SELECT id FROM conversations WHERE channel_key = ? AND status = 'pending' "
-    "ORDER BY priority, id LIMIT 1"
-    ") RETURNING id"
-)
-
-
-def dispatch_next(conn: sqlite3.Connection, channel_key: str | None = None) -> int | None:
+def dispatch_next(conn: backend.Connection, channel_key: str | None = None) -> int | None:
     """Claim the next pending row `ORDER BY priority, id`: mark it running, return its id.
 
-    Safe with several workers on one file: each row is handed out exactly once, and a worker
-    that finds the log locked waits for it (see `atomic`). On PostgreSQL: FOR UPDATE SKIP LOCKED.
+    Safe with several workers: each row is handed out exactly once. On a SQLite file a worker
+    that finds the log locked waits for it (see `db.atomic`); on PostgreSQL the pick skips a
+    row another worker holds (FOR UPDATE SKIP LOCKED).
     """
-    if (pg := _pg(conn)) is not None:
-        return pg.dispatch_next(conn, channel_key)
-    with atomic(conn):
+    d = backend.dialect(conn)
+    any_shard, one_shard = DISPATCH[d.name]
+    with d.atomic(conn):
         if channel_key is None:
-            row = conn.execute(DISPATCH_SQL).fetchone()
+            row = d.execute(conn, any_shard).fetchone()
         else:
-            row = conn.execute(DISPATCH_SHARD_SQL, (channel_key,)).fetchone()
+            row = d.execute(conn, one_shard, (channel_key,)).fetchone()
     return None if row is None else int(row[0])
 
 
-def redrive(conn: sqlite3.Connection, row_id: int) -> int:
+def redrive(conn: backend.Connection, row_id: int) -> int:
     """Retry a dead letter as a NEW pending row (same shard, priority, direction); return its id.
 
     The failed row stays failed, so a frontier that already passed it never has to move back.
     """
-    with atomic(conn):
-        row = conn.execute(
-            "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?",
-            (row_id,),
-        ).fetchone()
+    d = backend.dialect(conn)
+    with d.atomic(conn):
+        row = d.execute(conn, REDRIVE_READ_SQL, (row_id,)).fetchone()
         if row is None:
             raise TransitionError(f"conversation {row_id} does not exist")
         key, direction, status, priority = row
@@ -246,18 +268,15 @@ def redrive(conn: sqlite3.Connection, row_id: int) -> int:
             raise TransitionError(
                 f"conversation {row_id} is {status!r}; only a 'failed' row can be redriven"
             )
-        cur = conn.execute(
-            "INSERT INTO conversations (channel_key, direction, status, priority, redrive_of) "
-            "VALUES (?, ?, 'pending', ?, ?)",
-            (key, direction, priority, row_id),
-        )
-    return int(cur.lastrowid)
+        return d.insert_returning_id(conn, REDRIVE_SQL, (key, direction, priority, row_id))
 
 
 # --- watermarks ------------------------------------------------------------------------------
 
 
-def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base: int = 0) -> int:
+def delivered_frontier(
+    conn: backend.Connection, channel_key: str, coverage_base: int = 0
+) -> int:
     """Gap-free frontier: the largest value such that every row of the shard in (base, value]
     is terminal.
 
@@ -266,27 +285,27 @@ def delivered_frontier(conn: sqlite3.Connection, channel_key: str, coverage_base
     two index seeks, no scan, in one statement (`FRONTIER_LOOKUP_SQL` = `FRONTIER_SQL` then
     `FALLBACK_SQL`).
     On PostgreSQL it is also commit-order safe: it never passes an id that a transaction still
-    in progress may yet commit (`labkit.frontier.log_pg.delivered_frontier`).
+    in progress may yet commit (the xmin horizon wait, `horizon_frontier`).
     """
-    if (pg := _pg(conn)) is not None:
-        return pg.delivered_frontier(conn, channel_key, coverage_base)
-    return int(conn.execute(FRONTIER_LOOKUP_SQL, (channel_key, coverage_base)).fetchone()[0])
+    if backend.dialect(conn).is_postgres:
+        return horizon_frontier(conn, channel_key, coverage_base).frontier
+    # SQLite reads need no transaction: the one statement, straight (this is the hot path)
+    lookup = conn.execute(FRONTIER_LOOKUP_SQL, {"key": channel_key, "base": coverage_base})
+    return int(lookup.fetchone()[0])
 
 
-def max_delivered_watermark(conn: sqlite3.Connection, channel_key: str) -> int | None:
+def max_delivered_watermark(conn: backend.Connection, channel_key: str) -> int | None:
     """THE WRONG RULE, kept on purpose: `MAX(id) WHERE status = 'delivered'`.
 
     With priority dispatch a large id finishes before smaller ones; a summarizer that trusts
     this value jumps past still-open rows, which then become orphans: terminal, yet in no
     summary, forever. Never use it as a checkpoint. None if nothing was delivered.
     """
-    if (pg := _pg(conn)) is not None:
-        return pg.max_delivered_watermark(conn, channel_key)
-    value = conn.execute(MAX_DELIVERED_SQL, (channel_key,)).fetchone()[0]
+    value = fetch(conn, MAX_DELIVERED_SQL, (channel_key,))[0][0]
     return None if value is None else int(value)
 
 
-def id_order_frontier(conn: sqlite3.Connection, channel_key: str, base: int = 0) -> int:
+def id_order_frontier(conn: backend.Connection, channel_key: str, base: int = 0) -> int:
     """Article 1's rule verbatim: one less than the smallest open id above `base`, else the
     largest id above it, else `base`, over the rows visible now.
 
@@ -294,9 +313,82 @@ def id_order_frontier(conn: sqlite3.Connection, channel_key: str, base: int = 0)
     PostgreSQL it passes an id whose transaction has not committed yet: the row shows up later
     below the frontier and is orphaned (notebook 07).
     """
-    if (pg := _pg(conn)) is not None:
-        return pg.id_order_frontier(conn, channel_key, base)
-    return int(conn.execute(FRONTIER_LOOKUP_SQL, (channel_key, base)).fetchone()[0])
+    return int(fetch(conn, FRONTIER_LOOKUP_SQL, {"key": channel_key, "base": base})[0][0])
+
+
+# --- the xmin horizon wait (PostgreSQL) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HorizonReading:
+    """One lookup behind the xmin horizon: the frontier, whether the horizon passed, and what
+    it waited for.
+
+    `xact_id` is the transaction id the lookup took; `visible_max` the largest id it could see
+    when it took it; `waited_s` how long older transactions kept it waiting.
+    """
+
+    frontier: int
+    settled: bool
+    visible_max: int | None
+    xact_id: int
+    waited_s: float
+
+
+def horizon_frontier(
+    conn: psycopg.Connection[Any],
+    channel_key: str,
+    base: int = 0,
+    wait: float = fpg.HORIZON_WAIT_S,
+) -> HorizonReading:
+    """`delivered_frontier` on PostgreSQL with its evidence: the xmin horizon wait.
+
+    Step 1, one statement: `v` = the largest id the statement's snapshot sees, and a fresh
+    transaction id `g`. Every id <= v was taken before that snapshot, by a transaction that
+    already had its xact id (the statement trigger makes sure), so by one with xact id < g.
+    Step 2 polls until the snapshot's xmin horizon passes g
+    (`pg_snapshot_xmin(pg_current_snapshot()) >= g`), i.e. every transaction older than g has
+    ended; then Article 1's rule over that same snapshot, capped at v, is final.
+    After `wait` seconds (a session idle in a transaction holds it forever) it returns `base`:
+    it holds back, never skips. Needs READ COMMITTED and a transaction that has not written.
+
+    Recording `pg_current_xact_id()` per row and capping below the smallest id whose xact is
+    >= xmin is not enough on its own: a transaction with an OLDER xact id can commit a LARGER
+    id while a younger one still holds a smaller id, and then nothing visible marks the hole.
+    """
+    d = backend.require(conn, "horizon_frontier", "postgres")
+    outer = fpg.transaction_open(conn)
+    if outer and conn.execute(fpg.OWN_XACT_SQL).fetchone()[0] is not None:
+        raise HorizonError(
+            "delivered_frontier on PostgreSQL needs a transaction that has not written yet "
+            "(its xmin horizon wait takes a fresh transaction id); call it before writing, "
+            "or commit first"
+        )
+    params: dict[str, Any] = {"key": channel_key, "base": base}
+    visible_max, xact, isolation = d.execute(conn, fpg.HORIZON_OPEN_SQL, params).fetchone()
+    if not outer:
+        conn.commit()
+    if isolation != "read committed":
+        raise HorizonError(
+            f"delivered_frontier on PostgreSQL polls with fresh snapshots, which needs READ "
+            f"COMMITTED; this transaction is {isolation.upper()}"
+        )
+    xact_id = int(str(xact))
+    if visible_max is None or visible_max <= base:
+        return HorizonReading(base, True, visible_max, xact_id, 0.0)
+    params["xact"] = str(xact)
+    start = time.monotonic()
+    while True:
+        settled, frontier = d.execute(conn, HORIZON_CHECK_SQL, params).fetchone()
+        if not outer:
+            conn.commit()
+        waited = time.monotonic() - start
+        if settled:
+            value = max(base, min(int(frontier), int(visible_max)))
+            return HorizonReading(value, True, int(visible_max), xact_id, waited)
+        if waited >= wait:
+            return HorizonReading(base, False, int(visible_max), xact_id, waited)
+        time.sleep(fpg.HORIZON_POLL_S)
 
 
 # --- query plans -----------------------------------------------------------------------------
@@ -308,13 +400,15 @@ def explain(
     params: tuple | Mapping = (),
     authorizer: Callable[..., int] | None = None,
 ) -> list[str]:
-    """The `EXPLAIN QUERY PLAN` detail lines for `sql` as it would run now.
+    """SQLite's `EXPLAIN QUERY PLAN` detail lines for `sql` as it would run now (PostgreSQL's
+    plans: `labkit.frontier.log_pg.explain_json`; a psycopg connection is refused here).
 
     The schema version is folded into a trailing comment: Python's statement cache would
     otherwise replay a plan prepared before an index was created or dropped. `sql` is spliced
     in, so text that is not ours must come with an `authorizer`: it is set only around the
     EXPLAIN (after our own PRAGMA) and always lifted again.
     """
+    backend.require(conn, "explain", "sqlite")
     version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
     if authorizer is not None:
         conn.set_authorizer(authorizer)

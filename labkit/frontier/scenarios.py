@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+import labkit.backend as backend
 import labkit.frontier.log as fr
 import labkit.frontier.summarizer as sm
 from labkit.frontier.scenario_format import ID_OPS, Scenario, ScenarioError, scenario_from_dict
@@ -116,12 +117,12 @@ def _apply(conn: sqlite3.Connection, scenario: Scenario, ev: dict[str, Any]) -> 
     return None
 
 
-def shard_state(conn: sqlite3.Connection, shard: str) -> dict[str, Any]:
-    """Everything the timeline shows for one shard right now."""
+def shard_state(conn: backend.Connection, shard: str) -> dict[str, Any]:
+    """Everything the timeline shows for one shard right now (on either backend)."""
     statuses = dict(
-        conn.execute(
-            "SELECT id, status FROM conversations WHERE channel_key = ? ORDER BY id", (shard,)
-        ).fetchall()
+        fr.fetch(
+            conn, "SELECT id, status FROM conversations WHERE channel_key = ? ORDER BY id", (shard,)
+        )
     )
     cov = {p: sm.coverage_end(conn, shard, p) for p in fr.POLICIES}
     lost = {p: tuple(sm.orphans(conn, shard, p)) for p in fr.POLICIES}

@@ -1,18 +1,50 @@
-"""Chained per-shard checkpoints and the summarizer, under two policies side by side.
+"""Chained per-shard checkpoints and the summarizer, under policies side by side, on SQLite or
+PostgreSQL.
 
-`"frontier"` advances a shard's `coverage_end` to the gap-free frontier; `"max"` advances it
-to `MAX(id) WHERE status = 'delivered'` (the wrong rule). Each summary records the terminal
-rows in (coverage_end, end] and moves coverage in the same transaction; `orphans` audits what
-a policy skipped for good.
+`"frontier"` advances a shard's `coverage_end` to the gap-free frontier (on PostgreSQL the
+commit-order-safe one, behind the xmin horizon); `"max"` advances it to
+`MAX(id) WHERE status = 'delivered'` (the wrong rule); on PostgreSQL `"id_order"` advances it by
+Article 1's rule over the rows visible now (part three's wrong rule). Each summary records the
+terminal rows in (coverage_end, end] and moves coverage in the same transaction; `orphans`
+audits what a policy skipped for good.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from labkit.db import atomic
-from labkit.frontier.log import POLICIES, delivered_frontier, max_delivered_watermark
+import labkit.backend as backend
+import labkit.frontier.log as fr
+import labkit.frontier.log_pg as fpg
+
+COVERAGE_SQL = "SELECT coverage_end FROM checkpoints WHERE channel_key = ? AND policy = ?"
+TERMINAL_IN_RANGE_SQL = (
+    "SELECT id FROM conversations WHERE channel_key = ? AND id > ? AND id <= ? "
+    "AND status IN ('delivered','failed') ORDER BY id"
+)
+INSERT_SUMMARY_SQL = (
+    "INSERT INTO summaries (channel_key, policy, start_id, end_id) VALUES (?, ?, ?, ?)"
+)
+INSERT_ITEM_SQL = "INSERT INTO summary_items (summary_id, conversation_id) VALUES (?, ?)"
+UPSERT_CHECKPOINT_SQL = (
+    "INSERT INTO checkpoints (channel_key, policy, coverage_end) VALUES (?, ?, ?) "
+    "ON CONFLICT (channel_key, policy) DO UPDATE SET coverage_end = excluded.coverage_end"
+)
+SUMMARIES_SQL = (
+    "SELECT id, start_id, end_id FROM summaries WHERE channel_key = ? AND policy = ? "
+    "ORDER BY start_id, id"
+)
+SUMMARY_ITEMS_SQL = (
+    "SELECT conversation_id FROM summary_items WHERE summary_id = ? ORDER BY conversation_id"
+)
+ORPHANS_SQL = (
+    "SELECT c.id FROM conversations AS c "
+    "WHERE c.channel_key = ? AND c.id <= ? AND c.status IN ('delivered','failed') "
+    "AND NOT EXISTS (SELECT 1 FROM summary_items AS si JOIN summaries AS s "
+    "  ON s.id = si.summary_id "
+    "  WHERE si.conversation_id = c.id AND s.policy = ?) "
+    "ORDER BY c.id"
+)
 
 
 @dataclass(frozen=True)
@@ -36,109 +68,80 @@ def describe(summary: Summary | None) -> str:
     return "no summary (nothing can be claimed yet)" if summary is None else str(summary)
 
 
-def _check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
+def _check_policy(conn: backend.Connection, policy: str) -> None:
+    """Refuse a policy the connection's checkpoint table does not accept."""
+    known = fpg.PG_POLICIES if backend.dialect(conn).is_postgres else fr.POLICIES
+    if policy not in known:
+        raise ValueError(f"unknown policy {policy!r}; expected one of {known}")
 
 
-def coverage_end(conn: sqlite3.Connection, channel_key: str, policy: str = "frontier") -> int:
+def coverage_end(conn: backend.Connection, channel_key: str, policy: str = "frontier") -> int:
     """The shard's stored checkpoint under `policy` (0 before its first summary)."""
-    _check_policy(policy)
-    row = conn.execute(
-        "SELECT coverage_end FROM checkpoints WHERE channel_key = ? AND policy = ?",
-        (channel_key, policy),
-    ).fetchone()
-    return 0 if row is None else int(row[0])
+    _check_policy(conn, policy)
+    rows = fr.fetch(conn, COVERAGE_SQL, (channel_key, policy))
+    return int(rows[0][0]) if rows else 0
 
 
-def proposed_end(conn: sqlite3.Connection, channel_key: str, policy: str) -> int:
+def proposed_end(conn: backend.Connection, channel_key: str, policy: str) -> int:
     """Where `policy` would move the checkpoint now (never below the current one)."""
     current = coverage_end(conn, channel_key, policy)
     if policy == "frontier":
-        return delivered_frontier(conn, channel_key, current)
-    return max(current, max_delivered_watermark(conn, channel_key) or 0)
+        return fr.delivered_frontier(conn, channel_key, current)
+    if policy == "id_order":
+        return fr.id_order_frontier(conn, channel_key, current)
+    return max(current, fr.max_delivered_watermark(conn, channel_key) or 0)
 
 
 def summarize_range(
-    conn: sqlite3.Connection, channel_key: str, policy: str = "frontier"
+    conn: backend.Connection, channel_key: str, policy: str = "frontier", end: int | None = None
 ) -> Summary | None:
     """Write one summary of the shard's terminal rows in (coverage_end, end]; advance to end.
 
-    Both writes commit in one transaction. Returns None (and writes nothing) when no terminal
-    row of the shard lies in the range. Under "max" the range may hold still-open rows: they
-    are skipped here and, once they finish, sit below coverage in no summary (orphans).
+    `end` is where `policy` would move now (`proposed_end`), asked before the write (the xmin
+    horizon wait may not run in a transaction that wrote); a caller that already read its rule
+    (part three shows the horizon's evidence) passes it. Both writes commit in one transaction.
+    Returns None (and writes nothing) when no terminal row of the shard lies in the range. Under
+    "max" the range may hold still-open rows: they are skipped here and, once they finish, sit
+    below coverage in no summary (orphans).
     """
-    _check_policy(policy)
-    with atomic(conn):
-        start = coverage_end(conn, channel_key, policy)
+    _check_policy(conn, policy)
+    if end is None:
         end = proposed_end(conn, channel_key, policy)
+    d = backend.dialect(conn)
+    with d.atomic(conn):
+        start = coverage_end(conn, channel_key, policy)
+        if end <= start:  # nothing to claim (or another summarizer got there first)
+            return None
         items = tuple(
-            int(r[0])
-            for r in conn.execute(
-                "SELECT id FROM conversations WHERE channel_key = ? AND id > ? AND id <= ? "
-                "AND status IN ('delivered','failed') ORDER BY id",
-                (channel_key, start, end),
-            )
+            int(r[0]) for r in fr.fetch(conn, TERMINAL_IN_RANGE_SQL, (channel_key, start, end))
         )
         if not items:
             return None
-        cur = conn.execute(
-            "INSERT INTO summaries (channel_key, policy, start_id, end_id) VALUES (?, ?, ?, ?)",
-            (channel_key, policy, start + 1, end),
+        summary_id = d.insert_returning_id(
+            conn, INSERT_SUMMARY_SQL, (channel_key, policy, start + 1, end)
         )
-        summary_id = int(cur.lastrowid)
-        conn.executemany(
-            "INSERT INTO summary_items (summary_id, conversation_id) VALUES (?, ?)",
-            [(summary_id, i) for i in items],
-        )
-        conn.execute(
-            "INSERT INTO checkpoints (channel_key, policy, coverage_end) VALUES (?, ?, ?) "
-            "ON CONFLICT (channel_key, policy) DO UPDATE SET coverage_end = excluded.coverage_end",
-            (channel_key, policy, end),
-        )
+        d.executemany(conn, INSERT_ITEM_SQL, [(summary_id, i) for i in items])
+        d.execute(conn, UPSERT_CHECKPOINT_SQL, (channel_key, policy, end))
     return Summary(summary_id, channel_key, policy, start + 1, end, items)
 
 
-def summaries(conn: sqlite3.Connection, channel_key: str, policy: str) -> list[Summary]:
+def summaries(conn: backend.Connection, channel_key: str, policy: str) -> list[Summary]:
     """Every summary of the shard under `policy`, oldest first."""
-    _check_policy(policy)
-    heads = conn.execute(
-        "SELECT id, start_id, end_id FROM summaries WHERE channel_key = ? AND policy = ? "
-        "ORDER BY start_id, id",
-        (channel_key, policy),
-    ).fetchall()
+    _check_policy(conn, policy)
     out = []
-    for sid, start, end in heads:
-        items = tuple(
-            int(r[0])
-            for r in conn.execute(
-                "SELECT conversation_id FROM summary_items WHERE summary_id = ? "
-                "ORDER BY conversation_id",
-                (sid,),
-            )
-        )
+    for sid, start, end in fr.fetch(conn, SUMMARIES_SQL, (channel_key, policy)):
+        items = tuple(int(r[0]) for r in fr.fetch(conn, SUMMARY_ITEMS_SQL, (sid,)))
         out.append(Summary(int(sid), channel_key, policy, int(start), int(end), items))
     return out
 
 
-def orphans(conn: sqlite3.Connection, channel_key: str, policy: str = "frontier") -> list[int]:
+def orphans(conn: backend.Connection, channel_key: str, policy: str = "frontier") -> list[int]:
     """Audit: terminal rows at or below coverage_end that no summary of `policy` covered."""
     end = coverage_end(conn, channel_key, policy)
-    return [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT c.id FROM conversations AS c "
-            "WHERE c.channel_key = ? AND c.id <= ? AND c.status IN ('delivered','failed') "
-            "AND NOT EXISTS (SELECT 1 FROM summary_items AS si JOIN summaries AS s "
-            "  ON s.id = si.summary_id "
-            "  WHERE si.conversation_id = c.id AND s.policy = ?) "
-            "ORDER BY c.id",
-            (channel_key, end, policy),
-        )
-    ]
+    return [int(r[0]) for r in fr.fetch(conn, ORPHANS_SQL, (channel_key, end, policy))]
 
 
-def chain_problems(conn: sqlite3.Connection, channel_key: str, policy: str) -> list[str]:
+def chain_problems(conn: backend.Connection, channel_key: str, policy: str) -> list[str]:
     """Audit the chain: each summary must start at the previous end + 1 and items must not repeat.
 
     An empty list means the ranges tile (0, coverage_end] with no overlap and no hole.

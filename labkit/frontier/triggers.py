@@ -3,9 +3,10 @@ measurements behind the trigger figures (per-shard count vs global poll, one tic
 the busy loop, query plans, and the pages each index occupies).
 
 A trigger answers a shard worker's "is there work that can advance my checkpoint?". The queries
-read the log of `labkit.frontier.log`; the worker writes summaries through `labkit.frontier.summarizer`
-(neither imports this module). The plots in `labkit.plots.part1_frontier` only draw what the
-measurements here return.
+read the log of `labkit.frontier.log` on either backend; the worker writes summaries through
+`labkit.frontier.summarizer` (neither imports this module). The measurements count SQLite's own
+work (VM steps, pages) and build their own SQLite logs. The plots in
+`labkit.plots.part1_frontier` only draw what the measurements here return.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+import labkit.backend as backend
 import labkit.frontier.log as fr
 import labkit.frontier.summarizer as sm
 
@@ -33,23 +35,23 @@ GLOBAL_POLL_SQL = (
 
 
 def newly_covered_count(
-    conn: sqlite3.Connection, channel_key: str, coverage_end: int, frontier: int
+    conn: backend.Connection, channel_key: str, coverage_end: int, frontier: int
 ) -> int:
     """Rows of this shard in (coverage_end, frontier]: the only work that is really ready."""
-    return int(conn.execute(TRIGGER_SQL, (channel_key, coverage_end, frontier)).fetchone()[0])
+    return int(fr.fetch(conn, TRIGGER_SQL, (channel_key, coverage_end, frontier))[0][0])
 
 
-def rows_after_checkpoint(conn: sqlite3.Connection, channel_key: str, coverage_end: int) -> int:
+def rows_after_checkpoint(conn: backend.Connection, channel_key: str, coverage_end: int) -> int:
     """The busy-loop trigger: counts every row after the checkpoint, blocked ones included.
 
     While a pending row keeps the frontier still, this stays > 0, so a worker that fires on it
     runs again and again without being able to advance its checkpoint.
     """
-    return int(conn.execute(AFTER_CHECKPOINT_SQL, (channel_key, coverage_end)).fetchone()[0])
+    return int(fr.fetch(conn, AFTER_CHECKPOINT_SQL, (channel_key, coverage_end))[0][0])
 
 
 def global_poll_counts(
-    conn: sqlite3.Connection, coverage_ends: Mapping[str, int]
+    conn: backend.Connection, coverage_ends: Mapping[str, int]
 ) -> dict[str, int]:
     """THE ANTI-PATTERN: each shard's worker runs a table-wide GROUP BY and keeps its own row.
 
@@ -58,13 +60,13 @@ def global_poll_counts(
     """
     counts: dict[str, int] = {}
     for key, end in coverage_ends.items():
-        everyone = dict(conn.execute(GLOBAL_POLL_SQL, (end,)).fetchall())
+        everyone = dict(fr.fetch(conn, GLOBAL_POLL_SQL, (end,)))
         counts[key] = int(everyone.get(key, 0))
     return counts
 
 
 def trigger_readings(
-    conn: sqlite3.Connection, channel_key: str, coverage_end: int
+    conn: backend.Connection, channel_key: str, coverage_end: int
 ) -> dict[str, int]:
     """Side by side for one shard: the frontier, newly covered rows, and the busy-loop count."""
     frontier = fr.delivered_frontier(conn, channel_key, coverage_end)
@@ -82,7 +84,7 @@ TRIGGERS = ("after_checkpoint", "newly_covered")
 
 
 def busy_loop_ticks(
-    conn: sqlite3.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
+    conn: backend.Connection, channel_key: str, ticks: int = 5, trigger: str = "newly_covered"
 ) -> list[dict]:
     """Poll a shard's worker `ticks` times; when `trigger` fires, summarize (frontier policy).
 
@@ -117,13 +119,18 @@ def busy_loop_ticks(
 
 
 ACTIVE_SHARD = "active"
+# The measurements' own logs: settled history, bulk-inserted; and the size of the table.
+SETTLED_ROW_SQL = (
+    "INSERT INTO conversations (channel_key, direction, status, priority) "
+    "VALUES (?, 'inbound', 'delivered', 5)"
+)
+COUNT_SQL = "SELECT COUNT(*) FROM conversations"
 
 
 def _add_settled_shards(conn: sqlite3.Connection, first: int, last: int, rows: int) -> None:
     """Shards `dormant-<first>` .. `dormant-<last - 1>`, each holding `rows` delivered rows."""
     conn.executemany(
-        "INSERT INTO conversations (channel_key, direction, status, priority) "
-        "VALUES (?, 'inbound', 'delivered', 5)",
+        SETTLED_ROW_SQL,
         [(f"dormant-{k}",) for k in range(first, last) for _ in range(rows)],
     )
 
@@ -141,8 +148,9 @@ def vm_steps(conn: sqlite3.Connection, fn: Callable[[], object]) -> int:
     """SQLite virtual-machine instructions `fn` executes on `conn`: work, not wall time.
 
     Unlike a timing, the count is the same on every machine and run, which is what a
-    byte-stable docs figure needs.
+    byte-stable docs figure needs. SQLite only: PostgreSQL has no such counter.
     """
+    backend.require(conn, "vm_steps", "sqlite")
     steps = 0
 
     def tick() -> int:
@@ -201,7 +209,7 @@ def trigger_cost(
             poll = _median_seconds(poll_all, repeats)
         else:
             per_shard, poll = vm_steps(conn, check), vm_steps(conn, poll_all)
-        total = conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
+        total = conn.execute(COUNT_SQL).fetchone()[0]
         records.append(
             {
                 "dormant_shards": count,
@@ -261,15 +269,14 @@ def query_plans(settled: int = 2000, active: int = 2, shards: int = 2) -> pd.Dat
     names = ["main", *(f"other-{k}" for k in range(1, shards))]
     conn = fr.connect()
     conn.executemany(
-        "INSERT INTO conversations (channel_key, direction, status, priority) "
-        "VALUES (?, 'inbound', 'delivered', 5)",
+        SETTLED_ROW_SQL,
         [(names[k % shards],) for k in range(settled)],
     )
     for _ in range(active):
         fr.enqueue(conn, "main", 5)
     end = settled // 2
     params = {
-        "frontier lookup": ("main", end),
+        "frontier lookup": {"key": "main", "base": end},
         "trigger count": ("main", end, fr.delivered_frontier(conn, "main", end)),
     }
     rows = []
@@ -346,8 +353,9 @@ def object_pages(
 
     Read from SQLite's `dbstat` virtual table when this build has it (and `use_dbstat`);
     otherwise measured on a copy as the pages `VACUUM` frees when the object is dropped
-    (packed pages, so a little fewer for a table that has seen many updates).
+    (packed pages, so a little fewer for a table that has seen many updates). SQLite only.
     """
+    backend.require(conn, "object_pages", "sqlite")
     unknown = [
         n for n in names
         if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (n,)).fetchone() is None
@@ -373,9 +381,8 @@ def index_sizes(
     records, have = [], 0
     for count in sorted(set(settled)):
         conn.executemany(
-            "INSERT INTO conversations (channel_key, direction, status, priority) "
-            "VALUES ('main', 'inbound', 'delivered', 5)",
-            [()] * (count - have),
+            SETTLED_ROW_SQL,
+            [("main",)] * (count - have),
         )
         have = count
         pages = object_pages(conn)
@@ -399,8 +406,7 @@ def _fanout_log(shards: int, rows_per_shard: int) -> sqlite3.Connection:
     """`shards` shards `s-0`.. whose delivered rows arrive round-robin, as mixed traffic does."""
     conn = fr.connect()
     conn.executemany(
-        "INSERT INTO conversations (channel_key, direction, status, priority) "
-        "VALUES (?, 'inbound', 'delivered', 5)",
+        SETTLED_ROW_SQL,
         [(f"s-{k}",) for _ in range(rows_per_shard) for k in range(shards)],
     )
     return conn
@@ -458,7 +464,7 @@ def fanout_cost(
                 f"fanout_cost: {ks[-1]} workers need at least {ks[-1]} shards, got {count}"
             )
         conn = _fanout_log(count, rows_per_shard)
-        total = int(conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0])
+        total = int(conn.execute(COUNT_SQL).fetchone()[0])
         checkpoints = _worker_checkpoints(conn, ks[-1])
         for k in ks:
             mine = dict(list(checkpoints.items())[:k])

@@ -2,9 +2,10 @@
 
 `CommitOrderLab` owns a private schema with two writer connections (A, B) and one worker
 connection that delivers rows and runs two summarizers side by side: Article 1's id-order rule
-(policy "id_order") and the commit-order-safe `delivered_frontier` (policy "frontier", asked
-with no wait so a held fence shows at once). Time is counted in steps, not seconds, so every
-run of the same script gives the same ids, frontiers and orphans (the docs figures rely on it).
+(rule "id_order", summarizer policy "id_order") and the xmin horizon wait (rule "horizon": the
+commit-order-safe `delivered_frontier`, policy "frontier", asked with no wait so a held horizon
+shows at once). Time is counted in steps, not seconds, so every run of the same script gives
+the same ids, frontiers and orphans (the docs figures rely on it).
 Optionally writers take a transaction-level advisory lock before inserting (the "lock" fix):
 then a writer that finds the lock taken waits, and the step is recorded as a wait.
 """
@@ -16,12 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import labkit.frontier.log as fr
-import labkit.frontier.log_pg as fpg
+import labkit.frontier.summarizer as sm
 import labkit.pg.instance as pg
 
 WRITERS = ("A", "B")
 ACTIONS = ("insert", "commit", "deliver", "summarize")
-RULES = ("id_order", "frontier")
+RULES = ("id_order", "horizon")
+# The summarizer policy each rule's checkpoint is kept under.
+POLICY = {"id_order": "id_order", "horizon": "frontier"}
 SHARD = "main"
 LOCK_KEY = 7_000_001
 TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
@@ -117,17 +120,17 @@ class CommitOrderLab:
         ends = {
             "id_order": fr.id_order_frontier(self.worker, SHARD, self.coverage["id_order"]),
         }
-        reading = fpg.fenced_frontier(self.worker, SHARD, self.coverage["frontier"], wait=0)
-        ends["frontier"] = reading.frontier
+        reading = fr.horizon_frontier(self.worker, SHARD, self.coverage["horizon"], wait=0)
+        ends["horizon"] = reading.frontier
         if not reading.settled:
             self.held += 1
         for rule, end in ends.items():
-            summary = fpg.summarize_to(self.worker, SHARD, rule, end)
+            summary = sm.summarize_range(self.worker, SHARD, POLICY[rule], end=end)
             for row_id in summary.item_ids if summary else ():
                 self.rows[row_id].summarized[rule] = len(self.events)
-            self.coverage[rule] = max(self.coverage[rule], fpg.coverage_end(self.worker, SHARD, rule))
-        self.worker.commit()
-        note = "" if reading.settled else "fence held"
+            covered = sm.coverage_end(self.worker, SHARD, POLICY[rule])
+            self.coverage[rule] = max(self.coverage[rule], covered)
+        note = "" if reading.settled else "horizon held"
         self._log("worker", "summarize", None, note)
         return dict(self.coverage)
 
@@ -154,9 +157,7 @@ class CommitOrderLab:
 
     def state(self) -> LabState:
         """Rows, events and, per rule, the orphans: terminal rows under coverage in no summary."""
-        self.worker.commit()
-        lost = {r: tuple(fpg.orphans(self.worker, SHARD, r)) for r in RULES}
-        self.worker.commit()
+        lost = {r: tuple(sm.orphans(self.worker, SHARD, POLICY[r])) for r in RULES}
         return LabState(
             tuple(self.rows[k] for k in sorted(self.rows)),
             tuple(self.events),
@@ -208,6 +209,9 @@ def random_script(steps: int, seed: int) -> list[tuple[str, str]]:
     return script + [(w, "commit") for w in WRITERS] + [("worker", "deliver"), ("worker", "summarize")]
 
 
+HORIZON_FIX = "xmin horizon wait"
+
+
 @dataclass(frozen=True)
 class FixOutcome:
     """One fix on one scripted interleaving: rows, orphans, summarizer holds, writer waits."""
@@ -220,8 +224,9 @@ class FixOutcome:
 
 
 def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> list[FixOutcome]:
-    """Article 1's rule, the lock and the snapshot fence over the same scripted interleavings."""
-    totals = {name: [0, 0, 0, 0] for name in ("id order (Article 1)", "lock", "snapshot fence")}
+    """Article 1's rule, the lock and the xmin horizon wait over the same scripted
+    interleavings."""
+    totals = {name: [0, 0, 0, 0] for name in ("id order (Article 1)", "lock", HORIZON_FIX)}
     for script in scripts:
         for lock in (False, True):
             with CommitOrderLab(dsn, lock=lock) as lab:
@@ -229,12 +234,12 @@ def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> lis
             picks = (
                 [("lock", "id_order")]
                 if lock
-                else [("id order (Article 1)", "id_order"), ("snapshot fence", "frontier")]
+                else [("id order (Article 1)", "id_order"), (HORIZON_FIX, "horizon")]
             )
             for name, rule in picks:
                 t = totals[name]
                 t[0] += len(state.rows)
                 t[1] += len(state.orphans[rule])
-                t[2] += state.held if rule == "frontier" else 0
+                t[2] += state.held if rule == "horizon" else 0
                 t[3] += state.waits
     return [FixOutcome(name, *t) for name, t in totals.items()]

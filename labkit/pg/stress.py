@@ -7,7 +7,7 @@ every row is terminal, and an audit counts the rows that are terminal but in no 
 
 Rules: "id_order" (Article 1's rule, plain writers), "lock" (writers serialise on a
 transaction-level advisory lock taken before the insert; Article 1's rule is then safe) and
-"fence" (plain writers, `delivered_frontier`'s snapshot fence).
+"horizon" (plain writers, the xmin horizon wait of `delivered_frontier`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import time
 from dataclasses import dataclass
 
 import labkit.frontier.log as fr
-import labkit.frontier.log_pg as fpg
+import labkit.frontier.summarizer as sm
 import labkit.pg.instance as pg
 
-RULES = ("id_order", "lock", "fence")
+RULES = ("id_order", "lock", "horizon")
+# The summarizer policy each rule advances: the lock makes Article 1's rule safe.
+POLICY = {"id_order": "id_order", "lock": "id_order", "horizon": "frontier"}
 SHARD = "main"
 LOCK_KEY = 7_000_002
 LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
@@ -87,31 +89,15 @@ def _dispatcher(dsn: str, schema: str, writers_done, done) -> None:
                 time.sleep(IDLE_S)
 
 
-def _end_for(conn, rule: str, base: int) -> int:
-    if rule == "fence":
-        return fr.delivered_frontier(conn, SHARD, base)
-    end = fr.id_order_frontier(conn, SHARD, base)
-    conn.commit()
-    return end
-
-
-def _policy(rule: str) -> str:
-    return "frontier" if rule == "fence" else "id_order"
-
-
 def _summarizer(conn, rule: str, dispatched, total: int) -> int:
     """Advance the checkpoint until the dispatcher is done and coverage reaches the last id."""
-    policy, summarized = _policy(rule), 0
+    policy, summarized = POLICY[rule], 0
     while True:
         finished = dispatched.is_set()
-        base = fpg.coverage_end(conn, SHARD, policy)
-        conn.commit()
-        summary = fpg.summarize_to(conn, SHARD, policy, _end_for(conn, rule, base))
+        summary = sm.summarize_range(conn, SHARD, policy)
         summarized += len(summary.item_ids) if summary else 0
         if summary is None:
-            covered = fpg.coverage_end(conn, SHARD, policy)
-            conn.commit()
-            if finished and covered >= total:
+            if finished and sm.coverage_end(conn, SHARD, policy) >= total:
                 return summarized
             time.sleep(IDLE_S)
 
@@ -160,8 +146,7 @@ def run_stress(
             if any(p.exitcode != 0 for p in (*procs, disp)):
                 raise RuntimeError(f"stress run {rule!r}: a writer or the dispatcher failed")
             committed_s = summarized.committed_s
-            lost = len(fpg.orphans(sconn, SHARD, _policy(rule)))
-            sconn.commit()
+            lost = len(sm.orphans(sconn, SHARD, POLICY[rule]))
     return StressResult(
         rule, writers, total, lost, total / committed_s, summarized.rows / seconds, seconds
     )

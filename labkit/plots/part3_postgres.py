@@ -18,7 +18,7 @@ from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
 RULE_STYLE = {
     "id_order": (COLORS["max"], "id order"),
-    "frontier": (COLORS["frontier"], "delivered_frontier"),
+    "horizon": (COLORS["frontier"], "delivered_frontier"),
 }
 WRITER_COLORS = {"A": "#7b3294", "B": "#008837"}
 
@@ -59,7 +59,7 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
     ax.set_xticks(steps)
     ax.set_xticklabels([f"{e.actor[0]}:{e.action[:3]}" for e in state.events], rotation=60,
                        fontsize=7)
-    ax.set_title(title or "A smaller id commits late: id order passes it, the fence waits")
+    ax.set_title(title or "A smaller id commits late: id order passes it, the horizon waits")
     ax.legend(**RIGHT_LEGEND)
     return fig
 
