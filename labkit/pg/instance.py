@@ -29,12 +29,6 @@ HOW_TO = (
 )
 
 
-# What the part-three experiments add to a connection's options: their commits need not wait for
-# the disk, since what is visible when (their subject) does not change, and an fsync per commit
-# would measure the disk rather than the rules.
-ASYNC_COMMIT = " -c synchronous_commit=off"
-
-
 class PgUnavailable(RuntimeError):
     """No PostgreSQL server could be had; the message says why in one line and what to do."""
 

@@ -63,7 +63,7 @@ class StressResult:
 
 def _writer(dsn: str, schema: str, rule: str, wid: int, n: int, delays: Delays, seed: int):
     rng = random.Random(seed * 1_000 + wid)
-    with pg.connect(dsn, options=pg.search_path_option(schema) + pg.ASYNC_COMMIT) as conn:
+    with pg.connect(dsn, options=pg.search_path_option(schema)) as conn:
         for _ in range(n):
             if rule == "lock":
                 conn.execute(LOCK_SQL, (LOCK_KEY,))
@@ -74,7 +74,7 @@ def _writer(dsn: str, schema: str, rule: str, wid: int, n: int, delays: Delays, 
 
 def _dispatcher(dsn: str, schema: str, writers_done, done) -> None:
     """Claim and deliver rows, a batch per commit, until the writers are done and none is left."""
-    with pg.connect(dsn, options=pg.search_path_option(schema) + pg.ASYNC_COMMIT) as conn:
+    with pg.connect(dsn, options=pg.search_path_option(schema)) as conn:
         while True:
             finished = writers_done.is_set()  # read BEFORE looking: rows committed later count
             delivered = 0
@@ -126,7 +126,7 @@ def run_stress(
     ctx = mp.get_context("fork")
     total = writers * rows_per_writer
     with pg.scratch_schema(dsn, prefix="stress") as schema:
-        with pg.connect(dsn, options=pg.search_path_option(schema) + pg.ASYNC_COMMIT) as sconn:
+        with pg.connect(dsn, options=pg.search_path_option(schema)) as sconn:
             fr.create_schema(sconn)
             writers_done, dispatched = ctx.Event(), ctx.Event()
             procs = [
