@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.catalog.loop import (
     INFLIGHT_SQL,
-    REASONS,
     Ballot,
     ContentionError,
     Outcome,
-    Reason,
     Response,
     ResponseError,
     WatermarkLoop,
     WindowFullError,
 )
+from labkit.catalog.rule import REASONS, Reason
 from labkit.catalog.versions_pg import DurabilityError
 
 if TYPE_CHECKING:  # for type checkers and linters; at run time see `__getattr__` below

@@ -1,7 +1,8 @@
 """Part two, the catalog watermark. This face is the catalog log's API (`versions`); beside it:
-`versions_pg` (the same log on PostgreSQL), `loop` (WatermarkLoop and its commit rule),
-`loop_pg` (the ballot store on PostgreSQL), `crashlab` and `crash_child` (real killed
-loops) and `storeview` (what is on disk).
+`versions_pg` (what PostgreSQL does around them: schema lock, durability check), `rule` (the
+commit rule, one pure decision), `loop` (WatermarkLoop: ballots and guarded writes), `loop_pg`
+(how PostgreSQL runs the loop's decisions), `crashlab` and `crash_child` (real killed loops)
+and `storeview` (what is on disk).
 """
 
 from labkit.catalog.versions import (

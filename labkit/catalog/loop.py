@@ -33,7 +33,6 @@ import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
 from labkit import backend
 from labkit.backend import Connection, Dialect
-from labkit.catalog.rule import REASONS as REASONS  # handed on: an Outcome's reason is one
 from labkit.catalog.rule import Reason
 from labkit.db import FileIdentity, immediate
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from labkit.catalog.loop import REASONS
+from labkit.catalog.rule import REASONS
 from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES
 
 REJECT_COLUMNS = (*REASONS, "older_updated_at", CAS_CONFLICT)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit.catalog.loop import REASONS, Response, WatermarkLoop
+from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.catalog.rule import REASONS
 from labkit.db import connect
 from labkit.designs.arrival_orders import ScheduleResult, run_schedule
 from labkit.designs.schedules import Kind, ScheduleError
