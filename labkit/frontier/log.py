@@ -158,6 +158,7 @@ def create_schema(conn: backend.Connection) -> None:
     if backend.dialect(conn).is_postgres:
         with conn.transaction():
             conn.execute(fpg.SCHEMA_SQL)
+        fpg.check_preconditions(conn, again=True)
     else:
         conn.executescript(SCHEMA_SQL)
 
@@ -357,6 +358,7 @@ def horizon_frontier(
     id while a younger one still holds a smaller id, and then nothing visible marks the hole.
     """
     d = backend.require(conn, "horizon_frontier", "postgres")
+    fpg.check_preconditions(conn)
     outer = fpg.transaction_open(conn)
     if outer and conn.execute(fpg.OWN_XACT_SQL).fetchone()[0] is not None:
         raise HorizonError(

@@ -16,6 +16,7 @@ own when the connection is idle and nest as a savepoint inside a caller's transa
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import labkit.backend as backend
@@ -42,11 +43,32 @@ CREATE TABLE IF NOT EXISTS conversations (
 CREATE OR REPLACE FUNCTION labkit_take_xact_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_current_xact_id();
+    PERFORM set_config('labkit.id_floor', COALESCE(pg_sequence_last_value(
+        pg_get_serial_sequence(format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), 'id')::regclass
+    ), 0)::text, true);
     RETURN NULL;
 END $$;
 CREATE OR REPLACE TRIGGER conversations_xact_id_first
     BEFORE INSERT ON conversations
     FOR EACH STATEMENT EXECUTE FUNCTION labkit_take_xact_id();
+CREATE OR REPLACE FUNCTION labkit_id_taken_here() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    floor bigint := NULLIF(current_setting('labkit.id_floor', true), '')::bigint;
+BEGIN
+    IF floor IS NULL THEN
+        RAISE EXCEPTION 'conversations: the statement trigger conversations_xact_id_first did '
+            'not run; run create_schema again' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.id <= floor THEN
+        RAISE EXCEPTION 'conversations: id % was taken before this INSERT began; an id must come '
+            'from the sequence inside the inserting statement (the xmin horizon wait relies on '
+            'it)', NEW.id USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER conversations_id_taken_here
+    BEFORE INSERT ON conversations
+    FOR EACH ROW EXECUTE FUNCTION labkit_id_taken_here();
 CREATE INDEX IF NOT EXISTS idx_conv_active
     ON conversations (channel_key, id) WHERE status IN ('pending','running');
 CREATE INDEX IF NOT EXISTS idx_conv_shard_id
@@ -80,7 +102,11 @@ CREATE INDEX IF NOT EXISTS idx_summary_items_conv
 # Why the statement trigger: the identity's nextval() runs while the row is built, and a
 # transaction gets its id only when it first writes. A BEFORE ... FOR EACH STATEMENT trigger fires
 # before any row is built, so every id is taken by a transaction that already has its xact id,
-# which the horizon wait relies on. (Ids taken by hand with nextval() bypass it: don't.)
+# which the horizon wait relies on. It also notes the sequence's last value then, and the row
+# trigger refuses an id at or below it: an id taken earlier (`nextval()` in a statement of its
+# own, then `OVERRIDING SYSTEM VALUE`) or handed out of a session's cache. A cached sequence is
+# refused outright (`check_preconditions`): its ids are taken before the transaction that
+# inserts them exists.
 
 # Dispatch's pick, row-locked: a second dispatcher skips the row the first one holds instead of
 # waiting for it and then claiming it a second time (SQLite's single writer needs no lock).
@@ -96,6 +122,47 @@ HORIZON_OPEN_SQL = (
 # older transaction ended? (`log.HORIZON_CHECK_SQL` asks it with Article 1's rule, one snapshot.)
 HORIZON_PASSED = "pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)"
 OWN_XACT_SQL = "SELECT pg_current_xact_id_if_assigned()"
+# What the horizon wait relies on, in one row: the id sequence's name and how many ids a session
+# caches, and whether both triggers are in place and enabled.
+PRECONDITIONS_SQL = (
+    "SELECT s.seqrelid::regclass::text, s.seqcache,"
+    " (SELECT COUNT(*) FROM pg_trigger AS t WHERE t.tgrelid = CAST('conversations' AS regclass)"
+    "  AND t.tgenabled <> 'D'"
+    "  AND t.tgname IN ('conversations_xact_id_first', 'conversations_id_taken_here'))"
+    " FROM pg_sequence AS s"
+    " WHERE s.seqrelid = CAST(pg_get_serial_sequence('conversations', 'id') AS regclass)"
+)
+# Connections whose log was checked, so the check runs once per connection.
+_checked: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class PreconditionError(RuntimeError):
+    """The log on PostgreSQL is set up in a way the xmin horizon wait cannot be sound on."""
+
+
+def check_preconditions(conn: psycopg.Connection[Any], *, again: bool = False) -> None:
+    """Refuse, in one line naming the sequence, a log whose ids could be taken outside the
+    transaction that inserts them: a sequence that caches ids per session, or a missing or
+    disabled id trigger. Runs once per connection unless `again`."""
+    if conn in _checked and not again:
+        return
+    with backend.POSTGRES.reading(conn):
+        row = conn.execute(PRECONDITIONS_SQL).fetchone()
+    if row is None:
+        raise PreconditionError("conversations.id has no sequence: make the log with create_schema")
+    sequence, cache, triggers = row
+    if cache != 1:
+        raise PreconditionError(
+            f"sequence {sequence} caches {cache} ids per session, so an id can be taken before "
+            f"the transaction that inserts it exists and the xmin horizon wait would pass it: "
+            f"ALTER SEQUENCE {sequence} CACHE 1"
+        )
+    if triggers != 2:
+        raise PreconditionError(
+            f"the id triggers on conversations (sequence {sequence}) are missing or disabled, so "
+            "an id can be taken before its transaction has an xact id: run create_schema again"
+        )
+    _checked.add(conn)
 
 
 def transaction_open(conn: psycopg.Connection[Any]) -> bool:
