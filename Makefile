@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
 SITE_STAMP := $(VENV)/.installed-site
 SITE_OUT ?= build/site
+# No bytecode at install time (about 130 MB for the reader's install): Python writes it on first
+# import, for the modules that run.
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -21,21 +24,21 @@ START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PIP_INSTALL) --upgrade pip
 
 # The reader's install: what reading and running the notebooks needs, no test or site tools.
 $(LAB_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[notebooks]'
+	$(PIP_INSTALL) -e '.[notebooks]'
 	@touch $(LAB_STAMP)
 
 # The test stack on top of the reader's install.
 $(STAMP): pyproject.toml $(LAB_STAMP)
-	$(PY) -m pip install --quiet -e '.[notebooks,dev]'
+	$(PIP_INSTALL) -e '.[notebooks,dev]'
 	@touch $(STAMP)
 
 # The site tools on top of the reader's install.
 $(SITE_STAMP): pyproject.toml $(LAB_STAMP)
-	$(PY) -m pip install --quiet -e '.[notebooks,site]'
+	$(PIP_INSTALL) -e '.[notebooks,site]'
 	@touch $(SITE_STAMP)
 
 # With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
