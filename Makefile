@@ -22,9 +22,11 @@ START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 .PHONY: lab serve figures test lint exercises bench bench-smoke strip site site-test clean
 
+# Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
+	$(PY) -m pip uninstall --quiet --yes setuptools
 
 # The reader's install: what reading and running the notebooks needs, no test or site tools.
 $(LAB_STAMP): pyproject.toml | $(PY)
