@@ -33,15 +33,15 @@ $(LAB_STAMP): pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e '.[notebooks]'
 	@touch $(LAB_STAMP)
 
-# The test stack on top of the reader's install.
-$(STAMP): pyproject.toml $(LAB_STAMP)
+# The test stack on top of the reader's install (one pip run installs both).
+$(STAMP): pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e '.[notebooks,dev]'
-	@touch $(STAMP)
+	@touch $(LAB_STAMP) $(STAMP)
 
-# The site tools on top of the reader's install.
-$(SITE_STAMP): pyproject.toml $(LAB_STAMP)
+# The site tools on top of the reader's install (one pip run installs both).
+$(SITE_STAMP): pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e '.[notebooks,site]'
-	@touch $(SITE_STAMP)
+	@touch $(LAB_STAMP) $(SITE_STAMP)
 
 # With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
 # server or CI) the main job is the figure build; `make serve` starts the server headless anyway.

@@ -3,8 +3,8 @@
 1. Stage into OUT/src what the site shows, laid out as in the repository so every relative
    link resolves: the README (the front page), CONTRIBUTING, the docs pages and figures,
    notebooks/NN_*.ipynb, the exercise solution notebooks and their student copies (answers
-   blanked, as `make exercises` writes them).
-2. Execute every staged notebook in place, a few kernels at a time; part three's notebooks share
+   blanked, as `make exercises` writes them; shown as a learner gets them, not executed).
+2. Execute the lessons and the solutions in place, a few kernels at a time; part three's share
    one PostgreSQL server (`labkit.pg.server()`, passed on as LABKIT_PG_DSN). Each widget's
    output becomes its first view, drawn from the widget state as its cell left it
    (site/widget_view.py).
@@ -84,7 +84,7 @@ def stage(src: Path) -> list[Path]:
     _link_exercise_pairs(exercises, src / "exercises" / "student")
     readme = SITE_LINK.sub(r"\1", (ROOT / "README.md").read_text(encoding="utf-8"))
     (src / "index.md").write_text(readme + _toctrees(src, lessons, exercises), encoding="utf-8")
-    return [*lessons.values(), *exercises.values(), *numbered(src / "exercises" / "student").values()]
+    return [*lessons.values(), *exercises.values()]  # student copies are shown unexecuted
 
 
 def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -> str:
