@@ -82,7 +82,7 @@ def stage(src: Path) -> list[Path]:
     lessons = numbered(src / "notebooks")
     exercises = numbered(src / "exercises" / "solutions")
     _link_exercise_pairs(exercises, src / "exercises" / "student")
-    readme = SITE_LINK.sub(r"\1", (ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = SITE_LINK.sub(r"`\1`", (ROOT / "README.md").read_text(encoding="utf-8"))
     (src / "index.md").write_text(readme + _toctrees(src, lessons, exercises), encoding="utf-8")
     return [*lessons.values(), *exercises.values()]  # student copies are shown unexecuted
 
