@@ -40,8 +40,8 @@ PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("Part two · the catalog watermark with ballots", (4, 5, 6)),
     ("Part three · the same lessons on PostgreSQL", (7, 8)),
 )
-REFERENCE = ("run-it-yourself", "docs/glossary", "docs/instructor", "docs/benchmarks",
-             "docs/figures", "CONTRIBUTING")
+# The reference pages: these docs first, in this order, then any other docs/*.md by name.
+REFERENCE_DOCS = ("glossary", "instructor", "benchmarks", "figures")
 NUMBER = re.compile(r"^(?:ex)?(\d\d)_")
 SITE_LINK = re.compile(r"\[([^\]]+)\]\(build/site/[^)]*\)")  # the README's link to this site
 
@@ -107,7 +107,9 @@ def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -
                 entries.append(doc(src / "exercises" / "student" / exercises[n].name))
         blocks.append((caption, entries))
     blocks.append(("Solutions", [doc(p) for p in exercises.values()]))
-    blocks.append(("Reference", list(REFERENCE)))
+    docs = sorted(p.stem for p in (src / "docs").glob("*.md"))
+    docs = [d for d in REFERENCE_DOCS if d in docs] + [d for d in docs if d not in REFERENCE_DOCS]
+    blocks.append(("Reference", ["run-it-yourself", *(f"docs/{d}" for d in docs), "CONTRIBUTING"]))
     return "".join(
         f"\n\n```{{toctree}}\n:caption: {caption}\n:hidden:\n\n" + "\n".join(entries) + "\n```\n"
         for caption, entries in blocks
