@@ -258,15 +258,39 @@ class Outcome:
         return f"ballot {self.ballot_id}: {self.reason or 'commit'} → head v{self.version}"
 
 
+def _shown(value: Any) -> str:
+    """A caller's value in an error message: short, and never an int too long to print."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit int"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _int_in_range(
+    value: Any,
+    name: str,
+    wrong_type: type[Exception],
+    out_of_range: type[Exception] = ValueError,
+    low: int = SQLITE_INT_MIN,
+) -> int:
+    """`value` as a Python int in [low, SQLite's 64-bit max], else one line naming `name`;
+    bools, floats and strings are refused (`wrong_type`), never coerced."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise wrong_type(f"{name} must be an int, got {type(value).__name__} {_shown(value)}")
+    value = int(value)
+    if not low <= value <= SQLITE_INT_MAX:
+        raise out_of_range(f"{name} {_shown(value)} is outside [{low}, {SQLITE_INT_MAX}]")
+    return value
+
+
+def _ballot_id(value: Any, where: str) -> int:
+    """A ballot id handed to `where` by a caller: an int in range, else `TypeError`."""
+    return _int_in_range(value, f"{where}: ballot_id", TypeError)
+
+
 def _fence_int(response: Response, name: str) -> int:
     """One of the three fence fields as a Python int in SQLite's range, or `ResponseError`."""
-    value = getattr(response, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ResponseError(f"response {name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if not SQLITE_INT_MIN <= value <= SQLITE_INT_MAX:
-        raise ResponseError(f"response {name} {value} is outside SQLite's 64-bit integer range")
-    return value
+    return _int_in_range(getattr(response, name), f"response {name}", ResponseError, ResponseError)
 
 
 def _check_envelope(response: Response) -> tuple[int, int, int]:
@@ -320,8 +344,7 @@ class WatermarkLoop:
         clock: Callable[[], float] = time.time,
         genesis_tools: Sequence[Any] = (),
     ) -> None:
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        window = _int_in_range(window, "window", TypeError, low=1)
         self.conn = conn
         self.window = window
         self.clock = clock
@@ -500,8 +523,10 @@ class WatermarkLoop:
     def abandon(self, ballot_id: int) -> bool:
         """Give up an in-flight ballot (e.g. stalled); a later response for it is unknown.
 
-        Returns False if the ballot was not in flight.
+        Returns False if the ballot was not in flight. A `ballot_id` that is not an int (a bool,
+        float or str is refused, not coerced) raises `TypeError` and changes nothing.
         """
+        ballot_id = _ballot_id(ballot_id, "abandon()")
         with self._deciding():
             cur = self._d.execute(self.conn, ABANDON_SQL, (self.clock(), ballot_id))
         return cur.rowcount == 1
@@ -511,6 +536,6 @@ class WatermarkLoop:
 
         If `old` is still in flight it is abandoned first, so its late response is refused.
         """
-        old_id = old if isinstance(old, int) else old.ballot_id
+        old_id = old.ballot_id if isinstance(old, Outcome | Ballot) else _ballot_id(old, "replay()")
         self.abandon(old_id)
         return self.reserve(replay_of=old_id)

@@ -149,6 +149,37 @@ class TerminalStateError(TransitionError):
         )
 
 
+MAX_SHARD_KEY_BYTES = 1024
+SQL_INT_MAX = 2**63 - 1
+
+
+def shard_key(value: Any, where: str) -> str:
+    """A shard key handed to `where`, checked before it reaches a driver: a str of at most
+    `MAX_SHARD_KEY_BYTES` UTF-8 bytes with no NUL (PostgreSQL text cannot hold one) and no lone
+    surrogate; quotes and any other Unicode are fine. One line naming the argument otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: channel_key must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{where}: channel_key contains a NUL character, which PostgreSQL text cannot hold")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"{where}: channel_key contains a lone surrogate, not valid Unicode text") from None
+    if size > MAX_SHARD_KEY_BYTES:
+        raise ValueError(f"{where}: channel_key is {size} bytes; at most {MAX_SHARD_KEY_BYTES}")
+    return value
+
+
+def whole(value: Any, name: str, where: str) -> int:
+    """An id or a coverage base handed to `where`: an int in SQL's 64-bit range (a bool, float
+    or str is refused, never coerced). One line naming the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where}: {name} must be an int, got {type(value).__name__}")
+    if not -SQL_INT_MAX - 1 <= value <= SQL_INT_MAX:
+        raise ValueError(f"{where}: {name} is outside the 64-bit range of an id")
+    return value
+
+
 class HorizonError(RuntimeError):
     """`delivered_frontier` on PostgreSQL was called where its xmin horizon wait cannot be sound."""
 
@@ -195,13 +226,15 @@ def enqueue(
     row becomes visible, which is what part three's writers need).
     """
     d = backend.dialect(conn)
+    channel_key = shard_key(channel_key, "enqueue")
+    priority = whole(priority, "priority", "enqueue")
     with nullcontext() if d.is_postgres else d.atomic(conn):
-        return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, int(priority)))
+        return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, priority))
 
 
 def status_of(conn: backend.Connection, row_id: int) -> str:
     """Current status of one row; `TransitionError` if there is no such row."""
-    rows = fetch(conn, STATUS_SQL, (row_id,))
+    rows = fetch(conn, STATUS_SQL, (whole(row_id, "row_id", "status_of"),))
     if not rows:
         raise TransitionError(f"conversation {row_id} does not exist")
     return str(rows[0][0])
@@ -212,6 +245,7 @@ def _transition(
 ) -> None:
     """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
     first, last = allowed[0], allowed[-1]  # one or two allowed source statuses
+    row_id = whole(row_id, "row_id", f"mark {to}")
     d = backend.dialect(conn)
     with d.atomic(conn):
         if d.execute(conn, TRANSITION_SQL, (to, row_id, first, last)).rowcount == 1:
@@ -245,6 +279,8 @@ def dispatch_next(conn: backend.Connection, channel_key: str | None = None) -> i
     row another worker holds (FOR UPDATE SKIP LOCKED).
     """
     d = backend.dialect(conn)
+    if channel_key is not None:
+        channel_key = shard_key(channel_key, "dispatch_next")
     any_shard, one_shard = DISPATCH[d.name]
     with d.atomic(conn):
         if channel_key is None:
@@ -260,6 +296,7 @@ def redrive(conn: backend.Connection, row_id: int) -> int:
     The failed row stays failed, so a frontier that already passed it never has to move back.
     """
     d = backend.dialect(conn)
+    row_id = whole(row_id, "row_id", "redrive")
     with d.atomic(conn):
         row = d.execute(conn, REDRIVE_READ_SQL, (row_id,)).fetchone()
         if row is None:
@@ -288,6 +325,8 @@ def delivered_frontier(
     On PostgreSQL it is also commit-order safe: it never passes an id that a transaction still
     in progress may yet commit (the xmin horizon wait, `horizon_frontier`).
     """
+    channel_key = shard_key(channel_key, "delivered_frontier")
+    coverage_base = whole(coverage_base, "coverage_base", "delivered_frontier")
     if backend.dialect(conn).is_postgres:
         return horizon_frontier(conn, channel_key, coverage_base).frontier
     # SQLite reads need no transaction: the one statement, straight (this is the hot path)
@@ -302,7 +341,7 @@ def max_delivered_watermark(conn: backend.Connection, channel_key: str) -> int |
     this value jumps past still-open rows, which then become orphans: terminal, yet in no
     summary, forever. Never use it as a checkpoint. None if nothing was delivered.
     """
-    value = fetch(conn, MAX_DELIVERED_SQL, (channel_key,))[0][0]
+    value = fetch(conn, MAX_DELIVERED_SQL, (shard_key(channel_key, "max_delivered_watermark"),))[0][0]
     return None if value is None else int(value)
 
 
@@ -314,7 +353,9 @@ def id_order_frontier(conn: backend.Connection, channel_key: str, base: int = 0)
     PostgreSQL it passes an id whose transaction has not committed yet: the row shows up later
     below the frontier and is orphaned (notebook 07).
     """
-    return int(fetch(conn, FRONTIER_LOOKUP_SQL, {"key": channel_key, "base": base})[0][0])
+    key = shard_key(channel_key, "id_order_frontier")
+    base = whole(base, "base", "id_order_frontier")
+    return int(fetch(conn, FRONTIER_LOOKUP_SQL, {"key": key, "base": base})[0][0])
 
 
 # --- the xmin horizon wait (PostgreSQL) ------------------------------------------------------
@@ -358,6 +399,8 @@ def horizon_frontier(
     id while a younger one still holds a smaller id, and then nothing visible marks the hole.
     """
     d = backend.require(conn, "horizon_frontier", "postgres")
+    channel_key = shard_key(channel_key, "horizon_frontier")
+    base = whole(base, "base", "horizon_frontier")
     fpg.check_preconditions(conn)
     outer = fpg.transaction_open(conn)
     if outer and conn.execute(fpg.OWN_XACT_SQL).fetchone()[0] is not None:

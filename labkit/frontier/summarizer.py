@@ -78,7 +78,7 @@ def _check_policy(conn: backend.Connection, policy: str) -> None:
 def coverage_end(conn: backend.Connection, channel_key: str, policy: str = "frontier") -> int:
     """The shard's stored checkpoint under `policy` (0 before its first summary)."""
     _check_policy(conn, policy)
-    rows = fr.fetch(conn, COVERAGE_SQL, (channel_key, policy))
+    rows = fr.fetch(conn, COVERAGE_SQL, (fr.shard_key(channel_key, "coverage_end"), policy))
     return int(rows[0][0]) if rows else 0
 
 
@@ -105,8 +105,10 @@ def summarize_range(
     below coverage in no summary (orphans).
     """
     _check_policy(conn, policy)
+    channel_key = fr.shard_key(channel_key, "summarize_range")
     if end is None:
         end = proposed_end(conn, channel_key, policy)
+    end = fr.whole(end, "end", "summarize_range")
     d = backend.dialect(conn)
     with d.atomic(conn):
         start = coverage_end(conn, channel_key, policy)
@@ -128,6 +130,7 @@ def summarize_range(
 def summaries(conn: backend.Connection, channel_key: str, policy: str) -> list[Summary]:
     """Every summary of the shard under `policy`, oldest first."""
     _check_policy(conn, policy)
+    channel_key = fr.shard_key(channel_key, "summaries")
     out = []
     for sid, start, end in fr.fetch(conn, SUMMARIES_SQL, (channel_key, policy)):
         items = tuple(int(r[0]) for r in fr.fetch(conn, SUMMARY_ITEMS_SQL, (sid,)))
