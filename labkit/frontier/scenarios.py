@@ -188,33 +188,75 @@ def replay_scenario(scenario: Scenario, upto: int | None = None) -> sqlite3.Conn
     return conn
 
 
+# What one run may hold, named in the refusal: the timeline has a row per (step, tracked shard),
+# and each row a status map of its shard's rows (shared between rows while a shard is unchanged).
+MAX_TIMELINE_ROWS = 500_000
+MAX_STATUS_CELLS = 10_000_000
+
+
+def check_size(scenario: Scenario) -> None:
+    """Refuse, before anything runs, a scenario whose timeline would outgrow the limits above
+    (a 100k-event, 50-shard file once grew to 4 GB in a minute); the error names the limit."""
+    steps = len(scenario.events) + 1
+    rows = steps * len(scenario.tracked_shards)
+    if rows > MAX_TIMELINE_ROWS:
+        raise ScenarioError(
+            scenario.source, "events", None,
+            f"the timeline would have {rows:,} rows ({steps:,} steps x "
+            f"{len(scenario.tracked_shards)} tracked shards); at most {MAX_TIMELINE_ROWS:,}: "
+            "split the scenario or use fewer shards",
+        )
+    grown = sum(1 for ev in scenario.events if ev["op"] in ("enqueue", "redrive"))
+    cells = steps * (len(scenario.messages) + grown)
+    if cells > MAX_STATUS_CELLS:
+        raise ScenarioError(
+            scenario.source, "messages", None,
+            f"{steps:,} steps over up to {len(scenario.messages) + grown:,} rows would record "
+            f"{cells:,} row statuses; at most {MAX_STATUS_CELLS:,}: split the scenario",
+        )
+
+
+def _touched(conn: sqlite3.Connection, ev: dict[str, Any], result: int | None) -> set[str]:
+    """The shards whose state `ev` may have changed (its row's shard, or the shards named)."""
+    ids = [i for i in (ev.get("id"), result) if isinstance(i, int)]
+    shards = {ev["shard"]} if "shard" in ev else set()
+    for row_id in ids:
+        shards.update(r[0] for r in fr.fetch(conn, SHARD_OF_SQL, (row_id,)))
+    return shards
+
+
+SHARD_OF_SQL = "SELECT channel_key FROM conversations WHERE id = ?"
+
+
 def run_scenario(scenario: Scenario) -> pd.DataFrame:
     """Step the scenario on a fresh in-memory SQLite log; one row per (step, tracked shard).
 
     Step 0 is the initial log; step k is after `events[k-1]`. `check` events are verified
-    (a mismatch raises `ScenarioCheckError`); a refused transition raises `ScenarioError`.
+    (a mismatch raises `ScenarioCheckError`); a refused transition raises `ScenarioError`, and
+    so does a scenario too big to hold (`check_size`). Only the shards an event touched are
+    read again; the others keep their last state (the same objects, not copies).
     Columns: step, event (label), op, shard, statuses ({id: status} of the shard's rows),
     max_watermark (Int64, NA before any delivery), frontier (from the frontier policy's
     coverage_end), then per policy (`POLICY_COLUMNS`) coverage_frontier, coverage_max,
     orphans_frontier, orphans_max (counts) and orphan_ids_frontier, orphan_ids_max (tuples).
     """
+    check_size(scenario)
     conn = fr.connect()  # a fresh in-memory log with the schema, opened the one way (labkit.db)
     try:
         _enqueue_messages(conn, scenario)
-        records = [
-            {"step": 0, "event": "start", "op": "start_log", **shard_state(conn, key)}
-            for key in scenario.tracked_shards
-        ]
+        states = {key: shard_state(conn, key) for key in scenario.tracked_shards}
+        records = [{"step": 0, "event": "start", "op": "start_log", **s} for s in states.values()]
         for k, ev in enumerate(scenario.events):
             entry = f"events[{k}]"
             result = _apply_event(conn, scenario, ev, entry)
-            for key in scenario.tracked_shards:
-                state = shard_state(conn, key)
-                if ev["op"] == "check" and ev["shard"] == key:
-                    _verify(scenario, ev, entry, state)
-                records.append(
-                    {"step": k + 1, "event": _label(ev, result), "op": ev["op"], **state}
-                )
+            changed = scenario.tracked_shards if ev["op"] == "summarize" else _touched(conn, ev, result)
+            for key in changed:
+                if key in states:
+                    states[key] = shard_state(conn, key)
+            if ev["op"] == "check":
+                _verify(scenario, ev, entry, states[ev["shard"]])
+            label = _label(ev, result)
+            records += [{"step": k + 1, "event": label, "op": ev["op"], **s} for s in states.values()]
     finally:
         conn.close()
     df = pd.DataFrame.from_records(records)
