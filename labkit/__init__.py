@@ -6,7 +6,7 @@
 - `labkit.pg`: part three on a real PostgreSQL server (the server, commit order, stress, ballots across machines).
 - `labkit.docs`: the docs build (figures, figure specs, notebook file chores).
 - `labkit.plots`, `labkit.widgets`, `labkit.exercises`: figures, ipywidgets apps and workshop checks, one module per part.
-- shared: `db` (opening SQLite) and `backend` (the one SQLite/PostgreSQL seam); faces: `ballot`, `arrivals`.
+- shared: `db` (opening SQLite), `backend` (the one SQLite/PostgreSQL seam), `files` (writing by replace); faces: `ballot`, `arrivals`.
 """
 
 __all__ = ["__version__"]
