@@ -23,6 +23,58 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------
 
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def _guard_pg_server() -> None:
+    """Keep the `postgres` marker honest: a test that asks `labkit.pg` for a server (through
+    `server()`, `shared_server()` or the `pg_dsn` fixture) in this process fails unless it is
+    marked `postgres`, so `-m "not postgres"` really runs without one. Notebook kernels and
+    other child processes are out of its reach: those tests are marked by hand."""
+    from labkit import pg
+
+    real = pg.server
+
+    def server(*args: Any, **kwargs: Any) -> Any:
+        item = _running[-1] if _running else None
+        if item is not None and item.get_closest_marker("postgres") is None:
+            pytest.fail(
+                f"{item.nodeid} starts PostgreSQL (labkit.pg.server) but is not marked "
+                "`postgres`: add @pytest.mark.postgres",
+                pytrace=False,
+            )
+        return real(*args, **kwargs)
+
+    pg.server = server
+
+
+_guard_pg_server()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the `pg_dsn` fixture must be marked `postgres` (checked before any
+    server starts, so one unmarked test cannot fail the session's shared server for others)."""
+    unmarked = [
+        item.nodeid for item in items
+        if "pg_dsn" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("postgres") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the pg_dsn fixture but are not marked `postgres`: "
+            + ", ".join(unmarked)
+        )
+
+
 
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
