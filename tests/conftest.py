@@ -21,6 +21,50 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
 
+# --- parallel runs (pytest-xdist, `make test`) -------------------------------------------------
+
+# Tests that share an expensive set-up run on one worker, so it happens once per run; every
+# other test goes to whichever worker is free. (Not `xdist_group` marks: under pytest 9.2,
+# pytest-xdist 3.8's --dist loadgroup ignores them without a word.)
+SHARED_SETUP = {
+    "tests/browser/": "one JupyterLab and one Chromium (session fixtures)",
+    "tests/test_pg_stress.py": "the stress runs of every rule (a module fixture, about a minute)",
+    "tests/test_figures.py": "every docs figure built once (a module fixture)",
+}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n N`: load scheduling, with each SHARED_SETUP path kept whole on one worker."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((path for path in SHARED_SETUP if nodeid.startswith(path)), nodeid)
+
+    return SharedSetupScheduling(config, log)
+
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Check the `postgres` marks (below); under xdist, hand out the long tests first
+    (browser, then slow and notebook runs), so no worker starts one while the others are
+    running out of work."""
+    _check_pg_dsn_users(items)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("browser"):
+            return 0
+        return 1 if item.get_closest_marker("slow") or item.get_closest_marker("notebooks") else 2
+
+    items.sort(key=rank)  # stable: the collection order within each rank
+
+
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------
 
 _running: list[pytest.Item] = []
@@ -60,7 +104,7 @@ def _guard_pg_server() -> None:
 _guard_pg_server()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _check_pg_dsn_users(items: list[pytest.Item]) -> None:
     """A test that takes the `pg_dsn` fixture must be marked `postgres` (checked before any
     server starts, so one unmarked test cannot fail the session's shared server for others)."""
     unmarked = [
