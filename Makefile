@@ -17,6 +17,10 @@ START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 JOBS ?= auto
 PARALLEL := -n $(JOBS)
 FAST := not browser and not postgres and not notebooks and not slow
+# A test run starts dozens of Python processes (workers, kernels, JupyterLab, crash children):
+# let them cache compiled modules (__pycache__, git-ignored) even where the environment sets
+# PYTHONDONTWRITEBYTECODE, so each one does not compile labkit and the tests again.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip clean
 

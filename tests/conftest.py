@@ -28,7 +28,6 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 # pytest-xdist 3.8's --dist loadgroup ignores them without a word.)
 SHARED_SETUP = {
     "tests/browser/": "one JupyterLab and one Chromium (session fixtures)",
-    "tests/test_pg_stress.py": "the stress runs of every rule (a module fixture, about a minute)",
     "tests/test_figures.py": "every docs figure built once (a module fixture)",
 }
 
