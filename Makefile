@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine (Python 3.11+ and make):
 #   make lab    open the workbook in JupyterLab (builds the figures instead when there is no screen)
 #   make test   lint + every test (unit, property, notebooks, exercises, browser)
+#   make test-fast  the edit-test loop: no browser, PostgreSQL, notebooks or slow tests
 # Each installs only what it needs into .venv: `lab` the reader's install (the package and the
 # `notebooks` extra), `test` adds the `dev` extra, `site` the `site` extra.
 SHELL := /bin/bash
@@ -19,8 +20,17 @@ PORT ?= 8888
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Open on the first notebook rather than an empty launcher.
 START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
+# pytest-xdist: one worker per core (JOBS=0: no workers, all in this process). Which tests
+# share a worker is set in tests/conftest.py (pytest_xdist_make_scheduler).
+JOBS ?= auto
+PARALLEL := -n $(JOBS)
+FAST := not browser and not postgres and not notebooks and not slow
+# A test run starts dozens of Python processes (workers, kernels, JupyterLab, crash children):
+# let them cache compiled modules (__pycache__, git-ignored) even where the environment sets
+# PYTHONDONTWRITEBYTECODE, so each one does not compile labkit and the tests again.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: lab serve figures test lint exercises bench bench-smoke strip site site-test clean
+.PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip site site-test clean
 
 # Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
 $(PY):
@@ -64,7 +74,11 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest $(PARALLEL)
+
+# The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
+test-fast: $(STAMP)
+	$(PY) -m pytest $(PARALLEL) -m "$(FAST)"
 
 exercises: $(LAB_STAMP)
 	$(PY) -m labkit exercises

@@ -21,7 +21,102 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
 
+# --- parallel runs (pytest-xdist, `make test`) -------------------------------------------------
+
+# Tests that share an expensive set-up run on one worker, so it happens once per run; every
+# other test goes to whichever worker is free. (Not `xdist_group` marks: under pytest 9.2,
+# pytest-xdist 3.8's --dist loadgroup ignores them without a word.)
+SHARED_SETUP = {
+    "tests/browser/": "one JupyterLab and one Chromium (session fixtures)",
+    "tests/test_figures.py": "every docs figure built once (a module fixture)",
+}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n N`: load scheduling, with each SHARED_SETUP path kept whole on one worker."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((path for path in SHARED_SETUP if nodeid.startswith(path)), nodeid)
+
+    return SharedSetupScheduling(config, log)
+
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Check the `postgres` marks (below); under xdist, hand out the long tests first
+    (browser, then slow and notebook runs), so no worker starts one while the others are
+    running out of work."""
+    _check_pg_dsn_users(items)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("browser"):
+            return 0
+        return 1 if item.get_closest_marker("slow") or item.get_closest_marker("notebooks") else 2
+
+    items.sort(key=rank)  # stable: the collection order within each rank
+
+
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------
+
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def _guard_pg_server() -> None:
+    """Keep the `postgres` marker honest: a test that asks `labkit.pg` for a server (through
+    `server()`, `shared_server()` or the `pg_dsn` fixture) in this process fails unless it is
+    marked `postgres`, so `-m "not postgres"` really runs without one. Notebook kernels and
+    other child processes are out of its reach: those tests are marked by hand."""
+    from labkit import pg
+
+    real = pg.server
+
+    def server(*args: Any, **kwargs: Any) -> Any:
+        item = _running[-1] if _running else None
+        if item is not None and item.get_closest_marker("postgres") is None:
+            pytest.fail(
+                f"{item.nodeid} starts PostgreSQL (labkit.pg.server) but is not marked "
+                "`postgres`: add @pytest.mark.postgres",
+                pytrace=False,
+            )
+        return real(*args, **kwargs)
+
+    pg.server = server
+
+
+_guard_pg_server()
+
+
+def _check_pg_dsn_users(items: list[pytest.Item]) -> None:
+    """A test that takes the `pg_dsn` fixture must be marked `postgres` (checked before any
+    server starts, so one unmarked test cannot fail the session's shared server for others)."""
+    unmarked = [
+        item.nodeid for item in items
+        if "pg_dsn" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("postgres") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the pg_dsn fixture but are not marked `postgres`: "
+            + ", ".join(unmarked)
+        )
+
 
 
 @pytest.fixture(scope="session")

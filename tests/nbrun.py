@@ -5,6 +5,7 @@ Only the tests use this (nbclient is a dev dependency); labkit itself never exec
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,20 @@ def cell_errors(nb: Any) -> list[str]:
         for out in cell.get("outputs", [])
         if out.get("output_type") == "error"
     ]
+
+
+# A notebook that asks labkit.pg for a server starts PostgreSQL in its kernel (the embedded one,
+# or LABKIT_PG_DSN): the test that runs it must be marked `postgres` (conftest's guard cannot
+# see into a kernel).
+_ASKS_FOR_A_SERVER = re.compile(
+    r"\bpg\.(?:server|shared_server|server_or_reason)\(|\bfrom labkit\.pg import\b"
+)
+
+
+def starts_postgres(path: Path) -> bool:
+    """True if a code cell of the notebook at `path` asks `labkit.pg` for a server."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return bool(_ASKS_FOR_A_SERVER.search(code))

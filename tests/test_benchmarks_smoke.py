@@ -50,7 +50,14 @@ def _run(name: str, out: Path):
         pytest.skip(f"no PostgreSQL server: {exc}")
 
 
-@pytest.mark.parametrize("name", NAMES)
+# The pg_* benchmarks start their own PostgreSQL server (labkit.pg.server).
+SMOKE_RUNS = [
+    pytest.param(name, marks=[pytest.mark.postgres] if name.startswith("pg_") else [])
+    for name in NAMES
+]
+
+
+@pytest.mark.parametrize("name", SMOKE_RUNS)
 def test_benchmark_runs_small_and_writes_its_files(name: str, tmp_path: Path) -> None:
     result = _run(name, tmp_path)
     assert result.name == name

@@ -65,13 +65,14 @@ def _spawn(
     return subprocess.Popen(args, env=env, stderr=subprocess.PIPE)
 
 
-def _wait_ready(go: Path, procs: dict[str, subprocess.Popen[bytes]]) -> None:
-    """Return once every worker (by name) has opened its loop and said so."""
+def _release(procs: list[subprocess.Popen[bytes]], names: list[str], go: Path) -> None:
+    """Wait until every worker has opened its loop and stands at the start line, then say go."""
     deadline = time.monotonic() + 60
-    while not all(Path(f"{go}.{name}.ready").exists() for name in procs):
-        assert time.monotonic() < deadline, "workers never opened their loops"
-        assert all(p.poll() is None for p in procs.values()), "a worker died before it was ready"
+    while not all(Path(f"{go}.{name}.ready").exists() for name in names):
+        assert time.monotonic() < deadline, "workers never reached the start line"
+        assert all(p.poll() is None for p in procs), "a worker died before the start line"
         time.sleep(0.01)
+    go.touch()
 
 
 def _check_intact(db: Path) -> int:
@@ -95,11 +96,12 @@ def test_sigkill_mid_run_loses_no_commit_and_never_rewinds(tmp_path: Path) -> No
     reader = CatalogReader(connect(db), "parent", state=connect(tmp_path / "r.db"))
     heads = []
     for round_ in range(6):
-        Path(f"{go}.w.ready").unlink(missing_ok=True)
+        # The random moment counts from the start line, not from the process start: on a
+        # loaded machine starting Python and importing labkit alone can take longer than 0.4 s,
+        # and a worker killed before it opened the store left no catalog to check.
+        go = tmp_path / f"go{round_}"
         proc = _spawn(db, "w", window=2, target=10_000, go=go)
-        # The kill comes at a random moment of its work, however long starting took it (on a
-        # loaded machine, longer than the whole window).
-        _wait_ready(go, {"w": proc})
+        _release([proc], ["w"], go)
         time.sleep(rng.uniform(0.15, 0.4))
         proc.kill()  # SIGKILL on POSIX, TerminateProcess on Windows: no handler runs
         proc.wait()
@@ -121,8 +123,7 @@ def test_two_processes_commit_at_most_once_per_watermark(tmp_path: Path) -> None
     go = tmp_path / "go"
     catalog.create_schema(connect(db))
     procs = [_spawn(db, f"p{i}", window=3, target=150, go=go) for i in range(2)]
-    _wait_ready(go, {f"p{i}": p for i, p in enumerate(procs)})  # both at the start line
-    go.touch()
+    _release(procs, ["p0", "p1"], go)  # both at the line, then both go
     for proc in procs:
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
     # A worker checks the head outside its transaction, so the last round may overshoot the

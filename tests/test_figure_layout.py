@@ -9,6 +9,7 @@ canvas is text the reader does not see.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from unittest import mock
@@ -123,7 +124,15 @@ FIGURE_BUILDS: dict[str, Callable[[], Figure]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(FIGURE_BUILDS))
+# Part three's docs figures are drawn from runs on a real server (labkit.pg.shared_server).
+PG_SPECS = {spec.name for spec in SPECS if "shared_server" in inspect.getsource(spec.build)}
+LAYOUT_RUNS = [
+    pytest.param(name, marks=[pytest.mark.postgres] if name in PG_SPECS else [])
+    for name in FIGURE_BUILDS
+]
+
+
+@pytest.mark.parametrize("name", LAYOUT_RUNS)
 def test_every_text_lies_inside_the_canvas(name: str) -> None:
     found = overflows(FIGURE_BUILDS[name]())
     assert not found, _report(name, found)

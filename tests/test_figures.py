@@ -28,6 +28,7 @@ def test_build_prints_one_line_per_figure(tmp_path: Path, capsys: pytest.Capture
     assert [line.split(":")[0] for line in lines] == ["[1/2] busy_loop", "[2/2] arrival_explorer"]
 
 
+@pytest.mark.postgres  # the build draws part three's figures from a live server
 def test_second_build_is_byte_identical(fresh: tuple[Path, dict], tmp_path: Path) -> None:
     first, _ = fresh
     build_all(tmp_path)
@@ -49,6 +50,7 @@ def test_docs_reference_only_existing_figures() -> None:
             assert (DEFAULT_OUT / ref).is_file(), f"{page.name} shows {ref}, which is missing"
 
 
+@pytest.mark.postgres  # the build draws part three's figures from a live server
 def test_committed_figures_match_the_code(fresh: tuple[Path, dict]) -> None:
     """Data fingerprints always; bytes too when this matplotlib drew the committed ones."""
     _, rebuilt = fresh

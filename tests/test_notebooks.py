@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
-from nbrun import cell_errors, cell_text, execute_notebook
+from nbrun import cell_errors, cell_text, execute_notebook, starts_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -132,8 +132,20 @@ def run(path: Path, tmp_path: Path) -> nbformat.NotebookNode:
     return execute_notebook(work, timeout=60, cwd=tmp_path, allow_errors=True)
 
 
+# 07 and 08 start PostgreSQL in their kernel (pg.server_or_reason), so their runs are `postgres`.
+NOTEBOOK_RUNS = [
+    pytest.param(p, id=p.name, marks=[pytest.mark.postgres] if starts_postgres(p) else [])
+    for p in NOTEBOOKS
+]
+
+
+def test_the_part_three_notebooks_are_the_ones_marked_postgres() -> None:
+    marked = [p.values[0].stem for p in NOTEBOOK_RUNS if p.marks]
+    assert marked == [p.stem for p in NOTEBOOKS if p.stem.startswith(("07_", "08_"))]
+
+
 @pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", NOTEBOOK_RUNS)
 def test_notebook_runs_headless_and_shows_its_result(path: Path, tmp_path: Path) -> None:
     nb = run(path, tmp_path)
     assert cell_errors(nb) == [], f"{path.name}: cells raised"

@@ -15,16 +15,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 DELAYS = ps.Delays(fast_s=0.004, slow_share=0.2, slow_s=0.08)
 
 
-@pytest.fixture(scope="module")
-def results(pg_dsn: str) -> dict[str, ps.StressResult]:
-    return {
-        rule: ps.run_stress(pg_dsn, rule, writers=4, rows_per_writer=500, delays=DELAYS)
-        for rule in ps.RULES
-    }
+def stress(pg_dsn: str, rule: str, seed: int = 0) -> ps.StressResult:
+    """One stress run of `rule`: 4 writers x 500 rows. Each test runs its own rule, so under
+    pytest-xdist the runs (about 20 s each, mostly waiting) go to different workers."""
+    return ps.run_stress(pg_dsn, rule, writers=4, rows_per_writer=500, delays=DELAYS, seed=seed)
 
 
-def test_article_1_rule_orphans_rows_under_late_commits(results, pg_dsn: str) -> None:
-    naive = results["id_order"]
+def test_article_1_rule_orphans_rows_under_late_commits(pg_dsn: str) -> None:
+    naive = stress(pg_dsn, "id_order")
     assert naive.rows == 2000
     # Whether the summarizer runs inside a late commit's window is up to the scheduler: if the
     # first run lost nothing, the same test with the next random seeds must (it always has).
@@ -32,14 +30,14 @@ def test_article_1_rule_orphans_rows_under_late_commits(results, pg_dsn: str) ->
     for seed in (1, 2):
         if runs[-1].orphans:
             break
-        runs.append(ps.run_stress(pg_dsn, "id_order", writers=4, rows_per_writer=500,
-                                  delays=DELAYS, seed=seed))
+        runs.append(stress(pg_dsn, "id_order", seed=seed))
     assert runs[-1].orphans > 0, runs
 
 
 @pytest.mark.parametrize("rule", ["lock", "horizon"])
-def test_each_fix_loses_nothing_over_thousands_of_rows(results, rule: str) -> None:
-    assert results[rule].rows == 2000 and results[rule].orphans == 0
+def test_each_fix_loses_nothing_over_thousands_of_rows(pg_dsn: str, rule: str) -> None:
+    result = stress(pg_dsn, rule)
+    assert result.rows == 2000 and result.orphans == 0
 
 
 def test_unknown_rule_is_refused(pg_dsn: str) -> None:
