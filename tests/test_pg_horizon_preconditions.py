@@ -18,8 +18,10 @@ def test_a_cached_sequence_is_refused_by_create_schema_and_the_frontier(pg_conne
     fr.delivered_frontier(conn, "a")  # a sound log: checked once, passes
     conn.execute("ALTER TABLE conversations ALTER COLUMN id SET CACHE 50")
     with pytest.raises(fpg.PreconditionError, match=r"sequence \S*conversations_id_seq caches 50"):
+        fr.delivered_frontier(conn, "a")  # the connection that passed before sees the change
+    with pytest.raises(fpg.PreconditionError, match=r"sequence \S*conversations_id_seq caches 50"):
         fr.create_schema(conn)
-    fresh = pg_connect(autocommit=True)  # a new connection checks again
+    fresh = pg_connect(autocommit=True)
     with pytest.raises(fpg.PreconditionError, match="ALTER SEQUENCE .* CACHE 1$") as info:
         fr.delivered_frontier(fresh, "a")
     assert "\n" not in str(info.value)
@@ -41,7 +43,7 @@ def test_an_id_taken_before_its_insert_is_refused_by_the_schema(pg_connect) -> N
     later = pg_connect()
     fr.enqueue(later, "a", 1)  # another row takes a larger id meanwhile
     later.commit()
-    with pytest.raises(psycopg.errors.CheckViolation, match=f"id {taken} was taken before"):
+    with pytest.raises(psycopg.errors.CheckViolation, match=f"id {taken} was not taken from the sequence by this INSERT"):
         early.execute(
             "INSERT INTO conversations (id, channel_key, direction, status, priority)"
             " OVERRIDING SYSTEM VALUE VALUES (%s, 'a', 'inbound', 'pending', 1)",
@@ -69,3 +71,19 @@ def test_without_the_statement_trigger_the_row_trigger_refuses_every_insert(pg_c
     with pytest.raises(psycopg.errors.CheckViolation, match="did not run"):
         fr.enqueue(conn, "a", 1)
     conn.rollback()
+
+
+@pytest.mark.parametrize("explicit", [10**6, 1])
+def test_an_explicit_id_is_refused_above_the_sequence_too(pg_connect, explicit: int) -> None:
+    conn = pg_connect()
+    fr.enqueue(conn, "a", 1)
+    conn.commit()
+    fresh = pg_connect()  # a session that never took an id itself
+    for c in (conn, fresh):
+        with pytest.raises(psycopg.errors.CheckViolation, match="was not taken from the sequence"):
+            c.execute(
+                "INSERT INTO conversations (id, channel_key, direction, status, priority)"
+                " OVERRIDING SYSTEM VALUE VALUES (%s, 'a', 'inbound', 'pending', 1)",
+                (explicit,),
+            )
+        c.rollback()

@@ -107,3 +107,33 @@ def test_the_checkers_connection_is_untouched_by_a_read_and_updated_by_a_write()
         sandbox.run(conn, "DELETE FROM conversations")
     assert conn.execute("SELECT COUNT(*) FROM conversations").fetchone() == (2,)
     assert isinstance(conn, sqlite3.Connection)
+
+
+class Evil:
+    """An answer whose unpickling would run code in whoever unpickles it."""
+
+    def __reduce__(self):
+        return (exec, ("import time; time.sleep(30)",))
+
+
+class SlowStr(str):
+    def __eq__(self, other: object) -> bool:
+        time.sleep(30)
+        return False
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("answer", [Evil, lambda: SlowStr("commit")], ids=["reduce", "str-subclass"])
+def test_only_plain_data_comes_back_so_no_learner_code_runs_in_the_checker(answer) -> None:
+    start = time.monotonic()
+    fb = exs.apply_rule_ex.check(lambda inflight, head, response: answer())
+    assert time.monotonic() - start < LOOSE_S
+    assert fb.status == "incorrect" and "not a plain value" in fb.message, fb.message
+
+
+def test_data_crosses_the_wall_exactly() -> None:
+    value = [None, True, 3, 2.5, "s", b"\x00b", (1, (2,)), {1: "a", "k": [1]}]
+    assert walls.decode(walls.encode(value)) == value
+    with pytest.raises(TypeError, match="SlowStr"):
+        walls.encode(SlowStr("x"))

@@ -10,7 +10,6 @@ labkit bug and surfaces as one.
 from __future__ import annotations
 
 import html
-import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -73,8 +72,9 @@ def learner_call(what: str, func: Callable[..., Any], *args: Any) -> Any:
 
 @dataclass(frozen=True)
 class Call:
-    """One call of the learner's function: what it returned, the arguments as it left them (a
-    function may change a dict it was given), or, for the call that failed, why."""
+    """One call of the learner's function: what it returned, its dict and list arguments as it
+    left them (a function may change a dict it was given; other arguments come back as None),
+    or, for the call that failed, why."""
 
     value: Any
     args: tuple[Any, ...]
@@ -84,38 +84,42 @@ class Call:
 def learner_calls(func: Callable[..., Any], arg_sets: Iterable[tuple[Any, ...]]) -> list[Call]:
     """`func(*args)` for each argument tuple in turn, all in one walled child.
 
-    Stops at the first call that raises or hits a wall: that call is last, with its `error`
-    ("raised KeyError: 'k'", "ran longer than 2 s, so it was stopped").
+    Stops at the first call that raises, returns something that is not plain data, or hits a
+    wall: that call is last, with its `error` ("raised KeyError: 'k'", "ran longer than 2 s,
+    so it was stopped"). Only plain data crosses back (`walls.encode`): nothing the learner
+    made runs in the checking process.
     """
     arg_sets = list(arg_sets)
 
-    def task() -> list[Call]:
-        done = []
+    def task() -> list[list[Any]]:
+        done: list[list[Any]] = []
         for args in arg_sets:
             try:
                 value = func(*args)
             except MemoryError:
                 mb = walls.MEMORY_BYTES // 2**20
-                done.append(Call(None, (), f"needed more than {mb} MB of memory, so it was stopped"))
+                done.append([None, None, f"needed more than {mb} MB of memory, so it was stopped"])
                 break
             except Exception as exc:  # noqa: BLE001 - the learner's exception, whatever it is
-                done.append(Call(None, args, f"raised {type(exc).__name__}: {exc}"))
+                done.append([None, None, f"raised {type(exc).__name__}: {exc}"])
                 break
+            kept = [a if type(a) in (dict, list) else None for a in args]
             try:
-                pickle.dumps((value, args))
-            except Exception:  # noqa: BLE001 - a generator, a lambda, an open file, ...
+                walls.encode([value, kept])
+            except (TypeError, RecursionError):
                 kind = type(value).__name__
-                done.append(Call(None, (), f"returned a {kind}, not a plain value to check"))
+                done.append([None, None, f"returned a {kind}, not a plain value to check"])
                 break
-            done.append(Call(value, args))
+            done.append([value, kept, None])
         return done
 
     try:
-        return walls.run_walled(task)
-    except walls.Raised as exc:  # the values could not come back, or a BaseException
-        return [Call(None, arg_sets[0], f"raised {exc}")]
+        answers = walls.run_walled(task)
+    except walls.Raised as exc:
+        return [Call(None, (), f"raised {exc}")]
     except walls.Stopped as exc:
-        return [Call(None, arg_sets[0], str(exc))]
+        return [Call(None, (), str(exc))]
+    return [Call(value, tuple(kept or ()), error) for value, kept, error in answers]
 
 
 SHOWN_CHARS = 80

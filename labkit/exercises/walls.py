@@ -11,8 +11,11 @@ caller sets itself (SQLite's progress handler); the README says so.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import io
+import json
 import multiprocessing
 import os
 import sys
@@ -65,7 +68,9 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
 
     Raises `Raised` if the task raised, `TimeLimit` after `seconds` (the child is killed at
     `seconds + GRACE_S`, not asked), `MemoryLimit`, or `Crashed`. Whatever the task printed is
-    printed here. The value must be picklable (`Raised` says so when it is not).
+    printed here. The value comes back as data, never as objects: only None, bool, int, float,
+    str, bytes, and lists, tuples and dicts of them (exact types, no subclasses), sent as JSON,
+    so nothing the learner's code made runs in this process (`Raised` names anything else).
     """
     if not can_fork():
         return _answer(_attempt(task), seconds)
@@ -82,10 +87,11 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
             child.kill()
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
         try:
-            message = receive.recv()
-        except EOFError:
+            raw = receive.recv_bytes(MAX_ANSWER_BYTES)
+        except (EOFError, OSError):
             child.join()
             raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+        message = _read_answer(raw)
     finally:
         child.join()
         receive.close()
@@ -117,25 +123,62 @@ def _attempt(task: Callable[[], Any]) -> tuple[str, Any, str]:
         return "raised", (type(exc).__name__, str(exc)), out.getvalue()
 
 
+MAX_ANSWER_BYTES = 256 * 2**20
+
+
+def encode(value: Any) -> Any:
+    """`value` as JSON-ready data, tagging what JSON lacks (tuples, bytes, dicts with other
+    keys); `TypeError` naming anything that is not plain data (subclasses included)."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [encode(v) for v in value]
+    if kind is tuple:
+        return {"t": [encode(v) for v in value]}
+    if kind is bytes:
+        return {"b": base64.b64encode(value).decode("ascii")}
+    if kind is dict:
+        return {"d": [[encode(k), encode(v)] for k, v in value.items()]}
+    raise TypeError(f"a {kind.__name__}, not plain data")
+
+
+def decode(data: Any) -> Any:
+    """The inverse of `encode`, on data only: builds nothing but builtin values."""
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if isinstance(data, dict):
+        (tag, body), = data.items()
+        if tag == "t":
+            return tuple(decode(v) for v in body)
+        if tag == "b":
+            return base64.b64decode(body)
+        return {decode(k): decode(v) for k, v in body}
+    return data
+
+
+def _read_answer(raw: bytes) -> tuple[str, Any, str]:
+    """The child's message, decoded as data; a malformed one is the child's failure."""
+    try:
+        kind, payload, printed = json.loads(raw)
+        return str(kind), decode(payload), str(printed)
+    except (ValueError, TypeError, KeyError, RecursionError, binascii.Error) as exc:
+        return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})"), ""
+
+
 def _child(send: Any, task: Callable[[], Any], memory: int) -> None:
     """In the forked child: cap memory, run the task, send one message, exit at once."""
     sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
     _cap_memory(memory)
-    message = _attempt(task)
+    kind, value, printed = _attempt(task)
     try:
-        send.send(message)
-    except Exception as exc:  # noqa: BLE001 - e.g. a value that cannot be pickled
-        value = message[1]
-        send.send(("raised", ("TypeError", _unsendable(value, exc)), message[2]))
+        raw = json.dumps([kind, encode(value), printed]).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = f"returned {exc}, which cannot be passed back to the checker; return plain data"
+        raw = json.dumps(["raised", {"t": ["TypeError", problem]}, printed]).encode("utf-8")
+    send.send_bytes(raw)
     send.close()
     os._exit(0)
-
-
-def _unsendable(value: Any, exc: Exception) -> str:
-    return (
-        f"returned a {type(value).__name__}, which cannot be passed back to the checker "
-        f"({type(exc).__name__}); return a plain value"
-    )
 
 
 def _cap_memory(extra: int) -> None:

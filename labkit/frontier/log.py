@@ -189,7 +189,7 @@ def create_schema(conn: backend.Connection) -> None:
     if backend.dialect(conn).is_postgres:
         with conn.transaction():
             conn.execute(fpg.SCHEMA_SQL)
-        fpg.check_preconditions(conn, again=True)
+        fpg.check_preconditions(conn)
     else:
         conn.executescript(SCHEMA_SQL)
 

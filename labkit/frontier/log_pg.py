@@ -16,7 +16,6 @@ own when the connection is idle and nest as a savepoint inside a caller's transa
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import labkit.backend as backend
@@ -43,9 +42,10 @@ CREATE TABLE IF NOT EXISTS conversations (
 CREATE OR REPLACE FUNCTION labkit_take_xact_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_current_xact_id();
+    PERFORM set_config('labkit.id_seq',
+        pg_get_serial_sequence(format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), 'id'), true);
     PERFORM set_config('labkit.id_floor', COALESCE(pg_sequence_last_value(
-        pg_get_serial_sequence(format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME), 'id')::regclass
-    ), 0)::text, true);
+        current_setting('labkit.id_seq')::regclass), 0)::text, true);
     RETURN NULL;
 END $$;
 CREATE OR REPLACE TRIGGER conversations_xact_id_first
@@ -54,15 +54,21 @@ CREATE OR REPLACE TRIGGER conversations_xact_id_first
 CREATE OR REPLACE FUNCTION labkit_id_taken_here() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     floor bigint := NULLIF(current_setting('labkit.id_floor', true), '')::bigint;
+    given bigint;
 BEGIN
     IF floor IS NULL THEN
         RAISE EXCEPTION 'conversations: the statement trigger conversations_xact_id_first did '
             'not run; run create_schema again' USING ERRCODE = 'check_violation';
     END IF;
-    IF NEW.id <= floor THEN
-        RAISE EXCEPTION 'conversations: id % was taken before this INSERT began; an id must come '
-            'from the sequence inside the inserting statement (the xmin horizon wait relies on '
-            'it)', NEW.id USING ERRCODE = 'check_violation';
+    BEGIN
+        given := currval(current_setting('labkit.id_seq'));
+    EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        given := NULL;  -- this session never took an id: NEW.id came from elsewhere
+    END;
+    IF NEW.id <= floor OR NEW.id IS DISTINCT FROM given THEN
+        RAISE EXCEPTION 'conversations: id % was not taken from the sequence by this INSERT; an '
+            'id must come from the sequence inside the inserting statement (the xmin horizon '
+            'wait relies on it)', NEW.id USING ERRCODE = 'check_violation';
     END IF;
     RETURN NEW;
 END $$;
@@ -103,8 +109,9 @@ CREATE INDEX IF NOT EXISTS idx_summary_items_conv
 # transaction gets its id only when it first writes. A BEFORE ... FOR EACH STATEMENT trigger fires
 # before any row is built, so every id is taken by a transaction that already has its xact id,
 # which the horizon wait relies on. It also notes the sequence's last value then, and the row
-# trigger refuses an id at or below it: an id taken earlier (`nextval()` in a statement of its
-# own, then `OVERRIDING SYSTEM VALUE`) or handed out of a session's cache. A cached sequence is
+# trigger refuses an id at or below it (taken earlier: a `nextval()` of its own, then
+# `OVERRIDING SYSTEM VALUE`, or handed out of a session's cache) and an id that is not the value
+# the sequence just gave this row (any other explicit id, above the sequence too). A cached sequence is
 # refused outright (`check_preconditions`): its ids are taken before the transaction that
 # inserts them exists.
 
@@ -132,20 +139,17 @@ PRECONDITIONS_SQL = (
     " FROM pg_sequence AS s"
     " WHERE s.seqrelid = CAST(pg_get_serial_sequence('conversations', 'id') AS regclass)"
 )
-# Connections whose log was checked, so the check runs once per connection.
-_checked: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class PreconditionError(RuntimeError):
     """The log on PostgreSQL is set up in a way the xmin horizon wait cannot be sound on."""
 
 
-def check_preconditions(conn: psycopg.Connection[Any], *, again: bool = False) -> None:
+def check_preconditions(conn: psycopg.Connection[Any]) -> None:
     """Refuse, in one line naming the sequence, a log whose ids could be taken outside the
     transaction that inserts them: a sequence that caches ids per session, or a missing or
-    disabled id trigger. Runs once per connection unless `again`."""
-    if conn in _checked and not again:
-        return
+    disabled id trigger. One catalog read, on every frontier lookup: a long-lived summarizer
+    sees an `ALTER SEQUENCE` made after it connected."""
     with backend.POSTGRES.reading(conn):
         row = conn.execute(PRECONDITIONS_SQL).fetchone()
     if row is None:
@@ -162,7 +166,6 @@ def check_preconditions(conn: psycopg.Connection[Any], *, again: bool = False) -
             f"the id triggers on conversations (sequence {sequence}) are missing or disabled, so "
             "an id can be taken before its transaction has an xact id: run create_schema again"
         )
-    _checked.add(conn)
 
 
 def transaction_open(conn: psycopg.Connection[Any]) -> bool:
