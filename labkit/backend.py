@@ -114,6 +114,23 @@ class Dialect:
                 conn.rollback()  # only reads ran: nothing to keep
 
 
+def text_arg(value: Any, name: str, where: str, max_bytes: int = 1024) -> str:
+    """A text argument checked the same way for both backends before a driver sees it: a str
+    of at most `max_bytes` UTF-8 bytes, with no NUL (PostgreSQL text cannot hold one) and no
+    lone surrogate (not encodable). One line naming `where` and `name` otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{where}: {name} contains a NUL character, which PostgreSQL text cannot hold")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"{where}: {name} contains a lone surrogate, not valid Unicode text") from None
+    if size > max_bytes:
+        raise ValueError(f"{where}: {name} is {size} bytes; at most {max_bytes}")
+    return value
+
+
 SQLITE = Dialect("sqlite", "qmark")
 POSTGRES = Dialect("postgres", "pyformat")
 

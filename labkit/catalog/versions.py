@@ -283,7 +283,7 @@ class CatalogReader:
     ) -> None:
         self.conn = conn
         self.state = conn if state is None else state
-        self.name = name
+        self.name = backend.text_arg(name, "name", "CatalogReader")
         self._d = backend.dialect(self.state)
         if self._d.is_postgres:
             versions_pg.require_durable_commits(self.state, "CatalogReader")

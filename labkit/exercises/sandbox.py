@@ -231,7 +231,7 @@ def _explain_failure(exc: Exception, what: str, tripped: str) -> Wrong:
     if "prohibited" in msg or "not authorized" in msg:
         return Wrong(f"{what} may only read and call SQLite's built-in functions: "
                      f"SQLite refused it ({msg})")
-    return Wrong(f"SQLite could not run {what}: {msg}")
+    return Wrong(f"SQLite could not run {what}: {msg if len(msg) <= 300 else msg[:299] + '…'}")
 
 
 # --- the heap limit, in the child ----------------------------------------------------------

@@ -150,24 +150,15 @@ class TerminalStateError(TransitionError):
 
 
 MAX_SHARD_KEY_BYTES = 1024
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
 SQL_INT_MAX = 2**63 - 1
 
 
 def shard_key(value: Any, where: str) -> str:
-    """A shard key handed to `where`, checked before it reaches a driver: a str of at most
-    `MAX_SHARD_KEY_BYTES` UTF-8 bytes with no NUL (PostgreSQL text cannot hold one) and no lone
-    surrogate; quotes and any other Unicode are fine. One line naming the argument otherwise."""
-    if not isinstance(value, str):
-        raise TypeError(f"{where}: channel_key must be a str, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{where}: channel_key contains a NUL character, which PostgreSQL text cannot hold")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError(f"{where}: channel_key contains a lone surrogate, not valid Unicode text") from None
-    if size > MAX_SHARD_KEY_BYTES:
-        raise ValueError(f"{where}: channel_key is {size} bytes; at most {MAX_SHARD_KEY_BYTES}")
-    return value
+    """A shard key handed to `where`, checked before it reaches a driver (`backend.text_arg`:
+    a str of at most `MAX_SHARD_KEY_BYTES` UTF-8 bytes, no NUL, no lone surrogate); quotes and
+    any other Unicode are fine."""
+    return backend.text_arg(value, "channel_key", where, MAX_SHARD_KEY_BYTES)
 
 
 def whole(value: Any, name: str, where: str) -> int:
@@ -227,7 +218,10 @@ def enqueue(
     """
     d = backend.dialect(conn)
     channel_key = shard_key(channel_key, "enqueue")
+    direction = backend.text_arg(direction, "direction", "enqueue")
     priority = whole(priority, "priority", "enqueue")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:  # the column is a 32-bit integer
+        raise ValueError(f"enqueue: priority {priority} is outside [{PRIORITY_MIN}, {PRIORITY_MAX}]")
     with nullcontext() if d.is_postgres else d.atomic(conn):
         return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, priority))
 

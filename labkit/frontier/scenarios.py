@@ -292,7 +292,7 @@ def final_state(timeline: pd.DataFrame) -> pd.DataFrame:
 
 ORDER_OPS = {"": "deliver", "f": "fail", "r": "redrive"}
 _ORDER_SPLIT_RE = re.compile(r"[\s,;]+")
-_ORDER_TOKEN_RE = re.compile(r"^([fr]?)(\d{1,6})$", re.IGNORECASE)
+_ORDER_TOKEN_RE = re.compile(r"^([fr]?)([0-9]{1,6})$", re.IGNORECASE)
 ORDER_EXAMPLE = "3 5 f1 2 r1 4 6"
 
 
