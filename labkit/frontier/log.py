@@ -150,7 +150,7 @@ class TerminalStateError(TransitionError):
 
 
 MAX_SHARD_KEY_BYTES = 1024
-PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1
+PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # PostgreSQL's `integer`; SQLite's is 64-bit
 SQL_INT_MAX = 2**63 - 1
 
 
@@ -220,7 +220,7 @@ def enqueue(
     channel_key = shard_key(channel_key, "enqueue")
     direction = backend.text_arg(direction, "direction", "enqueue")
     priority = whole(priority, "priority", "enqueue")
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:  # the column is a 32-bit integer
+    if d.is_postgres and not PRIORITY_MIN <= priority <= PRIORITY_MAX:  # an `integer` column
         raise ValueError(f"enqueue: priority {priority} is outside [{PRIORITY_MIN}, {PRIORITY_MAX}]")
     with nullcontext() if d.is_postgres else d.atomic(conn):
         return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, priority))
