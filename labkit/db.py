@@ -25,6 +25,11 @@ class DatabaseReplacedError(RuntimeError):
     """The database file a connection opened was deleted or replaced behind its back."""
 
 
+class WalLostError(DatabaseReplacedError):
+    """The write-ahead log of an open database was deleted or replaced: the commits it held are
+    only in the file this connection still has open (`FileIdentity.rescue` saves them)."""
+
+
 def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """Open `path` (default: a private in-memory database) in autocommit mode.
 
@@ -193,12 +198,18 @@ class FileIdentity:
         try:
             wal = os.stat(f"{self.path}-wal")
         except FileNotFoundError:
-            raise DatabaseReplacedError(
+            raise WalLostError(
                 f"{self.path}-wal: the write-ahead log was deleted while the database was open;"
                 " refusing to write (a commit would be lost), reopen it"
             ) from None
         if (wal.st_dev, wal.st_ino) != self.wal:
-            raise DatabaseReplacedError(
+            raise WalLostError(
                 f"{self.path}-wal: the write-ahead log was replaced while the database was open;"
                 " refusing to write, reopen it"
             )
+
+    @staticmethod
+    def rescue(conn: sqlite3.Connection) -> None:
+        """After a `WalLostError`: copy every commit of the log this connection still has open
+        into the main file (a full checkpoint), so the commits already reported survive it."""
+        conn.execute("PRAGMA wal_checkpoint(FULL)").fetchall()

@@ -85,3 +85,27 @@ def test_an_untouched_file_still_opens_and_commits(tmp_path: Path) -> None:
     assert loop.head_version() == 2
     _loop_with_commits(path, 1)
     assert catalog.head(db.connect(path)) == 3
+
+
+WAL_DELETED = """
+import os, sys
+from pathlib import Path
+from labkit import db
+from labkit.ballot import Response, WatermarkLoop
+loop = WatermarkLoop(db.connect(sys.argv[1]))
+for _ in range(5):
+    b = loop.reserve()
+    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"]))
+Path(sys.argv[1] + "-wal").unlink()
+try:
+    loop.reserve()
+except db.WalLostError:
+    pass
+os._exit(0)  # like a kill, right after the refusal
+"""
+
+
+def test_commits_reported_before_the_wal_was_deleted_survive_the_refusal(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    subprocess.run([sys.executable, "-c", WAL_DELETED, str(path)], check=True, timeout=120)
+    assert catalog.head(db.connect(path)) == 5  # all five were reported, all five are there

@@ -34,7 +34,7 @@ import labkit.catalog.versions_pg as versions_pg
 from labkit import backend
 from labkit.backend import Connection, Dialect
 from labkit.catalog.rule import Reason
-from labkit.db import FileIdentity, immediate
+from labkit.db import FileIdentity, WalLostError, immediate
 
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 # Stored as a rejected response's tools_hash when its body could not be serialised.
@@ -373,10 +373,14 @@ class WatermarkLoop:
             with loop_pg.deciding(self.conn):
                 yield self.conn
             return
-        with immediate(self.conn):
-            if self._identity is not None:
-                self._identity.check()
-            yield self.conn
+        try:
+            with immediate(self.conn):
+                if self._identity is not None:
+                    self._identity.check()
+                yield self.conn
+        except WalLostError:
+            FileIdentity.rescue(self.conn)  # the commits already reported, into the main file
+            raise
 
     def _try(self, attempt: Callable[[], T | None]) -> T | None:
         """Run `attempt` (read, decide, guarded write) once. None if its guard matched nothing
