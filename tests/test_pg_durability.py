@@ -112,3 +112,17 @@ def test_a_server_crash_mid_loop_loses_no_reported_commit(private_server: str) -
                 loop.abandon(stalled.ballot_id)
             b = loop.reserve()
             assert b.ballot_id > max(bid for _, bid in reported)
+
+
+def test_a_store_in_unlogged_tables_is_refused(pg_dsn: str, pg_schema: str) -> None:
+    """PostgreSQL empties an UNLOGGED table after a crash: commits and the reader's mark gone."""
+    with _connect(pg_dsn, pg_schema) as conn:
+        WatermarkLoop(conn)
+        CatalogReader(conn)
+        for table in ("catalog_versions", "wm_ballots", "catalog_reader_state"):
+            conn.execute(f"ALTER TABLE {table} SET UNLOGGED")  # noqa: S608 - a fixed name
+        conn.commit()
+        with pytest.raises(DurabilityError, match="^WatermarkLoop on PostgreSQL: catalog_versions, wm_ballots not crash-safe"):
+            WatermarkLoop(conn)
+        with pytest.raises(DurabilityError, match="^CatalogReader on PostgreSQL: catalog_reader_state"):
+            CatalogReader(conn)

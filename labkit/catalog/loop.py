@@ -36,6 +36,8 @@ from labkit.backend import Connection, Dialect
 from labkit.catalog.rule import Reason
 from labkit.db import FileIdentity, WalLostError, immediate
 
+# The tables a loop's promises live in (a crash must not empty any of them).
+STORE_TABLES = ["catalog_versions", "wm_store", "wm_ballots", "wm_responses"]
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 # Stored as a rejected response's tools_hash when its body could not be serialised.
 INVALID_BODY_HASH = "invalid"
@@ -362,6 +364,8 @@ class WatermarkLoop:
         catalog.verify(conn)
         with catalog.making(conn, BALLOTS) as d:
             d.execute(conn, STORE_INIT_SQL)
+        if self._d.is_postgres:
+            versions_pg.require_logged_tables(conn, STORE_TABLES, "WatermarkLoop")
 
     @contextmanager
     def _deciding(self) -> Iterator[Connection]:

@@ -289,6 +289,7 @@ class CatalogReader:
             versions_pg.require_durable_commits(self.state, "CatalogReader")
             with self.state.transaction():
                 READER.postgres.make(self.state)
+            versions_pg.require_logged_tables(self.state, ["catalog_reader_state"], "CatalogReader")
         else:
             # One statement, no transaction of ours: if the table exists it takes no write lock.
             self.state.execute(READER_TABLE)

@@ -54,6 +54,25 @@ def require_durable_commits(conn: Any, who: str) -> None:
         )
 
 
+UNLOGGED_SQL = (
+    "SELECT COALESCE(string_agg(c.relname, ', ' ORDER BY c.relname), '') FROM pg_class AS c"
+    " WHERE c.oid = ANY(SELECT to_regclass(name) FROM unnest(CAST(? AS text[])) AS name)"
+    " AND c.relpersistence <> 'p'"
+)
+
+
+def require_logged_tables(conn: Any, tables: list[str], who: str) -> None:
+    """Refuse a store whose tables are UNLOGGED or TEMPORARY: PostgreSQL empties an unlogged
+    table after a crash, so every commit in it, and the reader's mark, would be gone."""
+    with POSTGRES.reading(conn):
+        (unlogged,) = POSTGRES.execute(conn, UNLOGGED_SQL, (tables,)).fetchone()
+    if unlogged:
+        raise DurabilityError(
+            f"{who} on PostgreSQL: {unlogged} not crash-safe (UNLOGGED or TEMPORARY), so a"
+            " server crash empties it; ALTER TABLE ... SET LOGGED"
+        )
+
+
 @dataclass(frozen=True)
 class Tables:
     """A store's tables and indexes as PostgreSQL writes them, every name they create (to tell
