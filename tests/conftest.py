@@ -46,7 +46,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedSetupScheduling(config, log)
 
 
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Check the `postgres` marks (below); under xdist, hand out the long tests first
@@ -82,7 +81,8 @@ def _guard_pg_server() -> None:
     """Keep the `postgres` marker honest: a test that asks `labkit.pg` for a server (through
     `server()`, `shared_server()` or the `pg_dsn` fixture) in this process fails unless it is
     marked `postgres`, so `-m "not postgres"` really runs without one. Notebook kernels and
-    other child processes are out of its reach: those tests are marked by hand."""
+    other child processes are out of its reach: tests/test_notebooks.py marks the notebook runs
+    (nbrun.starts_postgres), the other tests that start one are marked by hand."""
     from labkit import pg
 
     real = pg.server
@@ -116,7 +116,6 @@ def _check_pg_dsn_users(items: list[pytest.Item]) -> None:
             "these tests use the pg_dsn fixture but are not marked `postgres`: "
             + ", ".join(unmarked)
         )
-
 
 
 @pytest.fixture(scope="session")
