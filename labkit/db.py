@@ -18,6 +18,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 BUSY_TIMEOUT_MS = 10_000
+# A write-ahead log is a 32-byte header, then frames (one per page written by a commit).
+_WAL_HEADER_BYTES = 32
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
@@ -56,12 +58,13 @@ def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS)
 
 def _refuse_emptied(path: Path) -> None:
     """Refuse a database file emptied behind SQLite's back while its write-ahead log still
-    holds commits: SQLite would open it as a new, empty database and the log would be lost."""
+    holds commits: SQLite would open it as a new, empty database and the log would be lost.
+    A log that is only its header belongs to a fresh file another process is making."""
     try:
         main, wal = path.stat().st_size, Path(f"{path}-wal").stat().st_size
     except (FileNotFoundError, NotADirectoryError):
         return
-    if main == 0 and wal > 0:
+    if main == 0 and wal > _WAL_HEADER_BYTES:  # a header alone: a fresh file being made now
         raise DatabaseReplacedError(
             f"{path}: the database file is empty but its write-ahead log holds {wal} bytes of"
             " commits (the file was emptied from outside); refusing to open it as a new database"
