@@ -10,6 +10,7 @@ only when a psycopg connection is seen, so SQLite-only work never loads it.
 
 from __future__ import annotations
 
+import numbers
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -128,6 +129,36 @@ def text_arg(value: Any, name: str, where: str, max_bytes: int = 1024) -> str:
         raise ValueError(f"{where}: {name} contains a lone surrogate, not valid Unicode text") from None
     if size > max_bytes:
         raise ValueError(f"{where}: {name} is {size} bytes; at most {max_bytes}")
+    return value
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def shown(value: Any) -> str:
+    """A caller's value in an error message: short, and never an int too long to print."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit int"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def int_arg(
+    value: Any,
+    name: str,
+    *,
+    low: int = INT64_MIN,
+    wrong_type: type[Exception] = TypeError,
+    out_of_range: type[Exception] = ValueError,
+) -> int:
+    """An integer argument checked the same way for both backends: an int (a bool, float or
+    str is refused, never coerced) in [low, the 64-bit maximum both store]. One line naming
+    `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
+        raise wrong_type(f"{name} must be an int, got {type(value).__name__} {shown(value)}")
+    value = int(value)
+    if not low <= value <= INT64_MAX:
+        raise out_of_range(f"{name} {shown(value)} is outside [{low}, {INT64_MAX}]")
     return value
 
 

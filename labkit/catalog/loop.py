@@ -260,39 +260,16 @@ class Outcome:
         return f"ballot {self.ballot_id}: {self.reason or 'commit'} → head v{self.version}"
 
 
-def _shown(value: Any) -> str:
-    """A caller's value in an error message: short, and never an int too long to print."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"a {value.bit_length()}-bit int"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
-
-
-def _int_in_range(
-    value: Any,
-    name: str,
-    wrong_type: type[Exception],
-    out_of_range: type[Exception] = ValueError,
-    low: int = SQLITE_INT_MIN,
-) -> int:
-    """`value` as a Python int in [low, SQLite's 64-bit max], else one line naming `name`;
-    bools, floats and strings are refused (`wrong_type`), never coerced."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise wrong_type(f"{name} must be an int, got {type(value).__name__} {_shown(value)}")
-    value = int(value)
-    if not low <= value <= SQLITE_INT_MAX:
-        raise out_of_range(f"{name} {_shown(value)} is outside [{low}, {SQLITE_INT_MAX}]")
-    return value
-
-
 def _ballot_id(value: Any, where: str) -> int:
     """A ballot id handed to `where` by a caller: an int in range, else `TypeError`."""
-    return _int_in_range(value, f"{where}: ballot_id", TypeError)
+    return backend.int_arg(value, f"{where}: ballot_id")
 
 
 def _fence_int(response: Response, name: str) -> int:
     """One of the three fence fields as a Python int in SQLite's range, or `ResponseError`."""
-    return _int_in_range(getattr(response, name), f"response {name}", ResponseError, ResponseError)
+    return backend.int_arg(
+        getattr(response, name), f"response {name}", wrong_type=ResponseError, out_of_range=ResponseError
+    )
 
 
 def _check_envelope(response: Response) -> tuple[int, int, int]:
@@ -346,7 +323,7 @@ class WatermarkLoop:
         clock: Callable[[], float] = time.time,
         genesis_tools: Sequence[Any] = (),
     ) -> None:
-        window = _int_in_range(window, "window", TypeError, low=1)
+        window = backend.int_arg(window, "window", low=1)
         self.conn = conn
         self.window = window
         self.clock = clock

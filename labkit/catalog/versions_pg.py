@@ -108,6 +108,3 @@ class LogTables(Tables):
         except psycopg.errors.ForeignKeyViolation:
             pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
 
-
-# `tests/backends.py` reads through this name; the rule itself is `labkit.backend.Dialect.reading`.
-reading = POSTGRES.reading

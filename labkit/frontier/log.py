@@ -151,7 +151,6 @@ class TerminalStateError(TransitionError):
 
 MAX_SHARD_KEY_BYTES = 1024
 PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # PostgreSQL's `integer`; SQLite's is 64-bit
-SQL_INT_MAX = 2**63 - 1
 
 
 def shard_key(value: Any, where: str) -> str:
@@ -162,13 +161,8 @@ def shard_key(value: Any, where: str) -> str:
 
 
 def whole(value: Any, name: str, where: str) -> int:
-    """An id or a coverage base handed to `where`: an int in SQL's 64-bit range (a bool, float
-    or str is refused, never coerced). One line naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where}: {name} must be an int, got {type(value).__name__}")
-    if not -SQL_INT_MAX - 1 <= value <= SQL_INT_MAX:
-        raise ValueError(f"{where}: {name} is outside the 64-bit range of an id")
-    return value
+    """An id or a coverage base handed to `where` (`backend.int_arg`: an int in 64-bit range)."""
+    return backend.int_arg(value, f"{where}: {name}")
 
 
 class HorizonError(RuntimeError):
