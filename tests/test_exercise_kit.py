@@ -44,8 +44,9 @@ def test_only_the_learners_code_is_blamed() -> None:
 def test_hint_solution_and_html() -> None:
     assert str(EX.hint()) == str(EX.hint(1)) == "Hint: (1 of 2) a number"
     assert str(EX.hint(2)) == "Hint: (2 of 2) six times seven"
-    assert "two hints" in str(EX.hint(0)) and "two hints" in str(EX.hint(True))
-    assert str(EX.solution()) == "Solution: 42"
+    assert "2 hints" in str(EX.hint(0)) and "2 hints" in str(EX.hint(True))
+    assert "2 hints" in str(EX.hint(3))
+    assert str(EX.solution()) == "Solution: (the answer) 42"
     html = Feedback("incorrect", "a <b> & c\nd")._repr_html_()
     assert "&lt;b&gt; &amp; c<br>d" in html and "#b22222" in html
 
@@ -91,3 +92,17 @@ def test_cell_errors_lists_error_outputs() -> None:
         nbformat.v4.new_output("stream", text="hi"),
     ]
     assert cell_errors(nb) == ["ZeroDivisionError: division by zero"]
+
+
+def test_whole_accepts_every_integer_type_and_names_a_wrong_type() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from labkit.exercises.kit import whole
+
+    for value in (3, np.int64(3), np.int32(3), pd.Series([3]).iloc[0]):
+        got = whole(value, "frontier")
+        assert got == 3 and type(got) is int
+    for value, words in (("4", "the text '4'"), (True, "bool"), (3.0, "float"), (None, "NoneType")):
+        with pytest.raises(Wrong, match=words):
+            whole(value, "frontier")

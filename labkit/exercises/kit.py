@@ -10,6 +10,7 @@ labkit bug and surfaces as one.
 from __future__ import annotations
 
 import html
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -142,18 +143,35 @@ def listing(items: Iterable[Any]) -> str:
     return ", ".join(str(i) for i in items) or "none"
 
 
+def whole(value: Any, what: str) -> int:
+    """`value` as a Python int if it is a whole number of any integer type (Python, NumPy,
+    pandas: whatever labkit's own DataFrames hand out); else `Wrong` naming the type."""
+    if isinstance(value, bool):
+        raise Wrong(f"{what} must be a whole number; {shown(value)} is a bool")
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        raise Wrong(f"{what} must be a number, not the text {shown(value)}: drop the quotes")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise Wrong(
+            f"{what} must be a whole number; {shown(value)} is a {type(value).__name__}"
+        ) from None
+
+
 @dataclass
 class Exercise:
-    """One exercise: a question, a checker that raises `Wrong`, two hints and a worked solution.
+    """One exercise: a question, a checker that raises `Wrong`, a ladder of hints and a worked
+    solution.
 
     The checker raises `Wrong` to explain a wrong answer; any other exception is a bug in the
-    checker or in labkit and propagates. `hints` holds a nudge, then a near-answer.
+    checker or in labkit and propagates. `hints` climbs from a nudge to the method to a
+    near-answer with a gap to fill; only `solution()` gives the worked answer.
     """
 
     name: str
     question: str
     checker: Callable[[Any], str | None]
-    hints: tuple[str, str]
+    hints: tuple[str, ...]
     solution_text: str
 
     def check(self, answer: Any = BLANK) -> Feedback:
@@ -162,7 +180,8 @@ class Exercise:
             return Feedback(
                 "not_attempted",
                 f"{self.name}: replace ____ with your answer, then run this cell again. "
-                "Stuck? Call .hint(1) for a nudge, .hint(2) for a near-answer.",
+                f"Stuck? .hint(1) to .hint({len(self.hints)}) climb from a nudge to a "
+                "near-answer.",
             )
         try:
             note = self.checker(answer)
@@ -171,10 +190,12 @@ class Exercise:
         return Feedback("correct", f"{self.name}: {note or 'well done.'}")
 
     def hint(self, level: int = 1) -> Feedback:
-        """Hint 1 points the way without the answer; hint 2 all but gives it."""
-        if isinstance(level, bool) or level not in (1, 2):
-            return Feedback("hint", f"there are two hints: .hint(1) and .hint(2), not {level!r}")
-        return Feedback("hint", f"({level} of 2) {self.hints[level - 1]}")
+        """Hint 1 points the way; each level says more; the last leaves a gap to fill."""
+        n = len(self.hints)
+        if isinstance(level, bool) or level not in range(1, n + 1):
+            return Feedback("hint", f"there are {n} hints, .hint(1) to .hint({n}), not {level!r}")
+        return Feedback("hint", f"({level} of {n}) {self.hints[level - 1]}")
 
     def solution(self) -> Feedback:
-        return Feedback("solution", self.solution_text)
+        """The worked answer, and the only place it is written."""
+        return Feedback("solution", f"(the answer) {self.solution_text}")
