@@ -11,7 +11,7 @@ from typing import Any
 import nbformat
 import pytest
 from apply_rules import decide
-from nbrun import execute_notebook
+from nbrun import execute_notebook, starts_postgres
 
 from labkit import exercises as exs
 from labkit.ballot import WatermarkLoop
@@ -23,6 +23,11 @@ from labkit.frontier import log as fr
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))
+# ex07 and ex08 start PostgreSQL in their kernel (pg.server_or_reason), so their runs are `postgres`.
+SOLUTION_RUNS = [
+    pytest.param(p, id=p.name, marks=[pytest.mark.postgres] if starts_postgres(p) else [])
+    for p in SOLUTIONS
+]
 CORRECT, INCORRECT, BLANK = "✓ Correct", "✗ Not yet", "○ Not attempted"
 
 OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
@@ -81,12 +86,14 @@ RIGHT: dict[str, Any] = {
     "crash_verdicts_ex": AFTER_RESTART,
 }
 ALL = exs.part1 + exs.part2
-BY_NAME = {name: getattr(exs, name) for name in RIGHT}
+# Part three's are checked on PostgreSQL: their answers are in tests/test_exercises_pg.py.
+PART3 = ("interleaving_ex", "condition_ex", "guarded_write_ex", "tenant_write_ex")
+BY_NAME = {name: getattr(exs, name) for name in (*RIGHT, *PART3)}
 
 
 def test_parts_have_at_least_three_exercises_each() -> None:
-    assert len(exs.part1) >= 3 and len(exs.part2) >= 3
-    assert sorted(e.name for e in ALL) == sorted(e.name for e in BY_NAME.values())
+    assert len(exs.part1) >= 3 and len(exs.part2) >= 3 and len(exs.part3) >= 3
+    assert sorted(e.name for e in ALL + exs.part3) == sorted(e.name for e in BY_NAME.values())
 
 
 @pytest.mark.parametrize("name", RIGHT)
@@ -121,9 +128,9 @@ def test_two_hints_and_a_solution(ex: Exercise) -> None:
 
 
 def test_every_lesson_with_exercises_has_its_notebook() -> None:
-    assert sorted(exs.by_lesson) == [1, 2, 3, 4, 5, 6]
+    assert sorted(exs.by_lesson) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert sorted(e.name for es in exs.by_lesson.values() for e in es) == sorted(
-        e.name for e in ALL
+        e.name for e in ALL + exs.part3
     )
     for n in exs.by_lesson:
         assert len(list((ROOT / "exercises" / "solutions").glob(f"ex0{n}_*.ipynb"))) == 1
@@ -499,6 +506,8 @@ def test_there_are_solution_notebooks() -> None:
         "ex04_ballots.ipynb",
         "ex05_lww_and_late_ticks.ipynb",
         "ex06_restart.ipynb",
+        "ex07_commit_order.ipynb",
+        "ex08_guarded_writes.ipynb",
     ]
 
 
@@ -514,7 +523,7 @@ def test_solution_notebooks_link_their_lesson_and_hide_no_starter_in_markdown() 
 
 
 @pytest.mark.notebooks
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SOLUTION_RUNS)
 def test_solution_notebook_checks_are_all_correct(path: Path, tmp_path: Path) -> None:
     nb = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)  # not saved; runs in tmp
     assert_every_check_says(nb, CORRECT, lesson_of(path))
@@ -533,13 +542,14 @@ def test_a_wrong_answer_in_a_solution_notebook_fails_the_assertion(tmp_path: Pat
 
 
 @pytest.mark.notebooks
-def test_student_copies_start_not_attempted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", SOLUTION_RUNS)
+def test_student_copies_start_not_attempted(path: Path, tmp_path: Path) -> None:
     src = tmp_path / "solutions"
-    shutil.copytree(ROOT / "exercises" / "solutions", src)
-    copies = make_student_copies(src, tmp_path / "student")
-    assert [p.name for p in copies] == [p.name for p in SOLUTIONS]
-    for path in copies:
-        text = path.read_text(encoding="utf-8")
-        assert "BEGIN SOLUTION" not in text and "= ____  # your answer here" in text
-        nb = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)
-        assert_every_check_says(nb, BLANK, lesson_of(path))
+    src.mkdir()
+    shutil.copy(path, src)
+    (copy,) = make_student_copies(src, tmp_path / "student")
+    assert copy.name == path.name
+    text = copy.read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in text and "= ____  # your answer here" in text
+    nb = execute_notebook(copy, timeout=CELL_TIMEOUT, cwd=tmp_path)
+    assert_every_check_says(nb, BLANK, lesson_of(copy))

@@ -7,12 +7,13 @@ Every check runs on a server: `use_server(dsn)` names one, else `labkit.pg.share
 (the notebook's own). The interleavings run in a real `CommitOrderLab`; the condition is judged
 against the one `delivered_frontier` uses; the writes are raced on real connections.
 
-How learner SQL runs (`pg_run`): in a walled child (`walls`), on its own connection into a
-throwaway schema made for that check and dropped after it, with `statement_timeout` and
-`lock_timeout` set; as the role `labkit_learner` (no login, no rights but those granted on that
-schema's tables) when the server's user may create roles; one statement only, a query in a
-READ ONLY transaction. The role guards against accidents, not a determined learner: a session
-whose user is a superuser may switch back (`SET ROLE` is open to it).
+How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), on its own
+connections into a throwaway schema made for that check and dropped after it, with
+`statement_timeout` and `lock_timeout` set, one statement only (a query runs READ ONLY); as the
+role `labkit_learner` (no login; no rights but those granted on that schema's tables and
+reading the server's activity statistics) when the server's user is a superuser. The role
+guards against accidents, not a determined learner: a session whose user is a superuser may
+switch back (`SET ROLE` is open to it), and the learner's own kernel can run anything anyway.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def learner_schema(
                     conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
                 except (errors.DuplicateObject, errors.UniqueViolation):
                     pass  # made by an earlier check (roles belong to the whole server)
+                # reading other sessions' activity is part of some answers (pg_stat_activity)
+                conn.execute(sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(role)))
                 names = sql.Identifier(schema), sql.Identifier(role)
                 conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*names))
                 conn.execute(
@@ -291,10 +294,8 @@ def _check_orphans(answer: Any) -> str:
         if extra:
             raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]], state)}.")
         if said[label] != real:
-            n = len(real - said[label])
             raise Wrong(
-                f"{label}: {n} orphaned id{'s are' if n > 1 else ' is'} missing from your "
-                "answer. Find each summarize step and ask which ids were taken but not yet "
+                f"{label}: your answer misses at least one orphaned id. Find each summarize step and ask which ids were taken but not yet "
                 "committed then, yet lie below the largest id the worker could see"
             )
         notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")

@@ -1,0 +1,455 @@
+"""Part three's exercises on a real PostgreSQL server: for each, typical wrong answers get
+feedback naming the mistake's cause and never the expected answer; other correct forms pass;
+the guarded-write check catches lost updates by racing real connections."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from labkit import exercises as exs
+from labkit.exercises import ____
+from labkit.exercises import ex3_postgres as ex3
+from labkit.exercises.kit import Exercise, Wrong
+
+HORIZON = "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)"
+GUARDED = (
+    "UPDATE naive_catalog SET version = :seen + 1, tools = :tools WHERE id = 1 AND version = :seen"
+)
+TENANT = (
+    "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools "
+    "WHERE tenant = :tenant AND version = :seen"
+)
+ORPHANS = {"P": {1}, "Q": set()}
+# What feedback on a wrong answer must never show: each exercise's expected answer.
+SECRETS: dict[str, tuple[str, ...]] = {
+    "interleaving_ex": ("'P': {1}", "P orphans 1", "id 1 is orphaned", "orphaned: 1"),
+    "condition_ex": ("pg_snapshot_xmin(pg_current_snapshot()) >=", ">= CAST(:xact"),
+    "guarded_write_ex": ("AND version = :seen", "version = :seen AND"),
+    "tenant_write_ex": ("tenant = :tenant",),
+}
+NAME = {id(getattr(exs, name)): name for name in SECRETS}
+
+
+@pytest.fixture
+def on_server(pg_dsn: str) -> Iterator[str]:
+    """The checks run on the session's server (one server for every test here)."""
+    ex3.use_server(pg_dsn)
+    yield pg_dsn
+    ex3.use_server(None)
+
+
+def wrong(name: str, answer: Any, *needles: str) -> str:
+    """`answer` is refused, its feedback names every needle and none of the answer's secrets."""
+    fb = getattr(exs, name).check(answer)
+    assert fb.status == "incorrect", fb
+    for needle in needles:
+        assert needle in fb.message, (needle, fb.message)
+    for secret in SECRETS[name]:
+        assert secret not in fb.message, (secret, fb.message)
+    assert "Traceback" not in fb.message
+    return fb.message
+
+
+# --- every exercise: blank, junk, the hint ladder, the question's shape ------------------------
+
+
+@pytest.mark.parametrize("ex", exs.part3, ids=lambda e: e.name)
+def test_placeholder_is_not_attempted_without_a_server(ex: Exercise) -> None:
+    fb = ex.check(____)
+    assert fb.status == "not_attempted" and ".hint(3)" in fb.message
+
+
+@pytest.mark.parametrize("ex", exs.part3, ids=lambda e: e.name)
+@pytest.mark.parametrize("junk", [None, 42, 3.5, "", object(), [object()], {"x": 1}])
+def test_junk_is_refused_before_any_server_is_asked(ex: Exercise, junk: Any, monkeypatch) -> None:
+    def no_server() -> str:
+        raise AssertionError("a malformed answer must not reach the server")
+
+    monkeypatch.setattr(ex3, "server_dsn", no_server)
+    fb = ex.check(junk)
+    assert fb.status == "incorrect" and fb.message.startswith(ex.name), fb
+
+
+@pytest.mark.parametrize("ex", exs.part3, ids=lambda e: e.name)
+def test_three_hints_climb_to_a_gap_and_only_the_solution_answers(ex: Exercise) -> None:
+    hints = [ex.hint(k).message for k in (1, 2, 3)]
+    assert [h[:8] for h in hints] == ["(1 of 3)", "(2 of 3)", "(3 of 3)"]
+    assert len(set(hints)) == 3 and all(len(h) > 60 for h in hints)
+    assert "?" in hints[2] or "___" in hints[2]  # the near-answer leaves a gap to fill
+    assert "3 hints" in ex.hint(4).message
+    solution = ex.solution().message
+    assert solution.startswith("(the answer)")
+    secret = SECRETS[NAME[id(ex)]][0]
+    assert secret in solution
+    assert not any(secret in h for h in hints), "a hint gives the answer away"
+
+
+@pytest.mark.parametrize("ex", exs.part3, ids=lambda e: e.name)
+def test_the_question_states_the_answers_shape_with_other_numbers(ex: Exercise) -> None:
+    assert "shaped like" in ex.question
+    for secret in SECRETS[NAME[id(ex)]]:
+        assert secret not in ex.question
+
+
+def test_part_three_is_lessons_seven_and_eight_in_order() -> None:
+    assert exs.part3 == [*exs.by_lesson[7], *exs.by_lesson[8]]
+
+
+# --- 07, exercise 1: predict the orphans ------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ORPHANS,
+        {"P": [1], "Q": []},
+        {"p": (np.int64(1),), "q": frozenset()},
+    ],
+)
+def test_orphans_accept_every_correct_form(on_server: str, answer: Any) -> None:
+    fb = exs.interleaving_ex.check(answer)
+    assert fb.passed, fb
+    assert "P orphans 1" in fb.message and "Q orphans nothing" in fb.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("answer", "needles"),
+    [
+        ({"P": {1, 4}, "Q": set()}, ("row 4 is in a summary", "step 10")),
+        ({"P": {1}, "Q": {1}}, ("Q:", "is in a summary", "committed and delivered")),
+        ({"P": {1, 2, 3}, "Q": set()}, ("row 2 is in a summary",)),
+        ({"P": set(), "Q": set()}, ("P: your answer misses at least one orphaned id",)),
+        ({"P": {7}, "Q": set()}, ("7 never exists",)),
+    ],
+)
+def test_orphans_wrong_predictions_name_the_cause(
+    on_server: str, answer: Any, needles: tuple[str, ...]
+) -> None:
+    wrong("interleaving_ex", answer, *needles)
+
+
+@pytest.mark.parametrize(
+    ("answer", "needles"),
+    [
+        ({"P": {"1"}, "Q": set()}, ("must be a number, not the text", "drop the quotes")),
+        ({"P": [1.0], "Q": set()}, ("whole number", "float")),
+        ({"P": [True], "Q": set()}, ("bool",)),
+        ({"P": 1, "Q": set()}, ("give a set of row ids", "is a int")),
+        ({"P": "1", "Q": set()}, ("give a set of row ids", "is a str")),
+        ({"P": {1}}, ("missing: Q",)),
+        ({"P": {1}, "Q": set(), "R": set()}, ("not R",)),
+        ([{1}, set()], ("give a dict", "list")),
+    ],
+)
+def test_orphans_answers_of_the_wrong_shape_say_so(answer: Any, needles: tuple[str, ...]) -> None:
+    wrong("interleaving_ex", answer, *needles)  # refused before any server is needed
+
+
+# --- 07, exercise 2: when may a frontier pass an id --------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        HORIZON,
+        "select cast(:xact as xid8) <= pg_snapshot_xmin(pg_current_snapshot()); -- done",
+        "SELECT pg_snapshot_xmin(pg_current_snapshot()) > :xact::xid8",
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) AS x"
+        " WHERE x < CAST(:xact AS xid8))",
+        "WITH s AS (SELECT pg_current_snapshot() AS snap)"
+        " SELECT pg_snapshot_xmin(snap)::text::bigint >= CAST(:xact AS bigint) FROM s",
+    ],
+)
+def test_condition_accepts_every_correct_form(on_server: str, sql: str) -> None:
+    fb = exs.condition_ex.check(sql)
+    assert fb.passed, fb
+    assert "all 7 situations" in fb.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("sql", "needles"),
+    [
+        (
+            "SELECT CAST(:xact AS xid8) IS NOT NULL",
+            ("older than :xact holds an uncommitted id", "look at the transactions"),
+        ),
+        (  # Article 1's rule: only the rows it can see
+            "SELECT NOT EXISTS (SELECT 1 FROM conversations WHERE status IN ('pending', "
+            "'running') AND CAST(:xact AS xid8) IS NOT NULL)",
+            ("invisible until it commits", "not at the rows"),
+        ),
+        (
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) <= CAST(:xact AS xid8)",
+            ("lets the frontier pass while a transaction older than :xact",),
+        ),
+        (
+            "SELECT pg_xact_status(CAST(:xact AS xid8)) = 'committed'",
+            ("older than :xact is still running",),
+        ),
+        (  # waits for every transaction, younger ones too
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()))"
+            " AND CAST(:xact AS xid8) IS NOT NULL",
+            ("YOUNGER than :xact", "Only older transactions matter"),
+        ),
+        (
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)"
+            " AND NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xid IS NULL"
+            " AND state = 'idle in transaction' AND pid <> pg_backend_pid())",
+            ("idle in a transaction that never wrote", "no transaction id"),
+        ),
+        (
+            "SELECT 1 WHERE CAST(:xact AS xid8) IS NOT NULL",
+            ("must return a boolean", "Python type int"),
+        ),
+        ("SELECT CAST(NULL AS boolean) OR CAST(:xact AS xid8) IS NULL", ("returned NULL",)),
+        (
+            "SELECT true FROM conversations WHERE CAST(:xact AS xid8) IS NOT NULL",
+            ("returned 0 row(s)", "one value"),
+        ),
+        ("SELECT :xact IS NOT NULL", ("could not tell the type of a parameter", "cast it")),
+    ],
+)
+def test_condition_wrong_answers_name_the_cause(
+    on_server: str, sql: str, needles: tuple[str, ...]
+) -> None:
+    wrong("condition_ex", sql, *needles)
+
+
+@pytest.mark.parametrize(
+    ("sql", "needles"),
+    [
+        ("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(? AS xid8)", ("named",)),
+        ("SELECT now() > CAST(:start AS timestamptz)", ("never uses :xact",)),
+        ("SELECT CAST(:xact AS xid8) IS NULL OR :other IS NULL", ("uses :other",)),
+        ("DELETE FROM conversations WHERE id = CAST(:xact AS bigint)", ("one SELECT or WITH",)),
+        ("SELECT 1; SELECT CAST(:xact AS xid8) IS NULL", ("single statement",)),
+        (["SELECT true"], ("Python string of SQL",)),
+    ],
+)
+def test_condition_malformed_answers_say_what_is_off(sql: Any, needles: tuple[str, ...]) -> None:
+    wrong("condition_ex", sql, *needles)
+
+
+@pytest.mark.postgres
+def test_condition_runs_read_only_as_a_role_without_rights(on_server: str) -> None:
+    message = wrong(
+        "condition_ex",
+        "WITH gone AS (DELETE FROM conversations RETURNING id)"
+        " SELECT CAST(:xact AS xid8) IS NOT NULL",
+    )
+    assert "refused a write" in message or "does not open" in message
+
+
+@pytest.mark.postgres
+def test_condition_that_runs_too_long_is_stopped(on_server: str) -> None:
+    wrong(
+        "condition_ex",
+        "SELECT pg_sleep(5) IS NULL AND CAST(:xact AS xid8) IS NOT NULL",
+        "ran longer than 2 s",
+    )
+
+
+@pytest.mark.postgres
+def test_condition_situations_are_what_their_labels_say(on_server: str) -> None:
+    """The real test delivered_frontier runs says pass exactly where each label says no older
+    transaction is alive (so a label can never disagree with the truth it is judged by)."""
+    import labkit.frontier.log as fr
+    import labkit.pg.instance as pg
+    from labkit.backend import POSTGRES
+
+    seen = []
+    with ex3.learner_schema(on_server, fr.create_schema, "SELECT") as (schema, _):
+        with pg.connect(on_server, autocommit=True, options=pg.search_path_option(schema)) as ref:
+            for moment, before, after in ex3._moments():
+                writers = ex3._Writers(on_server, schema)
+                before(writers)
+                xact = str(ref.execute(ex3.TAKE_XACT_SQL).fetchone()[0])
+                after(writers)
+                (may,) = POSTGRES.execute(ref, ex3.PASSED_SQL, {"xact": xact}).fetchone()
+                writers.end_all()
+                writers.close()
+                seen.append((moment.label, may))
+    for label, may in seen:
+        holds = "older than :xact holds" in label or "still holds" in label
+        assert may is (not holds), label
+
+
+# --- 08: the guarded write, raced ---------------------------------------------------------------
+
+UNGUARDED = "UPDATE naive_catalog SET version = :seen + 1, tools = :tools WHERE id = 1"
+SUBQUERY_GUARD = UNGUARDED + " AND (SELECT version FROM naive_catalog WHERE id = 1) = :seen"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        GUARDED,
+        "update naive_catalog set version = version + 1, tools = :tools where version = :seen;",
+        "UPDATE naive_catalog SET (version, tools) = (:seen + 1, :tools)"
+        " WHERE id = 1 AND version = :seen RETURNING version",
+        "INSERT INTO naive_catalog (id, version, tools) VALUES (1, :seen + 1, :tools)"
+        " ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, tools = EXCLUDED.tools"
+        " WHERE naive_catalog.version = :seen",
+        "WITH cur AS (SELECT id FROM naive_catalog WHERE id = 1 AND version = :seen FOR UPDATE)"
+        " UPDATE naive_catalog SET version = :seen + 1, tools = :tools FROM cur"
+        " WHERE naive_catalog.id = cur.id",
+    ],
+)
+def test_guarded_write_accepts_every_correct_form(on_server: str, sql: str) -> None:
+    fb = exs.guarded_write_ex.check(sql)
+    assert fb.passed, fb
+    assert "exactly one write won" in fb.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("sql", "needles"),
+    [
+        (UNGUARDED, ("worker A read version 5", "lost update", "does not compare the version")),
+        (
+            "UPDATE naive_catalog SET version = version + 1, tools = :tools"
+            " WHERE id = 1 AND :seen IS NOT NULL",
+            ("still went through", "lost update"),
+        ),
+        (
+            SUBQUERY_GUARD,
+            ("A's and B's answers were lost without an error", "subquery", "waited for it"),
+        ),
+        (
+            "WITH cur AS (SELECT version FROM naive_catalog WHERE id = 1)"
+            " UPDATE naive_catalog SET version = :seen + 1, tools = :tools FROM cur"
+            " WHERE naive_catalog.id = 1 AND cur.version = :seen",
+            ("were lost without an error", "CTE"),
+        ),
+        (
+            "UPDATE naive_catalog SET version = :seen, tools = :tools WHERE id = 1 AND version = :seen",
+            ("kept the version at 5", "one above the version read"),
+        ),
+        (
+            "UPDATE naive_catalog SET version = :seen + 2, tools = :tools WHERE version = :seen",
+            ("stored version 7",),
+        ),
+        (
+            "UPDATE naive_catalog SET version = :seen + 1, tools = :tools"
+            " WHERE id = 1 AND version = :seen + 1",
+            ("wrote nothing", "refuses the very write"),
+        ),
+        (
+            "UPDATE naive_catalog SET version = :seen + 1, tools = 'x' || :tools"
+            " WHERE id = 1 AND version = :seen",
+            ("not the worker's answer",),
+        ),
+        (
+            "WITH gone AS (DELETE FROM naive_catalog RETURNING id) UPDATE naive_catalog"
+            " SET version = :seen + 1, tools = :tools WHERE id = 1 AND version = :seen",
+            ("does not open",),
+        ),
+    ],
+)
+def test_guarded_write_wrong_answers_name_whose_update_and_why(
+    on_server: str, sql: str, needles: tuple[str, ...]
+) -> None:
+    wrong("guarded_write_ex", sql, *needles)
+
+
+@pytest.mark.parametrize(
+    ("sql", "needles"),
+    [
+        ("SELECT version FROM naive_catalog WHERE version = :seen AND :tools <> ''", ("UPDATE",)),
+        ("UPDATE naive_catalog SET version = :seen + 1 WHERE id = 1", ("never uses :tools",)),
+        ("UPDATE naive_catalog SET version = %s, tools = %s WHERE id = 1", ("named parameters",)),
+        ({"sql": GUARDED}, ("Python string of SQL", "dict")),
+    ],
+)
+def test_guarded_write_malformed_answers_say_what_is_off(
+    sql: Any, needles: tuple[str, ...]
+) -> None:
+    wrong("guarded_write_ex", sql, *needles)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        TENANT,
+        "UPDATE tenant_catalog SET version = version + 1, tools = :tools"
+        " WHERE (tenant, version) = (:tenant, :seen)",
+        "INSERT INTO tenant_catalog AS t (tenant, version, tools) VALUES (:tenant, :seen + 1, :tools)"
+        " ON CONFLICT (tenant) DO UPDATE SET version = EXCLUDED.version, tools = EXCLUDED.tools"
+        " WHERE t.version = :seen",
+    ],
+)
+def test_tenant_write_accepts_every_correct_form(on_server: str, sql: str) -> None:
+    fb = exs.tenant_write_ex.check(sql)
+    assert fb.passed, fb
+    assert "per tenant" in fb.message
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("sql", "needles"),
+    [
+        (  # the first exercise's answer, copied: no tenant in the WHERE
+            "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE version = :seen",
+            ("worker A's write for tenant 'acme'", "row of tenant 'zenith'", "was lost"),
+        ),
+        (
+            "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE tenant = :tenant",
+            ("worker A read version 5", "replaced that answer", "lost update"),
+        ),
+        (
+            "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE tenant = :tenant"
+            " AND (SELECT version FROM tenant_catalog WHERE tenant = :tenant) = :seen",
+            ("of tenant 'acme'", "A's answer was lost", "subquery"),
+        ),
+    ],
+)
+def test_tenant_write_wrong_answers_name_whose_update_and_why(
+    on_server: str, sql: str, needles: tuple[str, ...]
+) -> None:
+    wrong("tenant_write_ex", sql, *needles)
+
+
+def _races(race: ex3.Race, sql: str, dsn: str) -> list[tuple[ex3.Stage, dict[str, Any]]]:
+    rendered = ex3.learner_sql(sql, "it", ("update",), ("seen", "tools"))
+    return [(s, out) for s, out in ex3.race_write(race, rendered, dsn) if s.how != "alone"]
+
+
+@pytest.mark.postgres
+def test_racing_real_connections_catches_an_unguarded_write(on_server: str) -> None:
+    """Every race (held and free) lets all three unguarded writes report success on one read,
+    and the catalog keeps one answer; the guarded write lets exactly one win every time."""
+    for stage, out in _races(ex3.NAIVE, UNGUARDED, on_server):
+        assert out["error"] is None
+        assert sorted(out["counts"].items()) == [("A", 1), ("B", 1), ("C", 1)], stage.name
+        assert out["rows"][1][0] == ex3.START_VERSION + 1
+        start = {1: [ex3.START_VERSION, "answer 5"]}
+        with pytest.raises(Wrong, match="lost without an error"):
+            ex3._judge_race(ex3.NAIVE, stage, out, start, turns_ok=False)
+    for stage, out in _races(ex3.NAIVE, GUARDED, on_server):
+        assert sorted(out["counts"].values()) == [0, 0, 1], stage.name
+        (winner,) = [w for w, n in out["counts"].items() if n]
+        assert out["rows"][1] == [ex3.START_VERSION + 1, f"answer of {winner}"]
+
+
+@pytest.mark.postgres
+def test_only_the_held_race_catches_a_guard_read_through_a_subquery(on_server: str) -> None:
+    """The subquery guard passes both lone trials; in the held race the first writer holds the
+    row while the others wait, and the waiting UPDATEs' subquery still sees version 5."""
+    stages = ex3.race_write(
+        ex3.NAIVE, ex3.learner_sql(SUBQUERY_GUARD, "it", ("update",), ("seen", "tools")), on_server
+    )
+    alone = {s.name: out for s, out in stages if s.how == "alone"}
+    assert alone["current"]["counts"] == {"A": 1} and alone["stale"]["counts"] == {"A": 0}
+    (held,) = [out for s, out in stages if s.how == "held"]
+    assert held["order"][0] == "A" and sorted(held["counts"].values()) == [1, 1, 1]
+    assert held["rows"][1][1] == f"answer of {held['order'][-1]}"  # the last commit wins
