@@ -28,7 +28,6 @@ from typing import Any
 
 import labkit.exercises.walls as walls
 import labkit.frontier.log as fr
-import labkit.frontier.log_pg as fpg
 import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
@@ -65,9 +64,9 @@ WAITING_SQL = (
 
 @contextmanager
 def learner_schema(
-    dsn: str, make: Callable[[Any], None], grant: str
+    dsn: str, make: Callable[[Any], None], grant: tuple[str, ...]
 ) -> Iterator[tuple[str, str | None]]:
-    """A throwaway schema whose tables `make(conn)` creates, with `grant` (e.g. "SELECT") on
+    """A throwaway schema whose tables `make(conn)` creates, with `grant` (e.g. ("select",)) on
     them for the learner role: yields (schema, role, or None where the server's user may not
     make roles). Dropped afterwards, with its tables and every grant on them."""
     from psycopg import errors, sql
@@ -87,8 +86,9 @@ def learner_schema(
                 conn.execute(sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(role)))
                 names = sql.Identifier(schema), sql.Identifier(role)
                 conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*names))
+                rights = sql.SQL(", ").join(sql.SQL(p.upper()) for p in grant)
                 conn.execute(
-                    sql.SQL("GRANT " + grant + " ON ALL TABLES IN SCHEMA {} TO {}").format(*names)
+                    sql.SQL("GRANT {} ON ALL TABLES IN SCHEMA {} TO {}").format(rights, *names)
                 )
         yield schema, role  # dropping the schema drops its tables and every grant on them
 
@@ -342,7 +342,6 @@ interleaving_ex = Exercise(
 # --- lesson 07: the condition under which a frontier may pass an id --------------------------
 
 TAKE_XACT_SQL = "SELECT pg_current_xact_id()"
-PASSED_SQL = f"SELECT {fpg.HORIZON_PASSED}"
 IDLE_SQL = "SELECT 1"
 SHARD = "main"
 
@@ -485,6 +484,12 @@ def _moments() -> list[tuple[Moment, Callable[[_Writers], None], Callable[[_Writ
     ]
 
 
+def horizon_passed(conn: Any, xact: str) -> bool:
+    """What `delivered_frontier` itself decides, in the statement it runs: may it pass now?"""
+    params = {"xact": xact, "key": SHARD, "base": 0}
+    return bool(POSTGRES.execute(conn, fr.HORIZON_CHECK_SQL, params).fetchone()[0])
+
+
 def _truth(value: list[Any], label: str) -> bool:
     """The learner's one value as a bool; `Wrong` naming its type if it is not one."""
     kind, got = value
@@ -506,7 +511,7 @@ def _check_condition(sql: Any) -> str:
     text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
     dsn = server_dsn()
     moments = _moments()
-    with learner_schema(dsn, fr.create_schema, "SELECT") as (schema, role):
+    with learner_schema(dsn, fr.create_schema, ("select",)) as (schema, role):
         with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as ref:
             for moment, before, after in moments:
                 writers = _Writers(dsn, schema)
@@ -516,7 +521,7 @@ def _check_condition(sql: Any) -> str:
                     after(writers)
                     params = {"xact": xact}
                     rows = pg_query(dsn, schema, role, text, params, "your query")
-                    (may,) = POSTGRES.execute(ref, PASSED_SQL, params).fetchone()
+                    may = horizon_passed(ref, xact)
                 finally:
                     writers.end_all()
                     writers.close()
@@ -786,7 +791,7 @@ def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage
         for key in race.keys:
             race.init(conn, key, START_VERSION, _start_tools(key, START_VERSION))
 
-    with learner_schema(dsn, make, "SELECT, INSERT, UPDATE") as (schema, role):
+    with learner_schema(dsn, make, ("select", "insert", "update")) as (schema, role):
 
         def task() -> list[dict[str, Any]]:
             done = []
