@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.exercises.sandbox as sandbox
 import labkit.exercises.walls as walls
 import labkit.frontier.log as fr
 import labkit.pg.ballots as pb
@@ -118,8 +119,6 @@ def learner_sql(
     """The learner's statement rendered for psycopg, after the checks every answer must pass:
     a string, one statement, of the right kind, using every one of `names`, and no parameter
     but those and the `optional` ones."""
-    import labkit.exercises.sandbox as sandbox
-
     text = sandbox.strip_sql(sql, what)
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
@@ -263,14 +262,13 @@ def _orphan_parts(answer: Any) -> dict[str, set[int]]:
     return {k: _id_set(keyed[k], k) for k in SCRIPTS}
 
 
-def _not_orphaned_because(row: co.Row, state: co.LabState) -> str:
+def _not_orphaned_because(row: co.Row) -> str:
     """Why a row the learner named is not an orphan under Article 1's rule."""
     step = row.summarized.get("id_order")
     if step is not None:
-        commit = "committed" if row.committed is not None and row.committed < step else "open"
         return (
             f"row {row.row_id} is in a summary: the summarize at step {step + 1} covered it, "
-            f"and it was {commit} and delivered by then. A row is orphaned only if the "
+            "and it was committed and delivered by then. A row is orphaned only if the "
             "checkpoint passed it while its writer had not committed"
         )
     return f"row {row.row_id} ends in no summary, but the checkpoint never passed it"
@@ -292,7 +290,7 @@ def _check_orphans(answer: Any) -> str:
             )
         extra = sorted(said[label] - real)
         if extra:
-            raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]], state)}.")
+            raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
         if said[label] != real:
             raise Wrong(
                 f"{label}: your answer misses at least one orphaned id. Find each summarize step and ask which ids were taken but not yet "
