@@ -211,7 +211,7 @@ def test_condition_accepts_every_correct_form(on_server: str, sql: str) -> None:
             "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)"
             " AND NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xid IS NULL"
             " AND state = 'idle in transaction' AND pid <> pg_backend_pid())",
-            ("idle in a transaction that never wrote", "no transaction id"),
+            ("your condition holds the frontier back although every transaction older",),
         ),
         (
             "SELECT 1 WHERE CAST(:xact AS xid8) IS NOT NULL",
@@ -267,26 +267,47 @@ def test_condition_that_runs_too_long_is_stopped(on_server: str) -> None:
 
 @pytest.mark.postgres
 def test_condition_situations_are_what_their_labels_say(on_server: str) -> None:
-    """The real test delivered_frontier runs says pass exactly where each label says no older
-    transaction is alive (so a label can never disagree with the truth it is judged by)."""
+    """The statement delivered_frontier runs says pass exactly where each label says no older
+    transaction of the check is alive (a transaction outside the check, on a shared server,
+    can only hold it back: such a moment is not judged)."""
     import labkit.frontier.log as fr
     import labkit.pg.instance as pg
 
-    seen = []
+    judged = []
     with ex3.learner_schema(on_server, fr.create_schema, ("select",)) as (schema, _):
         with pg.connect(on_server, autocommit=True, options=pg.search_path_option(schema)) as ref:
             for moment, before, after in ex3._moments():
                 writers = ex3._Writers(on_server, schema)
                 before(writers)
-                xact = str(ref.execute(ex3.TAKE_XACT_SQL).fetchone()[0])
+                xact = int(ref.execute(ex3.TAKE_XACT_SQL).fetchone()[0])
                 after(writers)
-                may = ex3.horizon_passed(ref, xact)
+                may = ex3.horizon_passed(ref, str(xact))
+                running = {int(r[0]) for r in ref.execute(ex3.XIP_SQL).fetchall()}
+                ours = writers.xact_ids()
                 writers.end_all()
                 writers.close()
-                seen.append((moment.label, may))
-    for label, may in seen:
-        holds = "older than :xact holds" in label or "still holds" in label
-        assert may is (not holds), label
+                outside = {x for x in running if x < xact} - ours
+                if not outside:
+                    holds = (
+                        "older than :xact holds" in moment.label or "still holds" in moment.label
+                    )
+                    assert may is (not holds), moment.label
+                    judged.append(moment.label)
+    assert judged, "every moment met a transaction from outside the check"
+
+
+@pytest.mark.postgres
+def test_condition_waits_out_other_sessions_and_says_when_it_cannot(on_server: str) -> None:
+    """A transaction outside the check, holding a transaction id, would hold every moment
+    back: the check refuses to judge while it runs (ServerBusy), and judges once it ends."""
+    import labkit.pg.instance as pg
+
+    with pg.connect(on_server) as outside:
+        outside.execute(ex3.TAKE_XACT_SQL)  # holds a transaction id until rolled back
+        with pytest.raises(ex3.ServerBusy, match="run it again"):
+            exs.condition_ex.check(HORIZON)
+        outside.rollback()
+    assert exs.condition_ex.check(HORIZON).passed
 
 
 # --- 08: the guarded write, raced ---------------------------------------------------------------

@@ -5,7 +5,9 @@ a catalog kept per tenant (08).
 
 Every check runs on a server: `use_server(dsn)` names one, else `labkit.pg.shared_server()`
 (the notebook's own). The interleavings run in a real `CommitOrderLab`; the condition is judged
-against the one `delivered_frontier` uses; the writes are raced on real connections.
+against the statement `delivered_frontier` runs, both in one exported snapshot taken while no
+transaction outside the check runs (else `ServerBusy`: on a shared server the check waits,
+then says it could not judge); the writes are raced on real connections.
 
 How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), on its own
 connections into a throwaway schema made for that check and dropped after it, with
@@ -18,6 +20,8 @@ switch back (`SET ROLE` is open to it), and the learner's own kernel can run any
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import threading
 import time
@@ -29,6 +33,7 @@ from typing import Any
 import labkit.exercises.sandbox as sandbox
 import labkit.exercises.walls as walls
 import labkit.frontier.log as fr
+import labkit.frontier.log_pg as fpg
 import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
@@ -167,16 +172,29 @@ def _plain(value: Any) -> list[Any]:
 
 
 def pg_query(
-    dsn: str, schema: str, role: str | None, sql: str, params: Mapping[str, Any], what: str
+    dsn: str,
+    schema: str,
+    role: str | None,
+    sql: str,
+    params: Mapping[str, Any],
+    what: str,
+    snapshot: str | None = None,
 ) -> list[list[list[Any]]]:
-    """Run the learner's query once in a walled child, READ ONLY; at most two rows back, each
-    value as [type name, value]. Whatever stops it becomes a `Wrong` naming `what`."""
+    """Run the learner's query once in a walled child, READ ONLY, in the exported `snapshot`
+    if one is named (so it sees exactly what the checker's own statement saw); at most two rows
+    back, each value as [type name, value]. Whatever stops it becomes a `Wrong` naming `what`."""
 
     def task() -> list[list[list[Any]]] | str:
         import psycopg
+        from psycopg import sql as pgsql
 
         try:
             with psycopg.connect(dsn, options=learner_options(schema, role, True)) as conn:
+                if snapshot is not None:
+                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                    conn.execute(
+                        pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot))
+                    )
                 rows = conn.execute(sql, dict(params)).fetchmany(2)
                 conn.rollback()
         except psycopg.Error as exc:
@@ -372,6 +390,11 @@ class _Writers:
     def idle(self, name: str) -> None:
         self.conn(name).execute(IDLE_SQL)  # opens a transaction that never takes an xact id
 
+    def xact_ids(self) -> set[int]:
+        """The transaction ids the writers hold now."""
+        found = (c.execute(fpg.OWN_XACT_SQL).fetchone()[0] for c in self.conns.values())
+        return {int(str(x)) for x in found if x is not None}
+
     def end_all(self) -> None:
         for conn in self.conns.values():
             conn.rollback()
@@ -482,6 +505,26 @@ def _moments() -> list[tuple[Moment, Callable[[_Writers], None], Callable[[_Writ
     ]
 
 
+EXPORT_SNAPSHOT_SQL = "SELECT pg_export_snapshot()"
+
+
+def export_snapshot(conn: Any) -> str:
+    """Open a REPEATABLE READ transaction on `conn` (no other open) and export its snapshot."""
+    import psycopg
+
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    return str(conn.execute(EXPORT_SNAPSHOT_SQL).fetchone()[0])
+
+
+XIP_SQL = "SELECT pg_snapshot_xip(pg_current_snapshot())::text"
+QUIET_TRIES = 50
+QUIET_POLL_S = 0.02
+
+
+class ServerBusy(RuntimeError):
+    """Sessions outside the check kept transactions open, so it could not set its scene."""
+
+
 def horizon_passed(conn: Any, xact: str) -> bool:
     """What `delivered_frontier` itself decides, in the statement it runs: may it pass now?"""
     params = {"xact": xact, "key": SHARD, "base": 0}
@@ -505,24 +548,59 @@ def _truth(value: list[Any], label: str) -> bool:
     )
 
 
+def _ask_in(
+    moment: Moment,
+    before: Callable[[_Writers], None],
+    after: Callable[[_Writers], None],
+    dsn: str,
+    schema: str,
+    role: str | None,
+    text: str,
+    ref: Any,
+    snap: Any,
+) -> tuple[bool, list[list[list[Any]]]]:
+    """Set the moment's scene, then ask delivered_frontier's test and the learner's query in
+    one snapshot. The scene is judged only when no transaction outside the check is running
+    (on a shared server an older one would hold every moment back, a younger one would change
+    what a wrong answer gets told); until then the check ends its own transactions, waits and
+    sets the scene again, so two checks never wait on each other."""
+    rng = random.Random(os.getpid())  # apart, two waiting checks retry at different moments
+    for _ in range(QUIET_TRIES):
+        writers = _Writers(dsn, schema)
+        try:
+            before(writers)
+            xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
+            after(writers)
+            shared = export_snapshot(snap)
+            running = {int(r[0]) for r in snap.execute(XIP_SQL).fetchall()}
+            if not running - writers.xact_ids():
+                may = horizon_passed(snap, xact)
+                params = {"xact": xact}
+                return may, pg_query(dsn, schema, role, text, params, "your query", shared)
+        finally:
+            snap.rollback()
+            writers.end_all()
+            writers.close()
+        time.sleep(QUIET_POLL_S * (1 + rng.random()))
+    raise ServerBusy(
+        f"while setting up the moment '{moment.label}', other sessions on this PostgreSQL "
+        "server kept transactions open, so the check could not tell what your condition "
+        "decides; run it again"
+    )
+
+
 def _check_condition(sql: Any) -> str:
     text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
     dsn = server_dsn()
     moments = _moments()
     with learner_schema(dsn, fr.create_schema, ("select",)) as (schema, role):
-        with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as ref:
+        opts = pg.search_path_option(schema)
+        with (
+            pg.connect(dsn, autocommit=True, options=opts) as ref,
+            pg.connect(dsn, options=opts) as snap,
+        ):
             for moment, before, after in moments:
-                writers = _Writers(dsn, schema)
-                try:
-                    before(writers)
-                    xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
-                    after(writers)
-                    params = {"xact": xact}
-                    rows = pg_query(dsn, schema, role, text, params, "your query")
-                    may = horizon_passed(ref, xact)
-                finally:
-                    writers.end_all()
-                    writers.close()
+                may, rows = _ask_in(moment, before, after, dsn, schema, role, text, ref, snap)
                 if len(rows) != 1 or len(rows[0]) != 1:
                     cols = len(rows[0]) if rows else 0
                     raise Wrong(
