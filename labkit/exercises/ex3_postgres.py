@@ -295,7 +295,8 @@ def _not_orphaned_because(row: co.Row) -> str:
 def _check_orphans(answer: Any) -> str:
     said = _orphan_parts(answer)
     dsn = server_dsn()
-    notes = []
+    notes: list[str] = []
+    waits: list[str] = []
     for label in SCRIPTS:
         state = run_script(label, dsn)
         real = set(state.orphans["id_order"])
@@ -311,13 +312,16 @@ def _check_orphans(answer: Any) -> str:
             raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
         if said[label] != real:
             raise Wrong(
-                f"{label}: your answer misses at least one orphaned id. Find each summarize step and ask which ids were taken but not yet "
-                "committed then, yet lie below the largest id the worker could see"
+                f"{label}: your answer misses at least one orphaned id. Find each summarize "
+                "step and ask which ids were taken but not yet committed then, yet lie below "
+                "the largest id the worker could see"
             )
         notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")
+        held = set(state.orphans["horizon"])
+        waits.append(f"{label} {listing(sorted(held)) if held else 'nothing'}")
     return (
         "both match a real run on PostgreSQL (" + "; ".join(notes) + "). The xmin horizon "
-        "wait orphans nothing in either: it held its checkpoint while a writer was open."
+        "wait, summarizing beside it, orphaned " + "; ".join(waits) + "."
     )
 
 
@@ -517,7 +521,7 @@ def export_snapshot(conn: Any) -> str:
 
 
 XIP_SQL = "SELECT pg_snapshot_xip(pg_current_snapshot())::text"
-QUIET_TRIES = 50
+QUIET_TRIES = 100
 QUIET_POLL_S = 0.02
 
 
@@ -902,8 +906,9 @@ def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any,
     if others:
         raise Wrong(
             f"worker {name}'s write for {race.row(worker.key)} also overwrote the row of "
-            f"{race.row(others[0])} with its answer: that row's own update was lost. Your WHERE matched every {race.noun} whose version was "
-            f"{stage.seen}; a write must touch its own {race.noun}'s row only"
+            f"{race.row(others[0])} with its answer: that row's own update was lost. Your "
+            f"WHERE matched every {race.noun} whose version was {stage.seen}; a write must "
+            f"touch its own {race.noun}'s row only"
         )
     mine = rows[worker.key]
     if stage.name == "stale":
