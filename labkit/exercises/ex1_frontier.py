@@ -152,7 +152,7 @@ def _explain_frontier_miss(rows: list[tuple[int, str]], base: int, got: Any, wan
                 "still change): it must hold the frontier back"
             )
         return (
-            "your frontier is beyond every row of this shard above the base: does every "
+            "it is beyond every row of this shard above the base: does every "
             "subquery filter on channel_key = :shard?"
         )
     if got < base:
@@ -218,9 +218,8 @@ frontier_sql_ex = Exercise(
         "retrying (waiting to try again): all open; or delivered, failed or cancelled (the "
         "sender withdrew it): all terminal. Write its gap-free frontier as ONE SELECT over "
         "`conversations` with the named parameters :shard and :base, returning one value. "
-        'Answer a string holding the query. The shape (not the rule): "SELECT MAX(id) FROM '
-        'conversations WHERE channel_key = :shard AND id > :base" is one SELECT returning '
-        "one value."
+        'Answer a string holding the query, shaped like "SELECT MAX(id) FROM conversations '
+        'WHERE channel_key = :shard AND id > :base" (one SELECT, one value; not the rule).'
     ),
     checker=_check_frontier_sql,
     hints=(
@@ -229,9 +228,9 @@ frontier_sql_ex = Exercise(
         "The rule has three parts, and the first that is not NULL wins: one less than the "
         "smallest open id above :base; else the largest id above :base; else :base itself. "
         "Every part looks at the shard's rows only (channel_key = :shard).",
-        "SELECT COALESCE((SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard AND "
-        "id > :base AND status IN (____)), (SELECT ____ FROM conversations WHERE ____), :base). "
-        "Fill in the open statuses and the middle fallback.",
+        "COALESCE((one less than the smallest id of this shard above :base whose status is "
+        "IN (____)), (SELECT ____ FROM conversations WHERE ____), :base): fill in the open "
+        "statuses and the middle fallback.",
     ),
     solution_text=(
         "SELECT COALESCE(\n"
@@ -478,9 +477,9 @@ partial_index_ex = Exercise(
     ),
     solution_text=(
         "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-        "WHERE status IN ('pending', 'retrying', 'running')  "
+        "WHERE status IN ('pending', 'retrying', 'running')\n"
         "(conversations(tenant, channel_key) with the same WHERE is the same index: SQLite "
-        "appends the rowid, id, to every index)"
+        "appends the rowid, id, to every index.)"
     ),
 )
 
@@ -533,7 +532,8 @@ def _check_max_orphans(answer: Any) -> str:
             for k, (after, cov, skipped) in enumerate(jumps)
             if not set(skipped) <= said
         )
-        found = "" if k == 0 else f"your ids cover MAX's first {k} jump{'s' if k > 1 else ''}; "
+        covered = {0: "", 1: "MAX's first jump"}.get(k, f"MAX's first {k} jumps")
+        found = f"your ids cover {covered}; " if covered else ""
         raise Wrong(
             f"some orphans are missing: {found}after '{after}' MAX coverage jumped to {cov} "
             "while ids below it were still open. Which were they?"

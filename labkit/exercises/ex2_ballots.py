@@ -271,9 +271,9 @@ crash_verdicts_ex = Exercise(
     name="What survives a restart",
     question=(
         CRASH.setup
-        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Give X (the new "
-        "ballot's id, a whole number) and each response's decision, as for notebook 04's "
-        "verdicts: a dict shaped like {'X': 9, 'A': 'commit', 'B': 'stale_base', 'C': "
+        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Answer a dict: "
+        "X (the new ballot's id, a whole number) and each response's decision, as for notebook "
+        "04's verdicts, shaped like {'X': 9, 'A': 'commit', 'B': 'stale_base', 'C': "
         "'commit', 'D': 'stale_base'} (other values)."
     ),
     checker=lambda answer: _check_verdicts(CRASH, answer),
