@@ -22,6 +22,7 @@ import labkit.exercises
 from labkit import exercises as exs
 from labkit.ballot import Response
 from labkit.catalog.loop import Outcome
+from labkit.designs.schedules import format_schedule, parse_step
 from labkit.exercises import ex1_frontier, ex2_ballots
 from labkit.exercises.kit import Exercise
 
@@ -373,6 +374,7 @@ def lesson_row() -> pd.Series:
     return ex1_frontier._predict_timeline()[["frontier", "max_watermark"]]  # noqa: SLF001
 
 
+LWW = ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]
 ALTERNATIVES: list[tuple[Exercise, Any]] = [
     (exs.predict_frontier_ex, {"frontier": np.int64(3), "max_watermark": np.int32(5)}),
     (exs.predict_frontier_ex, {"frontier": 3, "max": 5}),
@@ -429,10 +431,13 @@ ALTERNATIVES: list[tuple[Exercise, Any]] = [
     (exs.crash_verdicts_ex, {**AFTER_RESTART, "X": np.int64(4), "B": None}),
     (exs.crash_verdicts_ex, {**AFTER_RESTART, "X": pd.Series([4]).iloc[0], "B": "committed"}),
     (exs.apply_rule_ex, decide),
-    (exs.lww_rewind_ex, ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]),
+    (exs.lww_rewind_ex, LWW),
     (exs.lww_rewind_ex, ("deliver 1", "timeout 2", "deliver 3", "deliver 4", "deliver 2")),
+    (exs.lww_rewind_ex, [parse_step(s) for s in LWW]),  # the Steps explore() hands out
+    (exs.lww_rewind_ex, format_schedule([parse_step(s) for s in LWW], " ; ")),  # as it prints them
     (exs.closing_question_ex, {"schedule": CLOSING, "decision": "reject"}),
     (exs.closing_question_ex, (CLOSING, " Reject ")),
+    (exs.closing_question_ex, {"schedule": "; ".join(CLOSING), "decision": "Reject."}),
     (
         exs.closing_question_ex,
         {

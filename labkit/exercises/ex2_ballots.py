@@ -306,8 +306,18 @@ HOST_SKEWS: dict[int, float] = {rid: -10.0 for rid in range(1, 40, 2)}
 
 
 def _steps(answer: Any, what: str = "the schedule") -> list[str]:
+    """A schedule as a list of step texts: a list or tuple of strings or `Step`s, or one string
+    with the steps separated by ';' as `format_schedule` prints them."""
+    if isinstance(answer, str) and ";" in answer:
+        answer = [step.strip() for step in answer.split(";") if step.strip()]
     if isinstance(answer, str) or not isinstance(answer, Sequence):
-        raise Wrong(f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...]")
+        raise Wrong(
+            f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], or as one "
+            f"string with ';' between the steps; not a {type(answer).__name__} of one step"
+            if isinstance(answer, str)
+            else f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
+            f"{type(answer).__name__}"
+        )
     if not answer:
         raise Wrong(f"{what} is empty")
     if len(answer) > 20:
@@ -443,7 +453,7 @@ def _check_closing(answer: Any) -> str:
         raise Wrong(
             f"the decision is a string, one of {list(DECISIONS)}, not a {type(decision).__name__}"
         )
-    said = " ".join(decision.strip().lower().replace(",", ", ").split())
+    said = " ".join(decision.strip().strip(".!").lower().replace(",", ", ").split())
     if said not in DECISIONS:
         raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {shown(decision)}")
     if said == "compensate":
