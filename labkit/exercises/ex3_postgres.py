@@ -345,9 +345,10 @@ interleaving_ex = Exercise(
         "At a summarize, Article 1's rule takes one less than the smallest visible open id, else "
         "the largest visible id. An id is orphaned when that checkpoint passes it while its "
         "writer has not committed: when it appears later, the checkpoint never comes back.",
-        "In P, at step 7 the worker sees ids 2 and 3, both delivered; ids 1 and 4 belong to A, "
-        "which has not committed. Which of 1 and 4 lie below the checkpoint? In Q, at step 6 "
-        "both writers have committed: is any visible id still pending then?",
+        "In P, at step 7 the worker sees ids 2 and 3, both delivered, and nothing open, "
+        "while A still holds ids 1 and 4 unseen: the checkpoint jumps to the largest visible "
+        "id, passing whichever of A's ids lie below it. In Q, at step 6 both writers have "
+        "committed and id 1 is visible but still pending. So {'P': {____}, 'Q': ____}.",
     ),
     solution_text=(
         "answer = {'P': {1}, 'Q': set()}. P: at step 7 the checkpoint jumps to 3 (the largest "
@@ -641,7 +642,7 @@ condition_ex = Exercise(
         "A snapshot knows the oldest transaction still running: pg_snapshot_xmin("
         "pg_current_snapshot()). Transactions that began after :xact was taken do not matter; "
         "compare the two transaction ids.",
-        "SELECT pg_snapshot_xmin(pg_current_snapshot()) ___ CAST(:xact AS xid8): which "
+        "SELECT pg_snapshot_xmin(pg_current_snapshot()) ____ CAST(:xact AS xid8): which "
         "comparison says that the oldest transaction still running is not older than :xact?",
     ),
     solution_text=(
@@ -1038,7 +1039,7 @@ guarded_write_ex = Exercise(
         "Put the fact the decision relied on into the write itself, as a condition on the row "
         "being updated: PostgreSQL re-checks such a condition against the newest row when a "
         "writer that waited gets its turn. A subquery is not re-checked.",
-        "UPDATE naive_catalog SET version = :seen + 1, tools = :tools WHERE id = 1 AND ___: "
+        "UPDATE naive_catalog SET version = :seen + 1, tools = :tools WHERE id = 1 AND ____: "
         "which condition on the row's own columns fills the gap?",
     ),
     solution_text=(
@@ -1067,7 +1068,7 @@ tenant_write_ex = Exercise(
         "Which rows may a write for one tenant change?",
         "Two conditions on the row being updated: it is this worker's tenant, and it still "
         "holds the version the worker read. Both belong in the statement that writes.",
-        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ___ AND "
+        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND "
         "version = :seen",
     ),
     solution_text=(

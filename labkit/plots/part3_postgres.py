@@ -18,7 +18,7 @@ from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
 RULE_STYLE = {
     "id_order": (COLORS["max"], "id order"),
-    "horizon": (COLORS["frontier"], "delivered_frontier"),
+    "horizon": (COLORS["frontier"], "xmin horizon wait"),
 }
 WRITER_COLORS = {"A": "#7b3294", "B": "#008837"}
 
