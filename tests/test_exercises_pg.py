@@ -151,6 +151,7 @@ def test_orphans_wrong_predictions_name_the_cause(
         ({"P": 1, "Q": set()}, ("give a set of row ids", "is a int")),
         ({"P": "1", "Q": set()}, ("give a set of row ids", "is a str")),
         ({"P": {1}}, ("missing: Q",)),
+        ({"P": {1}, "Q": {}}, ("empty dict", "set()")),
         ({"P": {1}, "Q": set(), "R": set()}, ("not R",)),
         ([{1}, set()], ("give a dict", "list")),
     ],

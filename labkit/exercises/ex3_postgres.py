@@ -252,6 +252,8 @@ def run_script(label: str, dsn: str | None = None) -> co.LabState:
 
 
 def _id_set(value: Any, label: str) -> set[int]:
+    if isinstance(value, dict) and not value:
+        raise Wrong(f"{label}: {{}} is an empty dict in Python, not a set; write set() for none")
     if (
         isinstance(value, str | bytes)
         or not isinstance(value, Iterable)
