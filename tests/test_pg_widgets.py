@@ -97,3 +97,14 @@ def test_a_server_that_is_gone_is_said_on_the_message_line(app, monkeypatch) -> 
     assert "no longer answers" in app.message.value and "first code cell" in app.message.value
     assert all(b.disabled for b in app.buttons)
     assert "the server is gone" in app.why.value
+
+
+def test_a_summary_that_moves_nothing_says_no_change_and_why(app) -> None:
+    app.step("A", "insert")
+    app.step("B", "insert")
+    app.step("B", "commit")
+    app.step("worker", "deliver")
+    app.step("worker", "summarize")  # id order moves to 2; the horizon holds
+    assert "No change" not in app.message.value
+    app.step("worker", "summarize")
+    assert app.message.value.startswith("No change: neither checkpoint moved (the horizon")

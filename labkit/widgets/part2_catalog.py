@@ -91,8 +91,8 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
         for col, value in zip(table.columns, row, strict=True):
             bad = col == "rewinds" and value
             text = html.escape(str(value))
-            cells.append(f"<td style='color:#b00020'><b>{text}</b></td>" if bad
-                         else f"<td>{text}</td>")
+            cells.append(f"<td style='color:#b00020;white-space:nowrap'><b>{text}</b></td>" if bad
+                         else f"<td style='white-space:nowrap'>{text}</td>")
         body.append(f"<tr{style}>{''.join(cells)}</tr>")
     return _scrolling(
         "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
@@ -158,7 +158,7 @@ class FiveDesignsApp(BatchedApp):
         self.message = classed(widgets.HTML(layout=widgets.Layout(min_height="1.6em")),
                                "wb-message")
         self.out = classed(widgets.Output(), "wb-traces")
-        self.metrics = classed(widgets.HTML(layout=widgets.Layout(width="100%")), "wb-metrics")
+        self.metrics = classed(widgets.HTML(), "wb-metrics")
         self.counterexamples = classed(widgets.HTML(), "wb-counterexamples")
 
         self.design.observe(self._changed, "value")
@@ -406,7 +406,7 @@ class ArrivalWorkbench(BatchedApp):
         # Fixed heights: the picture below must not jump as these texts come and go.
         self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
         self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
-        self.message = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-message")
+        self.message = classed(widgets.HTML(layout=_fixed_height("3.4em")), "wb-message")
         self.out = classed(widgets.Output(), "wb-lanes")
         self.verdicts = classed(widgets.HTML(), "wb-verdicts")
 

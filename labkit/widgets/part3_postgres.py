@@ -39,6 +39,17 @@ def _problem(text: str) -> str:
     return f"<span style='color:#b00020'>&#9888; {html.escape(text, quote=False)}</span>"
 
 
+def _no_change(lab: CommitOrderLab, action: str, coverage_before: dict[str, int]) -> str:
+    """ "No change: ..." when a worker step moved nothing, with why; "" otherwise."""
+    last = lab.events[-1]
+    if action == "deliver" and not last.note:
+        return "No change: no committed row was waiting to be delivered. "
+    if action == "summarize" and lab.coverage == coverage_before:
+        held = " (the horizon wait held: an older transaction is still open)"
+        return f"No change: neither checkpoint moved{held if last.note else ''}. "
+    return ""
+
+
 class CommitOrderApp:
     """Buttons in, the id-against-step timeline and each rule's coverage and orphans out.
 
@@ -109,6 +120,7 @@ class CommitOrderApp:
         if why:
             self.message.value = _problem(f"Not done: {actor} {action}: {why}.")
             return
+        before = dict(self.lab.coverage)
         try:
             self.lab.step(actor, action)
         except ValueError as exc:
@@ -119,10 +131,7 @@ class CommitOrderApp:
                 raise
             self._reconnect(exc)
             return
-        note = ""
-        if action == "deliver" and not self.lab.events[-1].note:
-            note = "No change: no committed row was waiting to be delivered. "
-        self.update(note)
+        self.update(_no_change(self.lab, action, before))
 
     def reset(self) -> None:
         """Drop the lab's schema and start again with empty writers."""

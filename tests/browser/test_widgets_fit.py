@@ -4,7 +4,8 @@ Each notebook with widgets runs all; then every control label, button, HTML bloc
 inside a widget must show all of its text: its scroll width is at most its client width, or
 it scrolls on its own (overflow auto, and short enough that its scrollbar is in view), never
 through the whole widget's scrollbar far below. Notebook 07's step-it-yourself widget must
-still work after Run All, whose last cell used to close its connection.
+still work after Run All, whose last cell used to close its connection; the workbench's
+picture must not move as the hints above it change.
 """
 
 from __future__ import annotations
@@ -77,11 +78,41 @@ def _open_at_1280(lab, path: str):
     return nb
 
 
+_IMAGE_TOP = (
+    "el => el.querySelector('.wb-lanes img').getBoundingClientRect().top"
+    " - el.getBoundingClientRect().top"
+)
+
+
+def _workbench_holds_still(nb) -> None:
+    """The lanes image stays put while the greyed-out list, the error line and the buttons'
+    request number change above it."""
+    from playwright.sync_api import expect
+
+    cell = nb.cell_with("ArrivalWorkbench(preset=")
+    cell.scroll_into_view_if_needed()
+    bench = cell.locator(".wb-workbench")
+    src = wait_image(cell)
+    tops = [bench.evaluate(_IMAGE_TOP)]
+    for button in ("button.wb-reset", "button.wb-deliver", "button.wb-crash"):
+        cell.locator(button).dispatch_event("click")
+        src = wait_image(cell, changed_from=src)
+        tops.append(bench.evaluate(_IMAGE_TOP))
+    schedule = cell.locator(".wb-schedule input")
+    schedule.fill("deliver 1; deliver 1")  # refused with an error line, as the button would
+    schedule.press("Enter")
+    expect(cell.locator(".wb-error")).to_contain_text("dup 1", timeout=WAIT_MS)
+    tops.append(bench.evaluate(_IMAGE_TOP))
+    assert len(set(tops)) == 1, f"the workbench's picture moved: tops {tops}"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
 def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     nb = _open_at_1280(lab, path)
     cut = _cut_in(nb)
     assert not cut, f"{path}: cut at 1280x800 with the file browser open: {cut}"
+    if path.startswith("notebooks/04_"):
+        _workbench_holds_still(nb)
 
 
 @pytest.mark.postgres
