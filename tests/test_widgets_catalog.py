@@ -408,3 +408,13 @@ def test_the_picture_does_not_move_as_the_hints_change(bench: ArrivalWorkbench) 
     for box in (bench.why, bench.error, bench.message):
         assert box.layout.height and box.layout.overflow == "auto"
     assert len({b.layout.width for name, b in bench.buttons.items() if name in bench.KINDS}) == 4
+
+
+def test_shortest_break_loads_with_repeats_written_as_dup(bench: ArrivalWorkbench) -> None:
+    """The explorer writes a repeat arrival as a second `deliver`; the workbench, which refuses
+    that spelling like its buttons do, loads it as `dup`, and the design still breaks."""
+    assert texts(shortest_break("callback")) == ["deliver 1", "deliver 2", "deliver 1"]
+    bench.focus.value = "callback"
+    bench.shortest.click()
+    assert texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"]
+    assert bench.builder.runs["callback"].falls and not bench.error.value

@@ -433,3 +433,17 @@ def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[Ste
     design_registry.check_design(design)
     found = _shortest(design, n, window)
     return None if found is None else list(found)
+
+
+def as_first_and_again(steps: Sequence[Step]) -> list[Step]:
+    """The same schedule with every repeat arrival written as `dup k`, as `ScheduleBuilder`
+    takes it (the explorer writes `deliver k` twice; the runner plays both alike)."""
+    arrived: set[int | None] = set()
+    out = []
+    for step in steps:
+        if step.kind == Kind.DELIVER and step.request in arrived:
+            step = Step.dup(step.request)
+        if step.kind in (Kind.DELIVER, Kind.DUP, Kind.STALE):
+            arrived.add(step.request)
+        out.append(step)
+    return out

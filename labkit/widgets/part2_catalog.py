@@ -29,6 +29,7 @@ from labkit.designs.schedule_builder import (
     DesignRun,
     ScheduleBuilder,
     StepError,
+    as_first_and_again,
     shortest_break,
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
@@ -510,6 +511,7 @@ class ArrivalWorkbench(BatchedApp):
         """Replace the schedule by the shortest one that breaks the design in focus, if any."""
         design = self.focus.value
         found = shortest_break(design)
+        found = None if found is None else as_first_and_again(found)
         self.broke[design] = found
         if found is None:
             self.message.value = (
