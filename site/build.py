@@ -40,6 +40,9 @@ PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("Part two · the catalog watermark with ballots", (4, 5, 6)),
     ("Part three · the same lessons on PostgreSQL", (7, 8)),
 )
+# The worked answers' section: last in the navigation, after the reference, and linked from no
+# page a learner works through (a student page says where the answers are but does not link).
+ANSWERS = "Answers (for instructors)"
 # The reference pages: these docs first, in this order, then any other docs/*.md by name.
 REFERENCE_DOCS = ("glossary", "instructor", "benchmarks", "figures")
 NUMBER = re.compile(r"^(?:ex)?(\d\d)_")
@@ -74,10 +77,16 @@ def stage(src: Path) -> list[Path]:
     for figure in sorted((ROOT / "docs" / "figures").iterdir()):
         if figure.suffix in {".svg", ".png"}:
             shutil.copy(figure, src / "docs" / "figures")
-    shutil.copytree(ROOT / "notebooks", src / "notebooks",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.sqlite", "*.db"))
-    shutil.copytree(ROOT / "exercises" / "solutions", src / "exercises" / "solutions",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / "notebooks",
+        src / "notebooks",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.sqlite", "*.db"),
+    )
+    shutil.copytree(
+        ROOT / "exercises" / "solutions",
+        src / "exercises" / "solutions",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
+    )
     nbfiles.make_student_copies(ROOT / "exercises" / "solutions", src / "exercises" / "student")
     lessons = numbered(src / "notebooks")
     exercises = numbered(src / "exercises" / "solutions")
@@ -88,11 +97,13 @@ def stage(src: Path) -> list[Path]:
 
 
 def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -> str:
-    """The site's navigation: the learning path, then the solutions, then the reference pages."""
+    """The site's navigation: the learning path, the reference pages, then the answers."""
     placed = {n for _, numbers in PARTS for n in numbers}
     if set(lessons) - placed:
-        raise BuildError(f"notebooks {sorted(set(lessons) - placed)} are in no part of "
-                         "site/build.py's PARTS: place them on the learning path")
+        raise BuildError(
+            f"notebooks {sorted(set(lessons) - placed)} are in no part of "
+            "site/build.py's PARTS: place them on the learning path"
+        )
 
     def doc(path: Path) -> str:
         return path.relative_to(src).with_suffix("").as_posix()
@@ -106,10 +117,10 @@ def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -
             if n in exercises:
                 entries.append(doc(src / "exercises" / "student" / exercises[n].name))
         blocks.append((caption, entries))
-    blocks.append(("Solutions", [doc(p) for p in exercises.values()]))
     docs = sorted(p.stem for p in (src / "docs").glob("*.md"))
     docs = [d for d in REFERENCE_DOCS if d in docs] + [d for d in docs if d not in REFERENCE_DOCS]
     blocks.append(("Reference", ["run-it-yourself", *(f"docs/{d}" for d in docs), "CONTRIBUTING"]))
+    blocks.append((ANSWERS, [doc(p) for p in exercises.values()]))
     return "".join(
         f"\n\n```{{toctree}}\n:caption: {caption}\n:hidden:\n\n" + "\n".join(entries) + "\n```\n"
         for caption, entries in blocks
@@ -117,17 +128,25 @@ def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -
 
 
 def _link_exercise_pairs(solutions: dict[int, Path], student_dir: Path) -> None:
-    """Title each solution page as such and link it with its student page, both ways."""
+    """Title each solution page as such and link it to its student page; the student page
+    names the hints and where the answers are, without a link to them."""
     import nbformat
     from nbformat.v4 import new_markdown_cell
 
     for n, solution in solutions.items():
         student = student_dir / solution.name
         for path, note in (
-            (student, f"The worked answers are on their own page: [Solutions {n:02d}]"
-                      f"(../solutions/{solution.name}). Try the exercises first."),
-            (solution, f"These are the worked answers. The exercises without them: "
-                       f"[Exercises {n:02d}](../student/{solution.name})."),
+            (
+                student,
+                "Check each answer with `.check()`; when stuck, climb `.hint(1)` to "
+                "`.hint(3)` before `.solution()`. The worked answers are for "
+                f"instructors, in the last section of this site, '{ANSWERS}'.",
+            ),
+            (
+                solution,
+                "These are the worked answers, for instructors. The exercises without "
+                f"them: [Exercises {n:02d}](../student/{solution.name}).",
+            ),
         ):
             nb = nbformat.read(path, as_version=4)
             if path == solution:
@@ -165,8 +184,9 @@ async def _execute_all(paths: list[Path], jobs: int, timeout: int, kernel_log: A
     class SiteClient(NotebookClient):
         """Draws each widget's first view from the widget state as its cell left it."""
 
-        async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any,
-                                     **kwargs: Any) -> Any:
+        async def async_execute_cell(
+            self, cell: Any, cell_index: int, *args: Any, **kwargs: Any
+        ) -> Any:
             cell = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
             if cell.cell_type == "code":
                 replace_widget_outputs(cell.outputs, self.widget_state)
@@ -178,20 +198,31 @@ async def _execute_all(paths: list[Path], jobs: int, timeout: int, kernel_log: A
         async with gate:
             started = time.monotonic()
             nb = nbformat.read(path, as_version=4)
-            client = SiteClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
+            client = SiteClient(
+                nb,
+                timeout=timeout,
+                kernel_name="python3",
+                resources={"metadata": {"path": str(path.parent)}},
+            )
             try:
                 await client.async_execute(stderr=kernel_log)
             except CellExecutionError as exc:
                 raise BuildError(f"{path.relative_to(path.parents[1])} failed:\n{exc}") from exc
             nb.metadata.pop("widgets", None)  # drawn already; no widget manager on the page
-            left = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                    for out in c.outputs if WIDGET_MIME in out.get("data", {})]
+            left = [
+                i
+                for i, c in enumerate(nb.cells)
+                if c.cell_type == "code"
+                for out in c.outputs
+                if WIDGET_MIME in out.get("data", {})
+            ]
             if left:
                 raise BuildError(f"{path.name}: cells {left} still hold a raw widget view")
             nbformat.write(nb, path)
-            print(f"  executed {path.parent.name}/{path.name} in "
-                  f"{time.monotonic() - started:.1f} s", flush=True)
+            print(
+                f"  executed {path.parent.name}/{path.name} in {time.monotonic() - started:.1f} s",
+                flush=True,
+            )
 
     # the slowest (part three, the later lessons) first, so no kernel starts last and alone
     await asyncio.gather(*(run(p) for p in sorted(paths, key=lambda p: p.name, reverse=True)))
@@ -203,8 +234,21 @@ def render(src: Path, html: Path, doctrees: Path) -> None:
 
     if html.exists():
         shutil.rmtree(html)
-    code = build_main(["-b", "html", "-q", "-W", "--keep-going", "-c", str(SITE),
-                       "-d", str(doctrees), str(src), str(html)])
+    code = build_main(
+        [
+            "-b",
+            "html",
+            "-q",
+            "-W",
+            "--keep-going",
+            "-c",
+            str(SITE),
+            "-d",
+            str(doctrees),
+            str(src),
+            str(html),
+        ]
+    )
     if code:
         raise BuildError(f"sphinx-build failed (exit {code}); its warnings are above")
 

@@ -111,12 +111,14 @@ def test_junk_gets_a_friendly_message(ex: Exercise, junk: Any) -> None:
 
 
 @pytest.mark.parametrize("ex", ALL, ids=lambda e: e.name)
-def test_two_hints_and_a_solution(ex: Exercise) -> None:
-    nudge, near = ex.hint(1), ex.hint(2)
-    assert nudge.status == near.status == "hint" and nudge.message != near.message
-    assert nudge.message.startswith("(1 of 2)") and near.message.startswith("(2 of 2)")
-    assert len(nudge.message) > 40 and len(near.message) > 40
-    assert ex.hint().message == nudge.message and "2 hints" in ex.hint(3).message
+def test_three_hints_and_a_solution(ex: Exercise) -> None:
+    nudge, method, near = ex.hint(1), ex.hint(2), ex.hint(3)
+    assert nudge.status == method.status == near.status == "hint"
+    assert len({nudge.message, method.message, near.message}) == 3
+    for k, hint in enumerate((nudge, method, near), start=1):
+        assert hint.message.startswith(f"({k} of 3)") and len(hint.message) > 40
+    assert "____" in near.message  # the near-answer leaves a gap to fill
+    assert ex.hint().message == nudge.message and "3 hints" in ex.hint(4).message
     assert ex.solution().status == "solution" and len(ex.solution().message) > 20
 
 
@@ -133,19 +135,32 @@ def test_every_lesson_with_exercises_has_its_notebook() -> None:
 
 
 def test_frontier_sql_max_rule_passes_an_open_id() -> None:
-    wrong(
+    fb = wrong(
         exs.frontier_sql_ex,
         MAX_RULE_SQL,
         "on shard 'lease'",
-        "with base 0 your query returned 4, the frontier is 1: it passed id 2, which is leased",
+        "with base 0 your query returned 4: your frontier passes a leased row, and leased is open",
     )
+    assert "frontier is" not in fb.message
 
 
 def test_frontier_sql_copied_from_notebook_02_misses_the_new_open_statuses() -> None:
     four = FRONTIER_SQL.replace(OPEN, "status IN ('pending','running')")
-    wrong(exs.frontier_sql_ex, four, "it passed id 2, which is leased: still open")
+    wrong(exs.frontier_sql_ex, four, "passes a leased row, and leased is open")
     with_leased = FRONTIER_SQL.replace(OPEN, "status IN ('pending','leased','running')")
-    wrong(exs.frontier_sql_ex, with_leased, "on shard 'retry'", "which is retrying")
+    wrong(exs.frontier_sql_ex, with_leased, "on shard 'retry'", "passes a retrying row")
+
+
+def test_frontier_sql_without_the_minus_one_is_told_so() -> None:
+    """The issue's case: MIN(id) without the - 1 once got "it passed id 2, which is leased",
+    which sent the learner to the status list instead of the missing - 1."""
+    fb = wrong(
+        exs.frontier_sql_ex,
+        FRONTIER_SQL.replace("MIN(id) - 1", "MIN(id)"),
+        "returned 2: it returned the id of the first open row (leased) itself",
+        "one short of that row",
+    )
+    assert "passes a leased row" not in fb.message and "still open" not in fb.message
 
 
 def test_frontier_sql_without_fallback_returns_null() -> None:
@@ -153,14 +168,17 @@ def test_frontier_sql_without_fallback_returns_null() -> None:
         "SELECT MIN(id) - 1 FROM conversations "
         f"WHERE channel_key = :shard AND id > :base AND {OPEN}"
     )
-    wrong(exs.frontier_sql_ex, only_min, "returned None", "the largest id above the base")
+    wrong(exs.frontier_sql_ex, only_min, "returned None", "look at the second part of the rule")
 
 
 @pytest.mark.parametrize(
     ("blocking", "needle"),
     [
-        ("status NOT IN ('delivered', 'failed')", "cancelled is terminal"),
-        ("status <> 'delivered'", "is terminal: it must not hold the frontier back"),
+        (
+            "status NOT IN ('delivered', 'failed')",
+            "stops at a cancelled row, but cancelled is terminal",
+        ),
+        ("status <> 'delivered'", "is terminal (it will never change): it must not hold"),
     ],
 )
 def test_frontier_sql_that_lets_a_terminal_status_block(blocking: str, needle: str) -> None:
@@ -260,11 +278,17 @@ def test_the_learners_own_errors_are_feedback_while_labkit_errors_are_not(monkey
 @pytest.mark.parametrize(
     ("answer", "needle"),
     [
-        ({"frontier": 1, "max_watermark": 5}, "id 2 is failed"),
-        ({"frontier": 5, "max_watermark": 5}, "id 4 is still pending"),
-        ({"frontier": 3, "max_watermark": 6}, "delivered ids are 1, 3, 5"),
+        ({"frontier": 1, "max_watermark": 5}, "you counted a failed row as still open"),
+        ({"frontier": 5, "max_watermark": 5}, "passes a row that is still pending"),
+        (
+            {"frontier": 4, "max_watermark": 5},
+            "id 4 is still pending: the frontier stops one short",
+        ),
+        ({"frontier": 3, "max_watermark": 6}, "id 6 is pending: MAX(id) WHERE status='delivered'"),
+        ({"frontier": 3, "max_watermark": 3}, "gap-free rule's answer again"),
         ({"frontier": 3}, "'max_watermark'"),
-        ({"frontier": "3", "max": 5}, "whole number"),
+        ({"frontier": "3", "max": 5}, "not the text '3': drop the quotes"),
+        ({"frontier": 3.0, "max": 5}, "is a float"),
         ([3, 5], "dict"),
     ],
 )
@@ -281,9 +305,9 @@ def test_predict_frontier_accepts_max_key() -> None:
     [
         ("CREATE INDEX i ON conversations(tenant, channel_key, id)", "holds open rows only"),
         (
-            "CREATE INDEX i ON conversations(tenant, channel_key) "
+            "CREATE INDEX i ON conversations(tenant, channel_key, priority, id) "
             "WHERE status IN ('pending', 'retrying', 'running')",
-            "put id right after the shard columns",
+            "seeks the shard but not the id range",
         ),
         (
             "CREATE INDEX i ON conversations(tenant, channel_key, id) "
@@ -310,8 +334,18 @@ def test_partial_index_messages(sql: str, needle: str) -> None:
     wrong(exs.partial_index_ex, sql, needle)
 
 
+def test_partial_index_accepts_the_implicit_rowid() -> None:
+    """The issue's case: SQLite appends the rowid to every index, so (tenant, channel_key) with
+    the right WHERE seeks `rowid>?` exactly as the reference does; it was refused."""
+    fb = exs.partial_index_ex.check(PARTIAL_INDEX.replace(", id)", ")"))
+    assert fb.passed, fb
+    assert "(tenant=? AND channel_key=? AND rowid>?)" in fb.message
+
+
 def test_partial_index_accepts_either_order_of_the_shard_columns() -> None:
-    fb = exs.partial_index_ex.check(PARTIAL_INDEX.replace("tenant, channel_key", "channel_key, tenant"))
+    fb = exs.partial_index_ex.check(
+        PARTIAL_INDEX.replace("tenant, channel_key", "channel_key, tenant")
+    )
     assert fb.passed, fb
     fb = exs.partial_index_ex.check(PARTIAL_INDEX)
     assert "USING INDEX idx_open (tenant=? AND channel_key=? AND id>?)" in fb.message
@@ -325,11 +359,13 @@ def test_notebook_03_index_does_not_pass_the_variant() -> None:
 @pytest.mark.parametrize(
     ("answer", "needle"),
     [
-        ([1, 2], "id 4 is an orphan too: after 'deliver #5' MAX coverage jumped to 5"),
+        ([1, 2], "your ids cover MAX's first jump; after 'deliver #5' MAX coverage jumped to 5"),
+        ({1, 2, 4}, "first 2 jumps; after 'deliver #7'"),
+        ({6}, "after 'deliver #3' MAX coverage jumped to 3 while ids below it were still open"),
         ({1, 2, 3, 4, 6}, "id 3 is not an orphan"),
         ({1, 2, 4, 6, 9}, "there is no id 9"),
-        (4, "list or set"),
-        (["1"], "not an id"),
+        (4, "set of ids"),
+        (["1"], "not the text '1'"),
     ],
 )
 def test_max_orphans_messages(answer: Any, needle: str) -> None:
@@ -343,11 +379,14 @@ def test_max_orphans_messages(answer: Any, needle: str) -> None:
     ("change", "needle"),
     [
         ({"B": "stale_watermark"}, "response B (ballot 3, observed watermark 1, base 0)"),
+        ({"B": "stale_watermark"}, "ballot 3 still owns the watermark"),
         ({"E": "commit"}, "ballot 3 observed watermark 1, but the head has moved to 2"),
-        ({"A": None}, "ballot 1 already left flight (it committed version 1)"),
+        ({"E": "unknown_ballot"}, "ballot 3 is still in flight"),
+        ({"A": None}, "ballot 1 is no longer in flight (it committed version 1)"),
         ({"D": "stale_base"}, "observed watermark 0, but the head has moved to 2"),
-        ({"C": "stale_base"}, "is in flight"),
+        ({"C": "stale_base"}, "which is the head: every question passes"),
         ({"C": "stale"}, "'stale' is not a decision"),
+        ({"C": 1}, "not a int"),
     ],
 )
 def test_rejection_reason_messages(change: dict[str, Any], needle: str) -> None:
@@ -365,12 +404,14 @@ def test_rejection_reasons_accept_none_for_commit() -> None:
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
-        ({"X": 3}, "reserve() returned 4"),
-        ({"A": "stale_watermark"}, "ballot 2 already left flight (the restarted loop abandoned"),
-        ({"B": "stale_watermark"}, "ballot 3 is in flight, observed 1 == head"),
+        ({"X": 3}, "ballot 3 was handed out before the crash"),
+        ({"X": 5}, "nothing was reserved between ballot 3 and X"),
+        ({"A": "stale_watermark"}, "ballot 2 is no longer in flight (the restarted loop abandoned"),
+        ({"B": "stale_watermark"}, "ballot 3 still owns the watermark: it observed 1"),
         ({"C": "commit"}, "ballot 4 observed watermark 1, but the head has moved to 2"),
-        ({"D": "commit"}, "ballot 3 already left flight (it committed at B)"),
-        ({"X": True}, "reserve() returned 4"),
+        ({"D": "commit"}, "ballot 3 is no longer in flight (it committed at B)"),
+        ({"X": True}, "True is a bool"),
+        ({"X": "4"}, "not the text '4': drop the quotes"),
     ],
 )
 def test_crash_verdict_messages(change: dict[str, Any], needle: str) -> None:
@@ -407,7 +448,8 @@ def test_notebook_05_counterexample_rewinds_only_with_clocks_on_time() -> None:
     ("answer", "needle"),
     [
         ({"schedule": CLOSING, "decision": "compensate"}, "nothing to compensate"),
-        ({"schedule": CLOSING, "decision": "replay"}, "NEW ballot"),
+        ({"schedule": CLOSING, "decision": "replay"}, "a late body is never applied"),
+        ({"schedule": CLOSING, "decision": "reject, then replay"}, "both replays went out before"),
         ({"schedule": CLOSING, "decision": "shrug"}, "must be one of"),
         ({"schedule": ["timeout", "deliver 21"], "decision": "reject"}, "giving up on 20, 21"),
         (
@@ -416,8 +458,14 @@ def test_notebook_05_counterexample_rewinds_only_with_clocks_on_time() -> None:
         ),
         (
             {
-                "schedule": ["timeout", "timeout", "deliver 22", "deliver 20", "deliver 21",
-                             "deliver 23"],
+                "schedule": [
+                    "timeout",
+                    "timeout",
+                    "deliver 22",
+                    "deliver 20",
+                    "deliver 21",
+                    "deliver 23",
+                ],
                 "decision": "reject",
             },
             "lww never rewinds on that order",
@@ -431,8 +479,8 @@ def test_closing_question_messages(answer: Any, needle: str) -> None:
     wrong(exs.closing_question_ex, answer, needle)
 
 
-@pytest.mark.parametrize("decision", ["Reject", "reject, then replay"])
-def test_closing_question_accepts_reject_with_or_without_replay(decision: str) -> None:
+@pytest.mark.parametrize("decision", ["reject", "Reject", "  REJECT "])
+def test_closing_question_accepts_what_notebook_05_teaches(decision: str) -> None:
     assert exs.closing_question_ex.check((CLOSING, decision)).passed
 
 
@@ -528,7 +576,7 @@ def test_a_wrong_answer_in_a_solution_notebook_fails_the_assertion(tmp_path: Pat
     path = tmp_path / "wrong.ipynb"
     nbformat.write(nb, path)
     executed = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)
-    with pytest.raises(AssertionError, match="predict_frontier_ex.check.*Not yet.*id 4"):
+    with pytest.raises(AssertionError, match="predict_frontier_ex.check.*Not yet.*still pending"):
         assert_every_check_says(executed, CORRECT, 1)
 
 

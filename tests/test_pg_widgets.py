@@ -32,7 +32,7 @@ def test_buttons_reproduce_the_late_commit(app) -> None:
         _button(app, actor, action).click()
     assert app.last_png != first and app.last_png.startswith(b"\x89PNG")
     assert "id order: coverage 2, orphans 1" in app.message.value
-    assert "delivered_frontier: coverage 2, orphans none" in app.message.value
+    assert "xmin horizon wait: coverage 2, orphans none" in app.message.value
     app.reset_button.click()
     assert "id order: coverage 0, orphans none" in app.message.value
 

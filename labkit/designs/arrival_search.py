@@ -10,6 +10,7 @@ expanded once while its schedules are still counted once per prefix.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -444,6 +445,22 @@ def _schedules(
     return out
 
 
+def _stratified(schedules: list[list[Step]], size: int, seed: str) -> list[list[Step]]:
+    """A seeded sample of about `size` schedules that keeps every mix of step kinds: schedules
+    are grouped by the set of kinds they hold (deliveries only, with a crash, with a stale body
+    and a time-out, ...), and each group gives an equal share, all of a group smaller than it."""
+    groups: dict[frozenset[Kind], list[list[Step]]] = {}
+    for sched in schedules:
+        groups.setdefault(frozenset(s.kind for s in sched), []).append(sched)
+    share = max(1, size // max(1, len(groups)))
+    rng = random.Random(seed)
+    picked: list[list[Step]] = []
+    for kinds in sorted(groups, key=lambda k: sorted(kind.value for kind in k)):
+        group = groups[kinds]
+        picked += group if len(group) <= share else rng.sample(group, share)
+    return picked
+
+
 def check_model(
     design: str,
     n: int,
@@ -456,16 +473,20 @@ def check_model(
     window: int = 2,
     ticks: int = 1000,
     skews: dict[int, float] | None = None,
+    sample: int | None = None,
 ) -> ModelCheck:
     """Play every schedule of `n` deliveries on the real design (`real`, i.e.
-    `arrivals.run_schedule`: SQLite for the ballot designs) and on the model: the head and the outcome after every step,
-    and the first rewind, must match. Schedules do not stop at a rewind; besides `deliver N`
-    (at most `copies` times each) and `timeout` (up to `timeouts`) they may hold up to `crashes`
-    crashes and, with `stale`, first deliveries of a stale body (`stale N`).
+    `arrivals.run_schedule`: SQLite for the ballot designs) and on the model: the head and the
+    outcome after every step, and the first rewind, must match. Schedules do not stop at a
+    rewind; besides `deliver N` (at most `copies` times each) and `timeout` (up to `timeouts`)
+    they may hold up to `crashes` crashes and, with `stale`, first deliveries of a stale body
+    (`stale N`). With `sample`, only about that many schedules are played (`_stratified`).
     """
     kwargs = {"window": window, "ticks": ticks, "skews": skews}
     model = LoopModel(design, **kwargs)
     found = _schedules(model, n, copies, timeouts, crashes, stale)
+    if sample is not None:
+        found = _stratified(found, sample, f"{design}-{n}-{copies}-{timeouts}-{crashes}")
     steps = 0
     mismatches: list[str] = []
     for sched in found:

@@ -14,7 +14,7 @@ from typing import Any
 
 import labkit.exercises.sandbox as sandbox
 import labkit.frontier.log as fr
-from labkit.exercises.kit import Exercise, Wrong, listing, shown
+from labkit.exercises.kit import Exercise, Wrong, shown, whole
 from labkit.frontier.orders import model_run
 from labkit.frontier.scenario_format import scenario_from_dict
 from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
@@ -23,15 +23,16 @@ _MAX, _FRONTIER = POLICY_COLUMNS["max"], POLICY_COLUMNS["frontier"]
 
 
 def _ids(answer: Any, what: str) -> set[int]:
-    """A learner's collection of row ids as a set of ints."""
+    """A learner's collection of row ids (a set, list, NumPy array or pandas Series) as a set
+    of Python ints."""
     if isinstance(answer, int | str) or not isinstance(answer, Iterable):
-        raise Wrong(f"give {what} as a list or set of ids, e.g. [2, 5] (or [] for none)")
-    out = set()
-    for item in answer:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise Wrong(f"{shown(item)} is not an id; {what} must hold whole numbers")
-        out.add(int(item))
-    return out
+        raise Wrong(
+            f"give {what} as a set of ids, e.g. {{2, 9}} (or set() for none), "
+            f"not a {type(answer).__name__}"
+        )
+    if isinstance(answer, Mapping):
+        raise Wrong(f"give {what} as a set of ids, e.g. {{2, 9}}, not a dict")
+    return {whole(item, f"each id in {what}") for item in answer}
 
 
 # --- lesson 02: the frontier as one SQL query, for a log with more statuses ----------------
@@ -123,28 +124,51 @@ def _shard_rows(conn: sqlite3.Connection, shard: str, base: int) -> list[tuple[i
 
 
 def _explain_frontier_miss(rows: list[tuple[int, str]], base: int, got: Any, want: int) -> str:
-    """Why `got` is not the frontier `want` of a shard whose rows above `base` are `rows`."""
+    """The kind of mistake that makes a query return `got` where the frontier is `want`, for a
+    shard whose rows above `base` are `rows`; it names statuses and causes, never `want`."""
     if got is None:
         if not rows:
-            return "it returned NULL; with no rows above the base the frontier stays at the base"
+            return (
+                "it returned NULL; with no row above the base, the frontier stays where it was: "
+                "look at the last fallback of the rule"
+            )
         return (
-            "it returned NULL; when no row above the base is open, the frontier is the largest "
-            "id above the base"
+            "it returned NULL; when no row above the base is open the rule still has an answer: "
+            "look at the second part of the rule"
         )
-    if not isinstance(got, int):
-        return f"it returned {type(got).__name__} {got!r}, not a whole-number id"
+    if isinstance(got, bool) or not isinstance(got, int):
+        return f"it returned a {type(got).__name__}, not a whole-number id"
     if got > want:
-        blocker = next(((i, s) for i, s in rows if base < i <= got and s in OPEN_STATUSES), None)
+        first_open = next(((i, s) for i, s in rows if s in OPEN_STATUSES), None)
+        if first_open and first_open[0] == got:
+            return (
+                f"it returned the id of the first open row ({first_open[1]}) itself: the "
+                "frontier stops one short of that row, because that row is not finished"
+            )
+        blocker = next(((i, s) for i, s in rows if i <= got and s in OPEN_STATUSES), None)
         if blocker:
-            return f"it passed id {blocker[0]}, which is {blocker[1]}: still open"
-        return f"no row of this shard has an id in ({want}, {got}]; the frontier never runs ahead"
+            return (
+                f"your frontier passes a {blocker[1]} row, and {blocker[1]} is open (it can "
+                "still change): it must hold the frontier back"
+            )
+        return (
+            "it is beyond every row of this shard above the base: does every "
+            "subquery filter on channel_key = :shard?"
+        )
     if got < base:
         return "it went below the coverage base; coverage never moves back"
-    done = [(i, s) for i, s in rows if got < i <= want and s != "delivered"]
-    if done:
-        i, s = done[0]
-        return f"id {i} is {s}, and {s} is terminal: it must not hold the frontier back"
-    return f"every row in ({base}, {want}] is terminal, so the frontier gets there"
+    stopper = next(((i, s) for i, s in rows if got < i <= want and s != "delivered"), None)
+    if stopper:
+        return (
+            f"your frontier stops at a {stopper[1]} row, but {stopper[1]} is terminal (it will "
+            "never change): it must not hold the frontier back"
+        )
+    if got == base:
+        return (
+            "it stayed at the base although every row above it is finished: when nothing above "
+            "the base is open, the frontier moves up to the largest id there"
+        )
+    return "your frontier stops early: every row between it and the shard's end is finished"
 
 
 def _check_frontier_sql(sql: Any) -> str:
@@ -158,7 +182,9 @@ def _check_frontier_sql(sql: Any) -> str:
         if not re.search(rf":{name}\b", code):
             raise Wrong(f"the query never uses :{name}; bind it instead of writing values in")
     conn, cases = _build_frontier_cases()
-    results = sandbox.run_each(conn, sql, [{"shard": shard, "base": base} for shard, _, base in cases])
+    results = sandbox.run_each(
+        conn, sql, [{"shard": shard, "base": base} for shard, _, base in cases]
+    )
     for (shard, label, base), result in zip(cases, results, strict=True):
         if len(result) > sandbox.MAX_ROWS:
             raise Wrong(
@@ -176,8 +202,8 @@ def _check_frontier_sql(sql: Any) -> str:
         if got != want or isinstance(got, bool):
             why = _explain_frontier_miss(rows, base, got, want)
             raise Wrong(
-                f"on shard {shard!r} ({label}) with base {base} your query returned {got}, "
-                f"the frontier is {want}: {why}"
+                f"on shard {shard!r} ({label}) with base {base} your query returned "
+                f"{shown(got)}: {why}"
             )
     return (
         f"it matched the frontier on {len(cases)} (shard, base) cases: leased and retrying rows "
@@ -191,15 +217,20 @@ frontier_sql_ex = Exercise(
         "A log whose rows can be pending, leased (claimed by a worker, not started), running or "
         "retrying (waiting to try again): all open; or delivered, failed or cancelled (the "
         "sender withdrew it): all terminal. Write its gap-free frontier as ONE SELECT over "
-        "`conversations` with the named parameters :shard and :base, returning one value."
+        "`conversations` with the named parameters :shard and :base, returning one value. "
+        'Answer a string holding the query, shaped like "SELECT MAX(id) FROM conversations '
+        'WHERE channel_key = :shard AND id > :base" (one SELECT, one value; not the rule).'
     ),
     checker=_check_frontier_sql,
     hints=(
         "Notebook 02's rule still holds; only the set of statuses that block changes. Which of "
         "the seven statuses can still change? Those, and only those, stop the frontier.",
-        "COALESCE(smallest open id above :base minus 1, largest id above :base, :base), where "
-        "'open' is status IN ('pending', 'leased', 'running', 'retrying'). Filter every "
-        "subquery on channel_key = :shard.",
+        "The rule has three parts, and the first that is not NULL wins: one less than the "
+        "smallest open id above :base; else the largest id above :base; else :base itself. "
+        "Every part looks at the shard's rows only (channel_key = :shard).",
+        "COALESCE((one less than the smallest id of this shard above :base whose status is "
+        "IN (____)), (SELECT ____ FROM conversations WHERE ____), :base): fill in the open "
+        "statuses and the middle fallback.",
     ),
     solution_text=(
         "SELECT COALESCE(\n"
@@ -232,43 +263,69 @@ def _predict_timeline() -> Any:
     return run_scenario(scenario_from_dict(data, "<predict_frontier_ex>")).iloc[-1]
 
 
-def _number(answer: Mapping[str, Any], keys: Sequence[str]) -> int | None:
+def _number(answer: Any, keys: Sequence[str]) -> int:
     for key in keys:
         if key in answer:
-            value = answer[key]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise Wrong(f"{key} must be a whole number, not {shown(value)}")
-            return value
+            return whole(answer[key], key)
     raise Wrong(f"the answer needs a {keys[0]!r} entry")
 
 
+def _frontier_mistake(said: int, statuses: dict[int, str], want: int) -> str:
+    """The kind of mistake behind a predicted frontier `said`; never names `want`."""
+    if said not in range(len(statuses) + 1):
+        return f"the shard holds ids 1..{len(statuses)}; coverage base 0 means no id yet"
+    if said > want:
+        if statuses.get(said) in fr.NON_TERMINAL and all(
+            statuses[i] not in fr.NON_TERMINAL for i in range(1, said)
+        ):
+            return (
+                f"id {said} is still {statuses[said]}: the frontier stops one short of the "
+                "first row that can still change"
+            )
+        return (
+            "your frontier passes a row that is still pending: look at the last step of the "
+            "rule, which stops one short of the first open row"
+        )
+    if statuses[said + 1] == "failed":
+        return (
+            "you counted a failed row as still open: a dead letter is terminal, it never "
+            "changes again, so it does not hold the frontier back"
+        )
+    return "your frontier stops early: the row just above it is already delivered"
+
+
+def _max_mistake(said: int, statuses: dict[int, str], frontier: int) -> str:
+    """The kind of mistake behind a predicted MAX(delivered) `said`."""
+    status = statuses.get(said)
+    if said == frontier:
+        return (
+            "that is the gap-free rule's answer again; MAX(id) WHERE status='delivered' "
+            "ignores gaps: it is the largest delivered id, whatever is open below it"
+        )
+    if status is None:
+        return f"the shard holds ids 1..{len(statuses)} only"
+    if status != "delivered":
+        return f"id {said} is {status}: MAX(id) WHERE status='delivered' counts delivered rows only"
+    return "a larger id is delivered too: MAX takes the largest delivered id, gaps or not"
+
+
 def _check_predict(answer: Any) -> str:
-    if not isinstance(answer, Mapping):
-        raise Wrong("give a dict like {'frontier': 0, 'max_watermark': 0}")
+    if not (isinstance(answer, Mapping) or hasattr(answer, "keys")):
+        raise Wrong(
+            "give a dict with two whole numbers, e.g. {'frontier': 7, 'max_watermark': 9}, "
+            f"not a {type(answer).__name__}"
+        )
     frontier = _number(answer, ("frontier",))
     mx = _number(answer, ("max_watermark", "max"))
     last = _predict_timeline()
     statuses: dict[int, str] = dict(last["statuses"])
     want_f, want_m = int(last["frontier"]), int(last["max_watermark"])
     if frontier != want_f:
-        if frontier is not None and frontier > want_f:
-            why = (
-                f"id {want_f + 1} is still {statuses[want_f + 1]}, so the frontier stops before it"
-            )
-        else:
-            failed = [i for i in range(1, want_f + 1) if statuses[i] == "failed"]
-            why = (
-                f"id {failed[0]} is failed, which is terminal and does not hold the frontier back"
-                if failed
-                else f"ids 1..{want_f} are all terminal"
-            )
-        raise Wrong(f"you said the frontier is {shown(frontier)}; the log says {want_f}: {why}")
+        why = _frontier_mistake(frontier, statuses, want_f)
+        raise Wrong(f"you said the frontier is {shown(frontier)}, which is not it: {why}")
     if mx != want_m:
-        delivered = [i for i, s in statuses.items() if s == "delivered"]
-        raise Wrong(
-            f"you said MAX(delivered) is {shown(mx)}; it is {want_m}: the delivered ids are "
-            f"{listing(delivered)} (failed and pending rows do not count)"
-        )
+        why = _max_mistake(mx, statuses, want_f)
+        raise Wrong(f"the frontier is right; MAX(delivered) is not {shown(mx)}: {why}")
     return (
         f"frontier {want_f}, MAX {want_m}. A summary up to MAX would pass the pending id "
         f"{want_f + 1}."
@@ -282,13 +339,17 @@ predict_frontier_ex = Exercise(
         "Then: "
         + ", ".join(f"{op} id {i}" for op, i in PREDICT_EVENTS)
         + ". With coverage base 0, what are the frontier and MAX(id) WHERE status='delivered'? "
-        "Answer {'frontier': ..., 'max_watermark': ...}."
+        "Answer a dict of two whole numbers, shaped like {'frontier': 7, 'max_watermark': 9} "
+        "(other numbers)."
     ),
     checker=_check_predict,
     hints=(
         "Write the six statuses down in id order first. Which of them can still change?",
-        "The frontier stops one short of the first pending or running id; a failed row counts "
-        "as finished. MAX looks at delivered rows only, wherever they are.",
+        "The frontier walks up from the base over finished rows (delivered or failed) and "
+        "stops one short of the first row that can still change. MAX is another rule: the "
+        "largest delivered id, whatever is still open below it.",
+        "Ids 1, 3 and 5 are delivered and id 2 is failed. The first id that is still open is "
+        "____; the frontier is one less. MAX is the largest of the delivered ids: ____.",
     ),
     solution_text=(
         "Statuses: 1 delivered, 2 failed, 3 delivered, 4 pending, 5 delivered, 6 pending. "
@@ -373,10 +434,10 @@ def _check_partial_index(sql: Any) -> str:
             "the open rows of other shards too; a shard here is (tenant, channel_key), and "
             "both columns come first"
         )
-    if not re.search(r"\bid>\?", plan):
+    if not re.search(r"\b(id|rowid)>\?", plan):  # SQLite appends the rowid to every index
         raise Wrong(
-            f"the plan is {plan!r}: it seeks the shard but then walks all of its rows; "
-            "put id right after the shard columns so the seek starts above the base"
+            f"the plan is {plan!r}: it seeks the shard but not the id range, so it walks all of "
+            "the shard's rows: something between the shard columns and the id stops the seek"
         )
     if not partial:
         raise Wrong(
@@ -397,19 +458,28 @@ partial_index_ex = Exercise(
         "retrying rows are open. Its frontier seek is labkit.exercises.ex1_frontier.INDEX_QUERY. "
         "With no index it plans as 'SEARCH conversations USING INTEGER PRIMARY KEY (rowid>?)'. "
         "Write the CREATE INDEX after which it is a SEARCH on your index that seeks the shard "
-        "and the id range, and which holds open rows only."
+        "and the id range, and which holds open rows only. Answer a string holding one "
+        'statement, shaped like "CREATE INDEX idx_x ON conversations(priority) WHERE '
+        'priority > 3" (another index).'
     ),
     checker=_check_partial_index,
     hints=(
         "Equality columns come first in an index, the range column after them. Which columns "
         "does INDEX_QUERY compare with '=' and which with '>'? And which rows does it ever "
         "look at?",
-        "CREATE INDEX ... ON conversations(tenant, channel_key, id) WHERE <the query's status "
-        "condition, copied exactly, values in the same order>.",
+        "Two parts. The key: every column the query tests with '=', then the one it tests with "
+        "'>' (SQLite appends the rowid, which is id here, to every index, so it may stay "
+        "implicit). The WHERE: a partial index keeps only the rows that match it, and SQLite "
+        "uses it only when the query's WHERE implies the index's, so copy the query's status "
+        "condition as it is written.",
+        "CREATE INDEX idx_open ON conversations(tenant, ____, id) WHERE status IN (____), with "
+        "the open statuses in the order INDEX_QUERY lists them.",
     ),
     solution_text=(
         "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-        "WHERE status IN ('pending', 'retrying', 'running')"
+        "WHERE status IN ('pending', 'retrying', 'running')\n"
+        "(conversations(tenant, channel_key) with the same WHERE is the same index: SQLite "
+        "appends the rowid, id, to every index.)"
     ),
 )
 
@@ -421,6 +491,24 @@ ORPHAN_ORDER: tuple[int, ...] = (3, 5, 1, 7, 2, 4, 6)
 ORDER_IDS = tuple(range(1, len(ORPHAN_PRIORITIES) + 1))
 
 
+def _max_jumps(timeline: Any) -> list[tuple[str, int, list[int]]]:
+    """Each time MAX coverage moved: the finish it followed, where it jumped to, and the ids
+    it passed that were still open then."""
+    jumps, covered = [], 0
+    finished = "the start"
+    for _, step in timeline.iterrows():
+        if step["op"] != "summarize":
+            finished = step["event"]
+            continue
+        cov = int(step[_MAX.coverage])
+        if cov > covered:
+            statuses = step["statuses"]
+            skipped = [i for i in range(covered + 1, cov + 1) if statuses[i] in fr.NON_TERMINAL]
+            jumps.append((finished, cov, skipped))
+            covered = cov
+    return jumps
+
+
 def _check_max_orphans(answer: Any) -> str:
     said = _ids(answer, "the orphans")
     timeline = run_scenario(scenario_from_order(ORPHAN_PRIORITIES, ORPHAN_ORDER))
@@ -429,26 +517,26 @@ def _check_max_orphans(answer: Any) -> str:
     if set(model["max"]["orphans"]) != want:
         raise RuntimeError(f"explorer and SQLite disagree on MAX's orphans: {model} vs {want}")
     missing, extra = sorted(want - said), sorted(said - want)
-    if missing:
-        i = missing[0]
-        jumped = (timeline[_MAX.coverage] >= i) & timeline["statuses"].map(
-            lambda s, i=i: s[i] in fr.NON_TERMINAL
-        )
-        k = int(jumped.to_numpy().argmax())
-        step = timeline.iloc[k]
-        finished = timeline.iloc[:k]["event"][timeline.iloc[:k]["op"] != "summarize"]
-        after = finished.iloc[-1] if len(finished) else "the start"
-        raise Wrong(
-            f"id {i} is an orphan too: after '{after}' MAX coverage jumped to "
-            f"{step[_MAX.coverage]} while id {i} was still {step['statuses'][i]}"
-        )
-    if extra:
+    if extra:  # the learner's own ids first: naming them gives nothing away
         i = extra[0]
         if i not in ORDER_IDS:
             raise Wrong(f"there is no id {i}; the shard holds ids 1..{len(ORDER_IDS)}")
         raise Wrong(
             f"id {i} is not an orphan: it was already delivered when MAX coverage passed it, "
-            "so it is in a summary"
+            "so a summary covered it"
+        )
+    if missing:
+        jumps = _max_jumps(timeline)
+        k, (after, cov) = next(
+            (k, (after, cov))
+            for k, (after, cov, skipped) in enumerate(jumps)
+            if not set(skipped) <= said
+        )
+        covered = {0: "", 1: "MAX's first jump"}.get(k, f"MAX's first {k} jumps")
+        found = f"your ids cover {covered}; " if covered else ""
+        raise Wrong(
+            f"some orphans are missing: {found}after '{after}' MAX coverage jumped to {cov} "
+            "while ids below it were still open. Which were they?"
         )
     frontier_lost = list(timeline.iloc[-1][_FRONTIER.orphan_ids])
     return f"MAX orphans {sorted(want)}; the frontier orphans {frontier_lost or 'nothing'}."
@@ -460,14 +548,18 @@ max_orphans_ex = Exercise(
         f"Seven rows in one shard, priorities {list(ORPHAN_PRIORITIES)} (ids 1..7). They finish "
         f"in the order {list(ORPHAN_ORDER)}, and after every finish the summarizer runs under "
         "the MAX rule (cover up to MAX(delivered)). Which ids end up orphans: delivered, yet in "
-        "no summary? Answer a set of ids."
+        "no summary? Answer a set of ids, shaped like {2, 9} (other ids), or set() for none."
     ),
     checker=_check_max_orphans,
     hints=(
         "Keep a running MAX as the rows finish. What happens to the ids it jumps over?",
-        "Each time MAX jumps, the summary covers everything up to it; an id inside the jump "
-        "that had not finished yet is never summarised later. Write the statuses after each "
-        "finish and list the ids each jump passes.",
+        "After each finish write down MAX(delivered) and the ids below it that are not "
+        "delivered yet. The summary covers everything up to MAX, and the next one starts above "
+        "it, so such an id is never summarised. Collect those ids over the whole order; MAX "
+        "may jump more than once.",
+        "The first finish, id 3, moves MAX to 3 while ids 1 and 2 are still open: both are "
+        "orphans. Do the same after 5, after 1 (does MAX move?), after 7, and so on: "
+        "{1, 2, ____}.",
     ),
     solution_text=(
         "After 3: MAX 3, skips 1 and 2. After 5: MAX 5, skips 4. After 1: MAX stays 5. "

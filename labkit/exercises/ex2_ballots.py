@@ -7,6 +7,7 @@ restart (06). Every check drives the real `WatermarkLoop` and `labkit.designs.ar
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,16 +19,31 @@ from labkit.catalog.rule import REASONS
 from labkit.db import connect
 from labkit.designs.arrival_orders import ScheduleResult, run_schedule
 from labkit.designs.schedules import Kind, ScheduleError
-from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing, shown
+from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing, shown, whole
 
 COMMIT = "commit"
 
 
 def _normalize_reason(value: Any, label: str) -> str:
-    if value is None or (isinstance(value, str) and value.lower() in ("commit", "committed")):
+    """A decision as the learner wrote it, in any form notebook 04 prints one (None or
+    'commit' for a commit, a reason string in any case, an `Outcome`), as 'commit' or a
+    reason; `Wrong` naming the type or the unknown word otherwise."""
+    if hasattr(value, "committed") and hasattr(value, "reason"):  # an Outcome from apply()
+        value = None if value.committed else value.reason
+    if value is None:
         return COMMIT
-    if isinstance(value, str) and value in REASONS:
-        return value
+    if isinstance(value, bool):
+        raise Wrong(f"{label}: {value} is a bool; write 'commit' (or None) or a reason string")
+    if not isinstance(value, str):
+        raise Wrong(
+            f"{label}: a decision is a string ('commit' or a reason) or None, not a "
+            f"{type(value).__name__}"
+        )
+    word = re.sub(r"[\s-]+", "_", value.strip().lower())
+    if word in ("commit", "committed", "commits"):
+        return COMMIT
+    if word in REASONS:
+        return word
     raise Wrong(
         f"{label}: {shown(value)} is not a decision; use 'commit' (or None) or one of {list(REASONS)}"
     )
@@ -38,25 +54,48 @@ def _inflight(loop: WatermarkLoop) -> dict[int, int]:
     return {b.ballot_id: b.watermark for b in loop.inflight()}
 
 
-def _why(reason: str, resp: Response, head: int, inflight: dict[int, int], past: dict) -> str:
+# apply()'s questions in order; a decision is the first question a response fails.
+_RANK = {"unknown_ballot": 0, "stale_watermark": 1, "stale_base": 2, COMMIT: 3}
+
+
+def _mistake(said: str, actual: str, resp: Response, head: int, inflight: dict, past: dict) -> str:
+    """Which of apply()'s three questions a wrong decision `said` answered wrongly, and why,
+    in terms of the ballot, the head and the response; never naming the `actual` decision."""
     b = resp.ballot_id
-    if reason == "unknown_ballot":
-        if b in past:
-            return f"ballot {b} already left flight ({past[b]}); a late or repeated body is unknown"
-        return f"ballot {b} is not in flight (never reserved, or abandoned)"
-    if reason == "stale_watermark":
-        if inflight[b] != head:
-            return f"ballot {b} observed watermark {inflight[b]}, but the head has moved to {head}"
+    question = min(_RANK[said], _RANK[actual])
+    if question == 0:
+        if actual == "unknown_ballot":
+            if b in past:
+                return f"ballot {b} is no longer in flight ({past[b]}); look at the first question"
+            return f"ballot {b} is not in flight: it was never reserved"
         return (
-            f"ballot {b} observed watermark {inflight[b]}, but the response echoes "
-            f"{resp.observed_watermark}"
+            f"ballot {b} is still in flight when this response arrives: nothing before it, a restart included, took "
+            "the ballot out of flight (a refusal does that only once the head has passed the "
+            "ballot's watermark)"
         )
-    if reason == "stale_base":
+    observed = inflight[b]
+    if question == 1:
+        if actual != "stale_watermark":
+            return (
+                f"ballot {b} still owns the watermark: it observed {observed}, the head is still "
+                f"{head}, and the response echoes {resp.observed_watermark}. That question "
+                "passes; look at the next one"
+            )
+        if observed != head:
+            return (
+                f"ballot {b} observed watermark {observed}, but the head has moved to {head}: "
+                "it no longer owns the watermark"
+            )
         return (
-            f"its watermark still matches ({head}), but the body was computed from version "
-            f"{resp.base_version}, not the head {head}"
+            f"the response echoes watermark {resp.observed_watermark}, but ballot {b} observed "
+            f"{observed}: the echo must match"
         )
-    return f"ballot {b} is in flight, observed {head} == head, and its base is the head"
+    if actual == "stale_base":
+        return f"the body is based on version {resp.base_version}, but the head is {head}"
+    return (
+        f"the body is based on version {resp.base_version}, which is the head: every question "
+        "passes"
+    )
 
 
 # --- predicting verdicts: lesson 04 (no crash) and lesson 06 (a restart in the middle) --------
@@ -130,9 +169,29 @@ CRASH = VerdictScenario(
 )
 
 
+def _new_ballot_mistake(key: str, said: Any, ballot_id: int) -> str:
+    """Why `said` is not the id the restarted loop's first reservation got; never names it."""
+    said = whole(said, key)
+    before = ballot_id - 1
+    if 0 < said <= before:
+        return (
+            f"{key}: ballot {said} was handed out before the crash. Ballot ids live in the "
+            "store, not in the process: a restart never reuses one"
+        )
+    if said > ballot_id:
+        return (
+            f"{key}: the store's counter moves by one per reservation, and nothing was reserved "
+            f"between ballot {before} and {key}"
+        )
+    return f"{key}: ballot ids start at 1 and only grow"
+
+
 def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
     if not isinstance(answer, Mapping):
-        raise Wrong("give a dict from label to decision, e.g. {'A': 'unknown_ballot', ...}")
+        raise Wrong(
+            f"give a dict from label to decision, shaped like {{'P': 'stale_base', 'Q': "
+            f"'commit'}} (other labels), not a {type(answer).__name__}"
+        )
     keys = [*([scenario.new_ballot_key] if scenario.new_ballot_key else []), *scenario.responses]
     missing = [k for k in keys if k not in answer]
     if missing:
@@ -144,23 +203,19 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
                 key = scenario.new_ballot_key
                 ballot = loop.reserve()
                 said = answer[key]
-                if said != ballot.ballot_id or isinstance(said, bool):
-                    raise Wrong(
-                        f"{key}: you said the new ballot is {shown(said)}; reserve() returned "
-                        f"{ballot.ballot_id}, observing watermark {ballot.watermark}. Ballot ids "
-                        "live in the store, not in the process: a restart never reuses one"
-                    )
+                if isinstance(said, bool) or whole(said, key) != ballot.ballot_id:
+                    raise Wrong(_new_ballot_mistake(key, said, ballot.ballot_id))
             for label, resp in scenario.responses.items():
                 said = _normalize_reason(answer[label], label)
                 head, inflight = loop.head_version(), _inflight(loop)
                 out = loop.apply(resp)
                 actual = COMMIT if out.committed else str(out.reason)
                 if said != actual:
-                    why = _why(actual, resp, head, inflight, past)
+                    why = _mistake(said, actual, resp, head, inflight, past)
                     raise Wrong(
                         f"response {label} (ballot {resp.ballot_id}, observed watermark "
-                        f"{resp.observed_watermark}, base {resp.base_version}): you said "
-                        f"{shown(said)}, WatermarkLoop.apply said {actual!r}: {why}"
+                        f"{resp.observed_watermark}, base {resp.base_version}): not {said!r}: "
+                        f"{why}"
                     )
                 if resp.ballot_id not in _inflight(loop):
                     past.setdefault(
@@ -186,21 +241,29 @@ rejection_reasons_ex = Exercise(
         REJECT.setup
         + " Then these responses arrive in order, as Response(ballot_id, observed_watermark, "
         f"base_version, tools): {_table(REJECT.responses)}. For each, what does apply() decide: "
-        "'commit', 'unknown_ballot', 'stale_watermark' or 'stale_base'?"
+        "'commit', 'unknown_ballot', 'stale_watermark' or 'stale_base'? Answer a dict from "
+        "each label A-E to its decision (None also means commit), shaped like "
+        "{'P': 'stale_base', 'Q': 'commit'} (other labels)."
     ),
     checker=lambda answer: _check_verdicts(REJECT, answer),
     hints=(
         "apply() asks three questions in a fixed order, and each decision changes the state "
         "the next response meets. Which ballots are in flight after each step?",
-        "Order: ballot in flight? its watermark == the head (and echoed back unchanged)? body "
-        "based on the head? A commit takes the ballot out of flight; a rejection does so only "
-        "when the head has passed the ballot's watermark, so a bad body does not evict it.",
+        "The questions, in order: is the ballot in flight? Does it still own the watermark "
+        "(the watermark it observed is the head, and the response echoes it unchanged)? Is "
+        "the body based on the head? The first 'no' is the decision. A commit takes the "
+        "ballot out of flight; a refusal does so only when the head has passed the ballot's "
+        "watermark, so a bad body does not evict it.",
+        "A: ballot 1 already committed, so it is not in flight. B: ballot 3 owns watermark 1, "
+        "but its body is based on 0. C, D and E the same way, keeping B's ballot in flight: "
+        "{'A': 'unknown_ballot', 'B': 'stale_base', 'C': ____, 'D': ____, 'E': ____}.",
     ),
     solution_text=(
         "A unknown_ballot (1 already committed); B stale_base (base 0, head 1); C commit "
         "(version 2); D stale_watermark (observed 0, head 2); E stale_watermark (B's bad body "
         "left ballot 3 in flight, but C moved the head to 2, past the 1 it observed: its work "
-        "needs a new ballot)."
+        "needs a new ballot). answer = {'A': 'unknown_ballot', 'B': 'stale_base', "
+        "'C': 'commit', 'D': 'stale_watermark', 'E': 'stale_watermark'}"
     ),
 )
 
@@ -208,15 +271,22 @@ crash_verdicts_ex = Exercise(
     name="What survives a restart",
     question=(
         CRASH.setup
-        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Give X (the new "
-        "ballot's id) and each response's verdict: {'X': ..., 'A': ..., 'B': ..., ...}."
+        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Answer a dict: "
+        "X (the new ballot's id, a whole number) and each response's decision, as for notebook "
+        "04's verdicts, shaped like {'X': 9, 'A': 'commit', 'B': 'stale_base', 'C': "
+        "'commit', 'D': 'stale_base'} (other values)."
     ),
     checker=lambda answer: _check_verdicts(CRASH, answer),
     hints=(
         "Everything the loop knows lives in the database file. What did the file hold when "
         "the process died: which ballots, which next ballot id, which head?",
-        "Ballot 3 survives the restart in flight; ballot 2 was abandoned; the next ballot id "
-        "was stored as 4 when ballot 3 was reserved. Then apply the usual three checks.",
+        "Reopening the file keeps what was written to it: the head, the ballots in flight "
+        "with the watermarks they observed, and the counter of ballot ids; an abandoned "
+        "ballot is gone for good. Then each response meets apply()'s three questions, in "
+        "order, and each decision changes the state the next one meets.",
+        "Ballot 3 is still in flight after the restart and ballot 2 is not; the id counter "
+        "had already moved past 3 before the crash. {'X': ____, 'A': ____, 'B': 'commit', "
+        "'C': ____, 'D': ____}.",
     ),
     solution_text=(
         "X = 4 (ids are never reused). A unknown_ballot (2 was abandoned); B commit (3 survived "
@@ -236,8 +306,18 @@ HOST_SKEWS: dict[int, float] = {rid: -10.0 for rid in range(1, 40, 2)}
 
 
 def _steps(answer: Any, what: str = "the schedule") -> list[str]:
+    """A schedule as a list of step texts: a list or tuple of strings or `Step`s, or one string
+    with the steps separated by ';' as `format_schedule` prints them."""
+    if isinstance(answer, str) and ";" in answer:
+        answer = [step.strip() for step in answer.split(";") if step.strip()]
     if isinstance(answer, str) or not isinstance(answer, Sequence):
-        raise Wrong(f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...]")
+        raise Wrong(
+            f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], or as one "
+            f"string with ';' between the steps; not a {type(answer).__name__} of one step"
+            if isinstance(answer, str)
+            else f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
+            f"{type(answer).__name__}"
+        )
     if not answer:
         raise Wrong(f"{what} is empty")
     if len(answer) > 20:
@@ -285,21 +365,27 @@ lww_rewind_ex = Exercise(
         "(labkit.exercises.ex2_ballots.HOST_SKEWS); even ones to host B, on time. Find a "
         "schedule ('deliver N', 'stale N', 'timeout [N]', 'crash'; requests numbered from 1) "
         "under which run_schedule('lww', steps, skews=HOST_SKEWS) rewinds: an independent "
-        "reader sees the head fall."
+        "reader sees the head fall. Answer a list of steps, shaped like ['deliver 2', "
+        "'timeout 3', 'crash'] (another schedule)."
     ),
     checker=_check_lww,
     hints=(
         "Try notebook 05's counterexample with skews=HOST_SKEWS first and read .labels: why "
         "does the late body lose now? Which host must the late body come from?",
-        "The late body must be produced last and come from host B (an even request), while "
-        "its base is already out of date: let request 1 commit, give up on request 2, let "
-        "two more requests commit, then deliver 2.",
+        "lww keeps the body with the newest updated_at, whatever version it was computed "
+        "from. A rewind needs a body computed from an old head but stamped newest: the loop "
+        "gives up on it, newer requests commit, and it is produced last, on the host whose "
+        "clock is right.",
+        "Let request 1 commit, give up on an even request, let two more requests commit, "
+        "then deliver the even request you gave up on: ['deliver 1', 'timeout', ____, ____, "
+        "____].",
     ),
     solution_text=(
         "['deliver 1', 'timeout', 'deliver 3', 'deliver 4', 'deliver 2']: 1 commits version 1; "
         "the loop gives up on 2; 3 and 4 commit versions 2 and 3; request 2's body, based on "
         "version 1 and produced last on the on-time host, has the newest updated_at and "
-        "writes version 2 over version 3."
+        "writes version 2 over version 3. "
+        "answer = ['deliver 1', 'timeout', 'deliver 3', 'deliver 4', 'deliver 2']"
     ),
 )
 
@@ -310,13 +396,18 @@ CLOSING = {"window": 2, "ticks": 3, "first_request": 20}
 GIVEN_UP = (20, 21)
 FIRST_COMMIT = 22
 LATE = frozenset({20, 21, 23})
-RIGHT_DECISIONS = ("reject", "reject, then replay")
-DECISIONS = (*RIGHT_DECISIONS, "replay", "compensate")
+# What notebook 05 teaches: a replay is a new request for work still wanted, compensation
+# undoes a write that was made. In this story both replays go out before any late answer
+# lands and no late body is written, so one decision fits and the check accepts that one.
+RIGHT_DECISION = "reject"
+DECISIONS = (RIGHT_DECISION, "reject, then replay", "replay", "compensate")
 
 
 def _committed_at(res: ScheduleResult, rid: int) -> int | None:
     """The step at which request `rid` committed, if it did."""
-    return next((k for k, o in enumerate(res.outcomes) if o.request_id == rid and o.committed), None)
+    return next(
+        (k for k, o in enumerate(res.outcomes) if o.request_id == rid and o.committed), None
+    )
 
 
 def _closing_parts(answer: Any) -> tuple[Any, Any]:
@@ -324,7 +415,11 @@ def _closing_parts(answer: Any) -> tuple[Any, Any]:
         return answer["schedule"], answer["decision"]
     if isinstance(answer, tuple | list) and len(answer) == 2 and isinstance(answer[1], str):
         return answer[0], answer[1]
-    raise Wrong(f"give {{'schedule': [...], 'decision': one of {list(DECISIONS)}}}")
+    raise Wrong(
+        "give a dict with a 'schedule' (a list of steps) and a 'decision' (one of "
+        f"{list(DECISIONS)}), shaped like {{'schedule': ['timeout', 'deliver 21'], "
+        "'decision': 'compensate'}"
+    )
 
 
 def _check_closing(answer: Any) -> str:
@@ -354,7 +449,11 @@ def _check_closing(answer: Any) -> str:
     safe = _play("ballot", steps, settle=True, **CLOSING)
     if safe.rewinds:  # the ballot invariant: a labkit bug, whatever the schedule
         raise RuntimeError(f"the ballot design rewound: {_trace(safe)}")
-    said = decision.strip().lower() if isinstance(decision, str) else decision
+    if not isinstance(decision, str):
+        raise Wrong(
+            f"the decision is a string, one of {list(DECISIONS)}, not a {type(decision).__name__}"
+        )
+    said = " ".join(decision.strip().strip(".!").lower().replace(",", ", ").split())
     if said not in DECISIONS:
         raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {shown(decision)}")
     if said == "compensate":
@@ -364,9 +463,17 @@ def _check_closing(answer: Any) -> str:
         )
     if said == "replay":
         raise Wrong(
-            "a late response is never applied, not even later: first it is rejected; only "
-            "then may its tick's work be asked for again, as a NEW ballot on the current head "
-            "('reject, then replay')"
+            "a late body is never applied, neither now nor later: under the ballot design it "
+            f"never reaches the catalog ({_trace(safe)}). And the work 20 and 21 stood for was "
+            "already asked for again, each as a new request the moment the loop gave up on it "
+            "(that is how 21 and 22 were sent), before their late answers landed"
+        )
+    if said != RIGHT_DECISION:
+        raise Wrong(
+            "look at the order of events: when the loop gave up on 20 and on 21 it asked for "
+            "each one's work again at once, as a new request (that is how 21 and 22 were sent), "
+            f"so both replays went out before any late answer landed ({_trace(safe)}). A replay "
+            "is a new request for work still wanted; after the late answers none is left"
         )
     k = lww.first_rewind or 0
     return (
@@ -383,23 +490,32 @@ closing_question_ex = Exercise(
         "commits; afterwards 20, 21 and 23 all arrive (some maybe twice). Give a schedule "
         "(run_schedule(design, steps, window=2, ticks=3, first_request=20)) that makes 'lww' "
         "rewind, and what the safe loop does with the late responses: 'reject', 'reject, then "
-        "replay', 'replay' or 'compensate'. Answer {'schedule': [...], 'decision': ...}."
+        "replay', 'replay' or 'compensate'. Answer a dict with a 'schedule' (a list of steps) "
+        "and a 'decision' (one of those four strings), shaped like {'schedule': ['timeout', "
+        "'deliver 21'], 'decision': 'compensate'} (another answer)."
     ),
     checker=_check_closing,
     hints=(
         "Start with 'timeout', 'timeout', 'deliver 22'. Under lww the newest stamp wins: a "
         "body produced late wins even if it was computed from an old head. Which late "
         "request has the oldest base, and what must commit before it lands?",
-        "Let 23 commit right after 22, and only then let 20 or 21 land for the first time: "
-        "its body is based on version 0 but stamped last. For the decision: did the safe "
-        "loop ever write a late body?",
+        "For lww, let the head move twice before a given-up request lands for the first time: "
+        "its body is based on version 0 but stamped last. For the decision, read the ballot "
+        "design's trace of your schedule: did a late body ever reach the catalog, and when "
+        "was the work it stood for asked for again: before or after it landed?",
+        "Schedule: ['timeout', 'timeout', 'deliver 22', ____, 'deliver 20', 'deliver 21']. "
+        "Decision: compensation undoes a write that was made, and a replay is a new request "
+        "for work still wanted; which of the four is left when neither applies?",
     ),
     solution_text=(
         "{'schedule': ['timeout', 'timeout', 'deliver 22', 'deliver 23', 'deliver 20', "
         "'deliver 21'], 'decision': 'reject'}: lww writes 20's version-0 body, stamped last, "
         "over version 2, so the head falls to 1; the ballot loop answers unknown_ballot to 20 "
-        "and 21 and keeps its head. 'reject, then replay' is right too: the work 20 and 21 "
-        "stood for was already sent again as new ballots."
+        "and 21 and keeps its head. Nothing is replayed after that: the work 20 and 21 stood "
+        "for was sent again (as 21 and 22) when the loop gave up on each, before either late "
+        "answer landed, and nothing is compensated because no late body was written. "
+        "answer = {'schedule': ['timeout', 'timeout', 'deliver 22', 'deliver 23', "
+        "'deliver 20', 'deliver 21'], 'decision': 'reject'}"
     ),
 )
 
@@ -519,22 +635,22 @@ def _judge(case: RuleCase, call: Call) -> str:
     theirs = call.args[0]
     said = _normalize_reason(call.value, "your rule's answer")
     if said != case.verdict:
-        raise Wrong(f"{state}: your rule said {said!r}, WatermarkLoop.apply said {case.verdict!r}")
+        why = _mistake(said, case.verdict, resp, case.head, case.inflight, {})
+        raise Wrong(f"{state}: your rule said {said!r}, which is not apply()'s decision: {why}")
     if theirs != case.inflight_after:
         b = resp.ballot_id
-        if b in case.inflight_after:
-            why = f"ballot {b} stays in flight: it still owns the watermark, so its real answer "
-            why += "may yet commit"
-        elif b in theirs:
-            why = f"ballot {b} leaves flight: " + (
-                "it committed" if said == COMMIT else "the head has passed its watermark"
+        if b in case.inflight_after and b not in theirs:
+            why = (
+                f"it took ballot {b} out of flight, where it must stay: it still owns the "
+                "watermark, so its real answer may yet be written"
+            )
+        elif b in theirs and b not in case.inflight_after:
+            why = f"it left ballot {b} in flight, which this response ends: " + (
+                "its answer was written" if said == COMMIT else "the head has passed its watermark"
             )
         else:
-            why = "only the answering ballot may leave flight, and only as apply() decides"
-        raise Wrong(
-            f"{state}: your rule said {said!r}, which is right, but left in flight "
-            f"{theirs or '{}'}; after apply() it is {case.inflight_after or '{}'}: {why}"
-        )
+            why = "it changed other ballots' entries; only the answering ballot may leave flight"
+        raise Wrong(f"{state}: your rule said {said!r}, which is right, but {why}")
     return said
 
 
@@ -571,18 +687,25 @@ apply_rule_ex = Exercise(
         "`inflight` maps each in-flight ballot id to the watermark it observed; `head` is the "
         "committed version. Return None to commit, else 'unknown_ballot', 'stale_watermark' or "
         "'stale_base'; and delete from `inflight` the ballot if this response takes it out of "
-        "flight. The check tries every boundary (ballot in flight / fenced / decided / "
-        "abandoned / unknown; echo and base below, equal, above) and random runs."
+        "flight. Answer a function of those three arguments that returns None or one of the "
+        "reason strings, like starter_decide in the notebook. The check tries every boundary "
+        "(ballot in flight / fenced / decided / abandoned / unknown; echo and base below, "
+        "equal, above) and random runs."
     ),
     checker=_check_rule,
     hints=(
         "Three questions, in a fixed order: is the ballot in flight? Is its watermark still "
         "the head, and echoed back unchanged? Is the body based on exactly the head (not "
         "below, not above)? Then: which outcomes mean this ballot can never commit?",
-        "unknown_ballot if response.ballot_id not in inflight; stale_watermark if "
-        "inflight[b] != head or the echo != inflight[b]; stale_base if base != head; else "
-        "commit. Delete b from inflight on a commit, and on stale_watermark only when "
-        "inflight[b] != head; a bad echo or a stale base leaves the owner in flight.",
+        "Test the questions in that order and return at the first 'no': not in `inflight` is "
+        "unknown_ballot; a watermark that is not the head, or an echo that differs from it, "
+        "is stale_watermark; a base that is not the head is stale_base; else commit. A "
+        "ballot leaves flight when it commits or can never commit again: which of the "
+        "refusals are those?",
+        "b = response.ballot_id; if b not in inflight: return 'unknown_ballot'. "
+        "If inflight[b] != head: ____ and return 'stale_watermark'. "
+        "If the echo != inflight[b]: return ____ (does b stay?). "
+        "If ____: return 'stale_base'. Otherwise ____ and return None.",
     ),
     solution_text=(
         "def decide(inflight, head, response):\n"
@@ -598,7 +721,8 @@ apply_rule_ex = Exercise(
         "    if response.base_version != head:\n"
         "        return 'stale_base'\n"
         "    del inflight[b]  # committed\n"
-        "    return None"
+        "    return None\n"
+        "answer = decide"
     ),
 )
 

@@ -170,7 +170,9 @@ def run_each(
             "so the check stopped it"
         ) from None
     except walls.MemoryLimit:
-        raise Wrong(f"{what} needed more than {walls.MEMORY_BYTES // 2**20} MB of memory; stopped") from None
+        raise Wrong(
+            f"{what} needed more than {walls.MEMORY_BYTES // 2**20} MB of memory; stopped"
+        ) from None
     if isinstance(rows, str):
         raise Wrong(rows)
     if written is not None:
@@ -229,8 +231,9 @@ def _explain_failure(exc: Exception, what: str, tripped: str) -> Wrong:
     if "one statement at a time" in msg:
         return Wrong(f"{what} must be a single statement; yours has more than one")
     if "prohibited" in msg or "not authorized" in msg:
-        return Wrong(f"{what} may only read and call SQLite's built-in functions: "
-                     f"SQLite refused it ({msg})")
+        return Wrong(
+            f"{what} may only read and call SQLite's built-in functions: SQLite refused it ({msg})"
+        )
     return Wrong(f"SQLite could not run {what}: {msg if len(msg) <= 300 else msg[:299] + '…'}")
 
 

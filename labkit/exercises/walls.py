@@ -105,7 +105,9 @@ def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0)
     if kind == "ok":
         return payload
     if kind == "memory":
-        raise MemoryLimit(f"needed more than {MEMORY_BYTES // 2**20} MB of memory, so it was stopped")
+        raise MemoryLimit(
+            f"needed more than {MEMORY_BYTES // 2**20} MB of memory, so it was stopped"
+        )
     raise Raised(*payload)
 
 
@@ -148,7 +150,7 @@ def decode(data: Any) -> Any:
     if isinstance(data, list):
         return [decode(v) for v in data]
     if isinstance(data, dict):
-        (tag, body), = data.items()
+        ((tag, body),) = data.items()
         if tag == "t":
             return tuple(decode(v) for v in body)
         if tag == "b":

@@ -17,7 +17,7 @@ from labkit.pg.stress import StressResult
 from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
 # The one name of each rule, in the legend and on notebook 07's widget message line.
-RULE_NAMES = {"id_order": "id order", "horizon": "delivered_frontier"}
+RULE_NAMES = {"id_order": "id order", "horizon": "xmin horizon wait"}
 RULE_STYLE = {
     "id_order": (COLORS["max"], RULE_NAMES["id_order"]),
     "horizon": (COLORS["frontier"], RULE_NAMES["horizon"]),

@@ -50,8 +50,11 @@ def _in_ci() -> bool:
 def site() -> Path:
     """The built site's html folder; `site/build.py` builds it when there is none."""
     if not (HTML / "index.html").is_file():
-        subprocess.run([sys.executable, str(ROOT / "site" / "build.py"), "--out", str(SITE)],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, str(ROOT / "site" / "build.py"), "--out", str(SITE)],
+            check=True,
+            cwd=ROOT,
+        )
     return HTML
 
 
@@ -78,7 +81,9 @@ def browser() -> Iterator[Browser]:
     """Debian's Chromium driven by Playwright; locally a missing one skips, under CI it fails."""
     problem = None
     if not CHROMIUM.is_file():
-        problem = f"{CHROMIUM} not found; install it with: apt-get update && apt-get install -y chromium"
+        problem = (
+            f"{CHROMIUM} not found; install it with: apt-get update && apt-get install -y chromium"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -114,13 +119,27 @@ class Offline:
 
     def new_page(self) -> Page:
         page = self.context.new_page()
-        page.on("console", lambda m: m.type == "error" and self.problems.append(
-            f"{self.page_name}: console error: {m.text}"))
+        page.on(
+            "console",
+            lambda m: (
+                m.type == "error"
+                and self.problems.append(f"{self.page_name}: console error: {m.text}")
+            ),
+        )
         page.on("pageerror", lambda e: self.problems.append(f"{self.page_name}: page error: {e}"))
-        page.on("requestfailed", lambda r: self.problems.append(
-            f"{self.page_name}: request failed: {r.url} ({r.failure})"))
-        page.on("response", lambda r: r.status >= 400 and self.problems.append(
-            f"{self.page_name}: HTTP {r.status} for {r.url}"))
+        page.on(
+            "requestfailed",
+            lambda r: self.problems.append(
+                f"{self.page_name}: request failed: {r.url} ({r.failure})"
+            ),
+        )
+        page.on(
+            "response",
+            lambda r: (
+                r.status >= 400
+                and self.problems.append(f"{self.page_name}: HTTP {r.status} for {r.url}")
+            ),
+        )
         return page
 
 
@@ -276,14 +295,16 @@ def test_every_page_says_how_to_run_it_yourself(site: Path) -> None:
     assert not missing, "\n".join(missing)
 
 
-def test_student_pages_hold_no_answer_and_link_their_solutions(site: Path) -> None:
+def test_student_pages_hold_no_answer_and_no_link_to_it(site: Path) -> None:
     students = [p for p in pages(site) if p.startswith("exercises/student/")]
     assert len(students) >= 6
     for name in students:
         html = (site / name).read_text(encoding="utf-8")
         solution = name.replace("/student/", "/solutions/")
         assert "BEGIN SOLUTION" not in html and "____" in html, name
-        assert f'href="../solutions/{Path(solution).name}"' in html, name
+        assert "../solutions/" not in html and "Answers (for instructors)" in html, name
+        back = f'href="../student/{Path(name).name}"'
+        assert back in (site / solution).read_text(encoding="utf-8"), solution
         assert "BEGIN SOLUTION" in (site / solution).read_text(encoding="utf-8"), solution
 
 
@@ -326,16 +347,23 @@ def test_screenshots_of_the_front_page_and_one_page_per_part(
 
 
 def test_the_navigation_follows_the_learning_path(site: Path) -> None:
-    """Parts in order, each lesson followed by its exercises; the solutions after all of them."""
+    """Parts in order, each lesson followed by its exercises; the answers last of all."""
     html = (site / "index.html").read_text(encoding="utf-8")
-    captions = re.findall(r'<p class="caption" role="heading"><span class="caption-text">(.*?)<',
-                          html)
-    assert captions[:4] == ["Start here", "Part one · the gap-free delivery frontier",
-                            "Part two · the catalog watermark with ballots",
-                            "Part three · the same lessons on PostgreSQL"]
-    assert captions[4:] == ["Solutions", "Reference"]
+    captions = re.findall(
+        r'<p class="caption" role="heading"><span class="caption-text">(.*?)<', html
+    )
+    assert captions[:4] == [
+        "Start here",
+        "Part one · the gap-free delivery frontier",
+        "Part two · the catalog watermark with ballots",
+        "Part three · the same lessons on PostgreSQL",
+    ]
+    assert captions[4:] == ["Reference", "Answers (for instructors)"]
     tree = html.split('class="sidebar-tree"', 1)[1]
-    nav = [re.sub(r"\.html$", "", h) for h in re.findall(r'class="reference internal" href="([^"#]+)"', tree)]
+    nav = [
+        re.sub(r"\.html$", "", h)
+        for h in re.findall(r'class="reference internal" href="([^"#]+)"', tree)
+    ]
     lessons = [h for h in nav if h.startswith("notebooks/")]
     assert [h.split("/")[1][:2] for h in lessons] == [f"{n:02d}" for n in range(len(lessons))]
     assert len(lessons) >= 9
@@ -344,3 +372,4 @@ def test_the_navigation_follows_the_learning_path(site: Path) -> None:
             assert nav[i - 1].startswith(f"notebooks/{h.split('/')[-1][2:4]}_"), nav
     first_solution = min(i for i, h in enumerate(nav) if h.startswith("exercises/solutions/"))
     assert first_solution > max(i for i, h in enumerate(nav) if h.startswith("notebooks/"))
+    assert first_solution > max(i for i, h in enumerate(nav) if h.startswith("docs/"))
