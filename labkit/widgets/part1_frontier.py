@@ -169,7 +169,7 @@ class FrontierTimelineApp(BatchedApp):
                 value=DISPATCH,
                 description="delivery order",
                 style={"description_width": "initial"},
-                layout=widgets.Layout(width="520px"),
+                layout=widgets.Layout(width="600px"),
             ),
             "wb-order",
         )

@@ -131,7 +131,7 @@ class FiveDesignsApp(BatchedApp):
 
         self.design = classed(widgets.Dropdown(
             options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
-            description="highlight"), "wb-design")
+            description="highlight", layout=widgets.Layout(width="370px")), "wb-design")
         self.faults = classed(widgets.Dropdown(
             options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"), "wb-faults")
         self.fault_boxes = {
@@ -381,7 +381,7 @@ class ArrivalWorkbench(BatchedApp):
             options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
             value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
         self.request = classed(widgets.Dropdown(description="request k",
-                                                layout=widgets.Layout(width="300px")),
+                                                layout=widgets.Layout(width="400px")),
                                "wb-request")
         fixed = {name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
                  for name, px in _REQUEST_BUTTON_PX.items()}

@@ -34,11 +34,25 @@ _OPEN_FILE_BROWSER = """() => {
 # scrolls by itself and its scrollbar is in view; tables wider than the widget they sit in.
 _CUT = """([cell, ownScrollMax]) => {
   const sel = ['button', '.widget-label', 'label', '.widget-readout', '.widget-html-content',
-               '.widget-box', '.widget-output', '.jp-OutputArea-output', 'table'].join(',');
+               '.widget-box', '.widget-output', '.jp-OutputArea-output', 'table',
+               'select'].join(',');
+  const pen = document.createElement('canvas').getContext('2d');
   const cut = [];
   for (const el of cell.querySelectorAll('.jp-Cell-outputArea .jupyter-widgets, '
                                          + '.jp-Cell-outputArea .jupyter-widgets *')) {
     if (!el.matches(sel) || el.offsetParent === null) continue;
+    if (el.tagName === 'SELECT') {  // a closed menu shows one choice: would each fit?
+      const st = getComputedStyle(el);
+      pen.font = `${st.fontWeight} ${st.fontSize} ${st.fontFamily}`;
+      const room = el.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+      for (const choice of el.options) {
+        const need = pen.measureText(choice.text).width;
+        if (need > room + 1) {
+          cut.push(`select "${choice.text.slice(0, 50)}" ${Math.round(need)}>${room}px`);
+        }
+      }
+      continue;
+    }
     if (el.scrollWidth <= el.clientWidth + 1) continue;
     const style = getComputedStyle(el);
     const own = ['auto', 'scroll'].includes(style.overflowX)
@@ -104,6 +118,9 @@ def _workbench_holds_still(nb) -> None:
     expect(cell.locator(".wb-error")).to_contain_text("dup 1", timeout=WAIT_MS)
     tops.append(bench.evaluate(_IMAGE_TOP))
     assert len(set(tops)) == 1, f"the workbench's picture moved: tops {tops}"
+    # after the crash the picker's entries are at their longest ("lost in crash ×n, ...")
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"cut after a crash: {cut}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
