@@ -187,7 +187,7 @@ def test_typed_errors_name_the_step_and_change_nothing() -> None:
         b.load("deliver 1; delivr 2; deliver 3")
     assert (bad.value.index, bad.value.text) == (2, "delivr 2")
     with pytest.raises(StepError, match=r"step 3 \('deliver 9'\): no design can take it: "
-                                        r"request 9 has not been sent"):
+                                        r"it has not sent request 9"):
         b.load("deliver 1; deliver 2; deliver 9")
     with pytest.raises(StepError, match=r"step 2 \('stale 1'\)"):
         b.add("stale 1")
@@ -285,7 +285,10 @@ def test_workbench_focus_changes_the_lanes_only(bench: ArrivalWorkbench) -> None
     png, verdicts = bench.last_png, bench.verdicts.value
     bench.focus.value = "fenced"
     assert bench.last_png != png and bench.verdicts.value == verdicts
-    assert "5 (in flight)" in [lbl for lbl, _ in bench.request.options][-1]
+    # the picker speaks for every design: only fenced has sent request 5
+    assert [lbl for lbl, _ in bench.request.options][-1] == "5: not sent \u00d74, in flight \u00d71"
+    bench.request.value = 5
+    assert "fenced in flight" in bench.request.tooltip and "callback not sent" in bench.request.tooltip
 
 
 def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
@@ -310,3 +313,108 @@ def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:
     assert seen == [True, [0, 1, 2]]
     b.undo()  # back on the first thread: replays again, no ProgrammingError
     assert texts(b.steps) == ["deliver 1"]
+
+
+# --- issue 19: the widgets say what they do ---------------------------------------------------
+
+
+def test_the_duplicate_rate_is_greyed_out_without_the_duplicate_fault(app: FiveDesignsApp) -> None:
+    assert app.duplicate_rate.disabled and "duplicate" in app.why_duplicate.value
+    app.fault_boxes["duplicate"].value = True
+    assert not app.duplicate_rate.disabled and app.why_duplicate.value == ""
+    app.faults.value = "none"
+    assert app.duplicate_rate.disabled
+
+
+def test_picking_custom_says_no_change(app: FiveDesignsApp) -> None:
+    png, n = app.last_png, len(app.timings)
+    app.faults.value = "custom"
+    assert "No change" in app.message.value and "tick or untick" in app.message.value
+    assert app.last_png == png and len(app.timings) == n
+    app.fault_boxes["stall"].value = True
+    assert app.message.value == ""
+
+
+def test_tables_scroll_inside_their_own_box(app: FiveDesignsApp) -> None:
+    bench = ArrivalWorkbench(preset="inverted")
+    for shown in (app.metrics.value, bench.verdicts.value):
+        assert "<div class='wb-scroll' style='overflow-x:auto;" in shown
+        assert shown.endswith("</table></div>")
+
+
+def test_typed_and_button_paths_accept_the_same_steps(bench: ArrivalWorkbench) -> None:
+    bench.buttons["deliver"].click()
+    bench.request.value = 1
+    assert bench.buttons["deliver"].disabled  # the button refuses a second first-arrival
+    bench.type_schedule("deliver 1; deliver 1")
+    assert "step <b>2</b>" in bench.error.value and "dup 1" in bench.error.value
+    assert texts(bench.builder.steps) == ["deliver 1"]
+    bench.type_schedule("deliver 1; dup 1")
+    assert texts(bench.builder.steps) == ["deliver 1", "dup 1"] and not bench.error.value
+
+
+def test_a_request_lost_in_a_crash_has_its_own_status(bench: ArrivalWorkbench) -> None:
+    bench.type_schedule("deliver 1; crash")
+    labels = dict((v, lbl) for lbl, v in bench.request.options)
+    assert labels[2].startswith("2: lost in crash")
+    bench.request.value = 2
+    assert bench.buttons["give_up"].disabled  # consistent: no loop still waits on 2
+    assert bench.builder.runs["callback"].lanes[2].status == "lost in crash"
+    bench.type_schedule("deliver 1; crash; deliver 2")
+    assert bench.builder.runs["callback"].lanes[2].status == "arrived late"
+
+
+def test_verdicts_colour_a_lost_update_and_count_rejections() -> None:
+    bench = ArrivalWorkbench(preset=None)
+    bench.type_schedule("deliver 1; deliver 2")
+    fenced = bench.builder.runs["fenced"]
+    assert fenced.rejects == {"stale_watermark": 1}
+    assert "stale_watermark \u00d71" in bench.verdicts.value
+    bench.type_schedule("deliver 1; stale 2; dup 1")
+    lost = [d for d, r in bench.builder.runs.items() if r.overwrites and not r.falls]
+    assert lost, "this schedule makes some design replace a version in place"
+    for design in lost:
+        row = bench.verdicts.value.split(f"<b>{design}</b>")[1].split("</tr>")[0]
+        assert "data-verdict='lost update'" in row and "#2e7d32" not in row
+    safe = [d for d, r in bench.builder.runs.items() if not r.overwrites and not r.falls]
+    for design in safe:
+        row = bench.verdicts.value.split(f"<b>{design}</b>")[1].split("</tr>")[0]
+        assert "data-verdict='safe'" in row
+
+
+def test_the_first_in_order_refusal_is_explained_on_the_verdict_line(bench) -> None:
+    bench.type_schedule("deliver 1; deliver 2")
+    assert bench.builder.runs["fenced"].in_order_refusal == (2, 2, "stale_watermark")
+    fenced = bench.verdicts.value.split("<b>fenced</b>")[1].split("</tr>")[0]
+    assert "step 2: request 2&#x27;s answer came in order and was refused" in fenced
+    assert "same head as one that committed first" in fenced
+    ballot = bench.verdicts.value.split("<b>ballot</b>")[1].split("</tr>")[0]
+    assert "came in order" not in ballot
+
+
+def test_reset_gives_the_lanes_fresh_axes(bench: ArrivalWorkbench) -> None:
+    bench.type_schedule("; ".join(f"deliver {i}" for i in range(1, 13)))
+    long_canvas = bench.canvas
+    bench.buttons["deliver"].click()
+    assert bench.canvas is long_canvas  # a step added keeps the axes
+    bench.buttons["reset"].click()
+    assert bench.canvas is not long_canvas
+    fresh = ArrivalWorkbench(preset=None)
+    assert bench.last_png == fresh.last_png  # as if the long schedule never happened
+
+
+def test_the_picture_does_not_move_as_the_hints_change(bench: ArrivalWorkbench) -> None:
+    """The hint boxes above the lanes have fixed heights, whatever they say."""
+    for box in (bench.why, bench.error, bench.message):
+        assert box.layout.height and box.layout.overflow == "auto"
+    assert len({b.layout.width for name, b in bench.buttons.items() if name in bench.KINDS}) == 4
+
+
+def test_shortest_break_loads_with_repeats_written_as_dup(bench: ArrivalWorkbench) -> None:
+    """The explorer writes a repeat arrival as a second `deliver`; the workbench, which refuses
+    that spelling like its buttons do, loads it as `dup`, and the design still breaks."""
+    assert texts(shortest_break("callback")) == ["deliver 1", "deliver 2", "deliver 1"]
+    bench.focus.value = "callback"
+    bench.shortest.click()
+    assert texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"]
+    assert bench.builder.runs["callback"].falls and not bench.error.value

@@ -372,3 +372,13 @@ def test_edge_case_app() -> None:
     assert len(edge.timings) == 3
     edge.case.value = "odd_shard_keys"
     assert "DROP TABLE conversations" in edge.table_html.value and "频道-é" in edge.table_html.value
+
+
+def test_a_priority_move_that_keeps_the_order_says_no_change(app) -> None:
+    """Issue 19: #1 from 5 to 4 leaves ORDER BY priority, id at 3, 1, 2, 4, 5, 6."""
+    before = app.order
+    app.priority_sliders[0].value = 4
+    assert app.order == before
+    assert app.message.value.startswith("<i>No change: with these priorities")
+    app.priority_sliders[3].value = 1  # now #4 ties #3 at the front: the order moves
+    assert app.order != before and "No change" not in app.message.value

@@ -34,6 +34,7 @@ from labkit.designs.schedules import (
 )
 
 ARRIVED, DUPLICATE, GAVE_UP = "arrived", "duplicate", "gave up"
+LOST = "lost in crash"  # the status of a request the loop forgot when it crashed
 EXPLORE_N = 5  # deliveries the "shortest break" search explores (fast: milliseconds)
 
 
@@ -110,6 +111,7 @@ class Lane:
     sent_at: int
     replay_of: int | None = None
     events: list[LaneEvent] = field(default_factory=list)
+    lost_at: int | None = None  # the crash after which the restarted loop no longer awaited it
 
     @property
     def arrived_at(self) -> int | None:
@@ -123,11 +125,14 @@ class Lane:
 
     @property
     def status(self) -> str:
-        """``in flight``, ``delivered``, ``duplicated``, ``given up`` or ``arrived late``."""
-        arrived, gave_up = self.arrived_at, self.gave_up_at
+        """``in flight``, ``delivered``, ``duplicated``, ``given up``, ``lost in crash`` or
+        ``arrived late`` (after a give-up or a crash)."""
+        arrived, gave_up, lost = self.arrived_at, self.gave_up_at, self.lost_at
         if arrived is None:
-            return "in flight" if gave_up is None else "given up"
-        if gave_up is not None and gave_up < arrived:
+            if gave_up is not None:
+                return "given up"
+            return "in flight" if lost is None else LOST
+        if any(at is not None and at < arrived for at in (gave_up, lost)):
             return "arrived late"
         return "duplicated" if any(e.kind == DUPLICATE for e in self.events) else "delivered"
 
@@ -154,6 +159,8 @@ class DesignRun:
     crashes: list[int] = field(default_factory=list)
     overwrites: int = 0
     replays: int = 0
+    # the first answer refused although it came in order: (step, request id, reason)
+    in_order_refusal: tuple[int, int, str] | None = None
 
     @property
     def commits(self) -> int:
@@ -266,6 +273,10 @@ class ScheduleBuilder:
         self._digest[design] = digest
         if outcome.kind == Kind.CRASH:
             run.crashes.append(step)
+            awaited = {r.request_id for r in runner.d.awaited()}
+            for lane in run.lanes.values():
+                if lane.status == "in flight" and lane.request_id not in awaited:
+                    lane.lost_at = step
         elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
             # after a restart a ballot design names a request it forgot by -ballot_id
             lane = run.lanes.get(abs(outcome.request_id))
@@ -274,6 +285,9 @@ class ScheduleBuilder:
         elif outcome.kind == Kind.DELIVER and outcome.request_id in run.lanes:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
+            in_order = kind == ARRIVED and played.kind == Kind.DELIVER and lane.status == "in flight"
+            if in_order and not outcome.committed and run.in_order_refusal is None:
+                run.in_order_refusal = (step, lane.request_id, str(outcome.reason))
             lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
                                          stale=played.kind == Kind.STALE))
         self._note_sends(design, step)
@@ -313,6 +327,9 @@ class ScheduleBuilder:
             step = as_step(step)
         except ScheduleError as exc:
             raise StepError(index, exc.text, exc.problem) from None
+        ok = self.availability(step, useful=step.kind == Kind.TIMEOUT and step.request is None)
+        if not ok.ok:  # the same test the workbench's buttons pass, so typing accepts no more
+            raise StepError(index, str(step), ok.why)
         previous = list(self.steps)
         try:
             self._take(index, step)
@@ -377,7 +394,7 @@ class ScheduleBuilder:
         if step.kind == Kind.DUP and not runner.delivered.get(rid):
             return f"request {rid}'s response has not arrived yet"
         if step.kind == Kind.DELIVER and runner.delivered.get(rid):
-            return f"request {rid}'s response already arrived (use 'deliver again')"
+            return f"request {rid}'s response already arrived (a second arrival is 'dup {rid}')"
         if step.kind == Kind.STALE:
             if rid in runner.produced:
                 return f"request {rid}'s response already arrived (a stale body comes first)"
@@ -416,3 +433,17 @@ def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[Ste
     design_registry.check_design(design)
     found = _shortest(design, n, window)
     return None if found is None else list(found)
+
+
+def as_first_and_again(steps: Sequence[Step]) -> list[Step]:
+    """The same schedule with every repeat arrival written as `dup k`, as `ScheduleBuilder`
+    takes it (the explorer writes `deliver k` twice; the runner plays both alike)."""
+    arrived: set[int | None] = set()
+    out = []
+    for step in steps:
+        if step.kind == Kind.DELIVER and step.request in arrived:
+            step = Step.dup(step.request)
+        if step.kind in (Kind.DELIVER, Kind.DUP, Kind.STALE):
+            arrived.add(step.request)
+        out.append(step)
+    return out

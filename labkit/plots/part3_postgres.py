@@ -16,18 +16,32 @@ from labkit.pg.commit_order import RULES, LabState
 from labkit.pg.stress import StressResult
 from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
 
+# The one name of each rule, in the legend and on notebook 07's widget message line.
+RULE_NAMES = {"id_order": "id order", "horizon": "xmin horizon wait"}
 RULE_STYLE = {
-    "id_order": (COLORS["max"], "id order"),
-    "horizon": (COLORS["frontier"], "xmin horizon wait"),
+    "id_order": (COLORS["max"], RULE_NAMES["id_order"]),
+    "horizon": (COLORS["frontier"], RULE_NAMES["horizon"]),
 }
 WRITER_COLORS = {"A": "#7b3294", "B": "#008837"}
+STEP_WORDS = {
+    "insert": "inserts",
+    "commit": "commits",
+    "deliver": "deliver",
+    "summarize": "summarize",
+}
+
+
+def step_label(actor: str, action: str) -> str:
+    """A step as the x axis names it: "A inserts", "B commits", "deliver", "summarize"."""
+    word = STEP_WORDS.get(action, action)
+    return f"{actor} {word}" if actor != "worker" else word
 
 
 @styled
 def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
     """Id against step: each row drawn from its insert (hollow) to its commit (filled), the
     delivery as a tick, each rule's coverage as a step line, orphans ringed in red."""
-    ax = single_axes(8.4, 4.0, left=0.07, right=0.66, top=0.9, bottom=0.2)
+    ax = single_axes(8.4, 4.2, left=0.07, right=0.66, top=0.9, bottom=0.24)
     fig = ax.figure
     last = max(len(state.events) - 1, 1)
     for row in state.rows:
@@ -42,12 +56,26 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
     steps = [e.step for e in state.events]
     for rule in RULES:
         color, label = RULE_STYLE[rule]
-        ax.step(steps, [e.coverage[rule] for e in state.events], where="post", color=color,
-                lw=2, label=f"coverage: {label}")
+        ax.step(
+            steps,
+            [e.coverage[rule] for e in state.events],
+            where="post",
+            color=color,
+            lw=2,
+            label=f"coverage: {label}",
+        )
         lost = state.orphans[rule]
         if lost:
-            ax.plot([last] * len(lost), lost, "o", ms=16, mfc="none", mec=COLORS["orphan"],
-                    mew=2, label=f"orphaned by {label}")
+            ax.plot(
+                [last] * len(lost),
+                lost,
+                "o",
+                ms=16,
+                mfc="none",
+                mec=COLORS["orphan"],
+                mew=2,
+                label=f"orphaned by {label}",
+            )
     for writer, color in WRITER_COLORS.items():
         ax.plot([], [], "o", color=color, label=f"writer {writer}: insert ○ → commit ●")
     ax.plot([], [], "|", color=COLORS["delivered"], ms=10, mew=2, label="delivered")
@@ -57,8 +85,13 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
     ax.set_ylim(-0.3, top + 0.7)
     ax.set_yticks(range(0, top + 1))
     ax.set_xticks(steps)
-    ax.set_xticklabels([f"{e.actor[0]}:{e.action[:3]}" for e in state.events], rotation=60,
-                       fontsize=7)
+    ax.set_xticklabels(
+        [step_label(e.actor, e.action) for e in state.events],
+        rotation=60,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=7,
+    )
     ax.set_title(title or "A smaller id commits late: id order passes it, the horizon waits")
     ax.legend(**RIGHT_LEGEND)
     return fig
@@ -74,11 +107,20 @@ def fixes_figure(outcomes: Sequence, title: str = "") -> Figure:
     ax.bar(range(len(names)), lost, color=colors, width=0.6)
     for i, o in enumerate(outcomes):
         cost = (
-            f"{o.waits} writer waits" if o.waits
-            else f"{o.held} summaries held" if o.held else "never waits"
+            f"{o.waits} writer waits"
+            if o.waits
+            else f"{o.held} summaries held"
+            if o.held
+            else "never waits"
         )
-        ax.text(i, o.orphans + 0.3, f"{o.orphans} of {o.rows} rows lost\n{cost}", ha="center",
-                va="bottom", fontsize=8)
+        ax.text(
+            i,
+            o.orphans + 0.3,
+            f"{o.orphans} of {o.rows} rows lost\n{cost}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_ylabel("orphaned rows")
@@ -94,14 +136,31 @@ def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figur
     fig = ax.figure
     xs = range(len(results))
     width = 0.38
-    ax.bar([x - width / 2 for x in xs], [r.committed_per_s for r in results], width,
-           color="#9ecae1", label="rows/s committed")
-    ax.bar([x + width / 2 for x in xs], [r.summarized_per_s for r in results], width,
-           color=COLORS["frontier"], label="rows/s summarized")
+    ax.bar(
+        [x - width / 2 for x in xs],
+        [r.committed_per_s for r in results],
+        width,
+        color="#9ecae1",
+        label="rows/s committed",
+    )
+    ax.bar(
+        [x + width / 2 for x in xs],
+        [r.summarized_per_s for r in results],
+        width,
+        color=COLORS["frontier"],
+        label="rows/s summarized",
+    )
     for x, r in zip(xs, results, strict=True):
         top = max(r.committed_per_s, r.summarized_per_s)
-        ax.text(x, top * 1.03, f"{r.orphans} orphans / {r.rows}", ha="center", va="bottom",
-                fontsize=8, color=COLORS["orphan"] if r.orphans else "black")
+        ax.text(
+            x,
+            top * 1.03,
+            f"{r.orphans} orphans / {r.rows}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color=COLORS["orphan"] if r.orphans else "black",
+        )
     ax.set_xticks(list(xs))
     ax.set_xticklabels([r.rule for r in results])
     ax.set_ylabel("rows per second")
@@ -111,8 +170,16 @@ def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figur
     return fig
 
 
-WORKER_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                  "#17becf")
+WORKER_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+)
 
 
 @styled
@@ -123,17 +190,35 @@ def ballots_over_time_figure(run: BallotRun, title: str = "") -> Figure:
     ax = single_axes(8.4, 4.0, left=0.08, right=0.7, top=0.9, bottom=0.13)
     fig = ax.figure
     end = max((t.t for t in run.ticks), default=0.0) * 1.05 + 1e-3
-    ax.step([t * 1e3 for t, _ in run.reader], [h for _, h in run.reader], where="post",
-            color=COLORS["reject"], lw=1.5, label="head seen by the reader")
+    ax.step(
+        [t * 1e3 for t, _ in run.reader],
+        [h for _, h in run.reader],
+        where="post",
+        color=COLORS["reject"],
+        lw=1.5,
+        label="head seen by the reader",
+    )
     for worker in range(run.workers):
         color = WORKER_PALETTE[worker % len(WORKER_PALETTE)]
         mine = [t for t in run.ticks if t.worker == worker]
         won = [t for t in mine if t.committed]
         lost = [t for t in mine if not t.committed]
-        ax.plot([t.t * 1e3 for t in lost], [t.watermark for t in lost], "x", color=color,
-                ms=4, alpha=0.6)
-        ax.plot([t.t * 1e3 for t in won], [t.version for t in won], "o", color=color, ms=5,
-                label=f"worker {worker}: {len(won)} won, {len(lost)} refused")
+        ax.plot(
+            [t.t * 1e3 for t in lost],
+            [t.watermark for t in lost],
+            "x",
+            color=color,
+            ms=4,
+            alpha=0.6,
+        )
+        ax.plot(
+            [t.t * 1e3 for t in won],
+            [t.version for t in won],
+            "o",
+            color=color,
+            ms=5,
+            label=f"worker {worker}: {len(won)} won, {len(lost)} refused",
+        )
     ax.plot([], [], "x", color="black", ms=4, label="refused (at its watermark)")
     ax.set_xlabel("milliseconds since the workers started")
     ax.set_ylabel("catalog version (head)")

@@ -169,7 +169,7 @@ class FrontierTimelineApp(BatchedApp):
                 value=DISPATCH,
                 description="delivery order",
                 style={"description_width": "initial"},
-                layout=widgets.Layout(width="520px"),
+                layout=widgets.Layout(width="600px"),
             ),
             "wb-order",
         )
@@ -342,6 +342,13 @@ class FrontierTimelineApp(BatchedApp):
             self.timings.append(time.perf_counter() - start)
             return
         key = (tuple(self.priorities), steps)
+        # a priority moved, yet the dispatcher's order (so the whole picture) stayed the same
+        unchanged = (
+            self.mode == DISPATCH
+            and self._key is not None
+            and key[0] != self._key[0]
+            and steps == self._key[1]
+        )
         if key != self._key:
             at_end = self.state is None or self.step_slider.value == self.step_slider.max
             self.state = sc.run_scenario(sc.scenario_from_steps(self.priorities, steps))
@@ -354,6 +361,11 @@ class FrontierTimelineApp(BatchedApp):
                 if at_end:
                     self.step_slider.value = last
         self.message.value = self._describe(described)
+        if unchanged:
+            self.message.value = (
+                "<i>No change: with these priorities the dispatcher still takes the rows in "
+                "the same order, so the timeline stays as it was.</i><br>" + self.message.value
+            )
         self._draw()
         self.timings.append(time.perf_counter() - start)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import html
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,8 +26,10 @@ from labkit.designs.schedule_builder import (
     EXPLORE_N,
     PRESETS,
     Availability,
+    DesignRun,
     ScheduleBuilder,
     StepError,
+    as_first_and_again,
     shortest_break,
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
@@ -50,12 +52,35 @@ SEED_INVERTED: tuple[Step, ...] = (
 )
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
+_BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
+_WRAP = widgets.Layout(flex_flow="row wrap")
+# The per-request buttons keep one width whatever the request number, so a row never re-wraps.
+_REQUEST_BUTTON_PX = {"deliver": 160, "dup": 215, "stale": 140, "give_up": 185}
+# Why an answer that came in order was refused, by the loop's reason.
+REFUSAL_WHY = {
+    "stale_watermark": (
+        "its ballot was reserved on the same head as one that committed first, so the loop "
+        "fenced it out and replays its tick on the new head (hedged ballots keep one version "
+        "per head)"
+    ),
+    "stale_base": "its body was built on an older version than the head",
+    "unknown_ballot": "the loop no longer knew its ballot (given up, or forgotten in a crash)",
+    "cas_conflict": "the head had moved past the version its body was computed from",
+}
+VERDICT_COLORS = {"broken": "#b00020", "lost update": "#b26a00", "safe": "#2e7d32"}
 
 
 @functools.lru_cache(maxsize=8)
 def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[Step] | None]:
     """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
     return {d: explore(d, n, window=window).shortest for d in DESIGNS}
+
+
+def _scrolling(table_html: str) -> str:
+    """A table in a box as wide as its widget that scrolls sideways on its own when the table is
+    wider (`width:0; min-width:100%` keeps the table's width out of the layout's sums)."""
+    return ("<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>"
+            f"{table_html}</div>")
 
 
 def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
@@ -67,10 +92,10 @@ def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
         for col, value in zip(table.columns, row, strict=True):
             bad = col == "rewinds" and value
             text = html.escape(str(value))
-            cells.append(f"<td style='color:#b00020'><b>{text}</b></td>" if bad
-                         else f"<td>{text}</td>")
+            cells.append(f"<td style='color:#b00020;white-space:nowrap'><b>{text}</b></td>" if bad
+                         else f"<td style='white-space:nowrap'>{text}</td>")
         body.append(f"<tr{style}>{''.join(cells)}</tr>")
-    return (
+    return _scrolling(
         "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
@@ -106,7 +131,7 @@ class FiveDesignsApp(BatchedApp):
 
         self.design = classed(widgets.Dropdown(
             options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
-            description="highlight"), "wb-design")
+            description="highlight", layout=widgets.Layout(width="370px")), "wb-design")
         self.faults = classed(widgets.Dropdown(
             options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"), "wb-faults")
         self.fault_boxes = {
@@ -115,7 +140,7 @@ class FiveDesignsApp(BatchedApp):
                                          layout=widgets.Layout(width="150px")), f"wb-fault-{f}")
             for f in FAULTS
         }
-        slider = {"continuous_update": False, "style": {"description_width": "110px"}}
+        slider = {"continuous_update": False, "style": {"description_width": "125px"}}
         self.latency = classed(widgets.FloatSlider(
             value=1.0, min=0.2, max=3.0, step=0.1, description="latency", **slider),
             "wb-latency")
@@ -127,8 +152,12 @@ class FiveDesignsApp(BatchedApp):
             "wb-clock-skew")
         self.window = classed(widgets.IntSlider(
             value=3, min=2, max=6, description="window (hedged)", **slider), "wb-window")
+        self.why_duplicate = classed(widgets.HTML(), "wb-why-duplicate-rate")
         self.seed = classed(widgets.IntText(value=seed, description="random seed",
-                                             layout=widgets.Layout(width="160px")), "wb-seed")
+                                             style={"description_width": "initial"},
+                                             layout=widgets.Layout(width="190px")), "wb-seed")
+        self.message = classed(widgets.HTML(layout=widgets.Layout(min_height="1.6em")),
+                               "wb-message")
         self.out = classed(widgets.Output(), "wb-traces")
         self.metrics = classed(widgets.HTML(), "wb-metrics")
         self.counterexamples = classed(widgets.HTML(), "wb-counterexamples")
@@ -141,15 +170,18 @@ class FiveDesignsApp(BatchedApp):
             w.observe(self._changed, "value")
 
         self.ui = widgets.VBox([
-            widgets.HBox([self.design, self.faults, self.seed]),
-            widgets.HBox(list(self.fault_boxes.values())),
-            widgets.HBox([widgets.VBox([self.latency, self.duplicate_rate]),
-                          widgets.VBox([self.clock_skew, self.window])]),
+            widgets.HBox([self.design, self.faults, self.seed], layout=_WRAP),
+            widgets.HBox(list(self.fault_boxes.values()), layout=_WRAP),
+            widgets.HBox([widgets.VBox([self.latency, self.clock_skew, self.window]),
+                          widgets.VBox([self.duplicate_rate, self.why_duplicate])],
+                         layout=_WRAP),
+            self.message,
             self.out,
             self.metrics,
             self.counterexamples,
         ])
         self.ui.add_class("wb-five-designs-app")
+        self._show_live_controls()
         self._show_counterexamples()
         self.update()
 
@@ -166,11 +198,25 @@ class FiveDesignsApp(BatchedApp):
             for widget, value in values:
                 widget.value = value
 
+    def _show_live_controls(self) -> None:
+        """Grey out the duplicate rate unless the duplicate fault is ticked, saying why."""
+        live = "duplicate" in self.selected_faults
+        self.duplicate_rate.disabled = not live
+        self.why_duplicate.value = "" if live else (
+            "<i style='color:#666;font-size:12px'>disabled: the duplicate rate only matters "
+            "with the <b>duplicate</b> fault ticked</i>")
+
     def _preset_picked(self, change: Any) -> None:
-        if self._holding or change["new"] == CUSTOM:
+        if self._holding:
+            return
+        if change["new"] == CUSTOM:
+            self.message.value = (
+                "<i>No change: <b>custom</b> is whatever the fault boxes say; tick or untick "
+                "the boxes to make your own set.</i>")
             return
         chosen = FAULT_PRESETS[change["new"]]
         self._set_quietly([(box, f in chosen) for f, box in self.fault_boxes.items()])
+        self._show_live_controls()
         self.update()
 
     def _box_ticked(self, _change: Any) -> None:
@@ -179,6 +225,7 @@ class FiveDesignsApp(BatchedApp):
         picked = self.selected_faults
         name = next((k for k, v in FAULT_PRESETS.items() if v == picked), CUSTOM)
         self._set_quietly([(self.faults, name)])
+        self._show_live_controls()
         self.update()
 
     # --- the update --------------------------------------------------------------------------
@@ -220,6 +267,7 @@ class FiveDesignsApp(BatchedApp):
     def update(self) -> None:
         """Simulate every design on the chosen faults, redraw, refresh the metrics; time it."""
         start = time.perf_counter()
+        self.message.value = ""
         faults, seed = self.selected_faults, int(self.seed.value)
         self.runs = {d: self._run(d, faults, seed) for d in self.designs}
         self.traces = {d: r.trace for d, r in self.runs.items()}
@@ -299,7 +347,6 @@ class InvertedArrivalStepper:
         self.timings.append(time.perf_counter() - start)
 
 
-_BUTTON = widgets.Layout(width="auto")
 
 
 class ArrivalWorkbench(BatchedApp):
@@ -334,13 +381,15 @@ class ArrivalWorkbench(BatchedApp):
             options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
             value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
         self.request = classed(widgets.Dropdown(description="request k",
-                                                layout=widgets.Layout(width="260px")),
+                                                layout=widgets.Layout(width="400px")),
                                "wb-request")
+        fixed = {name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
+                 for name, px in _REQUEST_BUTTON_PX.items()}
         self.buttons = {
-            "deliver": widgets.Button(button_style="primary", layout=_BUTTON),
-            "dup": widgets.Button(layout=_BUTTON),
-            "stale": widgets.Button(layout=_BUTTON),
-            "give_up": widgets.Button(layout=_BUTTON),
+            "deliver": widgets.Button(button_style="primary", layout=fixed["deliver"]),
+            "dup": widgets.Button(layout=fixed["dup"]),
+            "stale": widgets.Button(layout=fixed["stale"]),
+            "give_up": widgets.Button(layout=fixed["give_up"]),
             "oldest": widgets.Button(description="give up on the oldest wait", layout=_BUTTON),
             "crash": widgets.Button(description="crash and restart the loop", layout=_BUTTON,
                                     button_style="warning"),
@@ -355,9 +404,10 @@ class ArrivalWorkbench(BatchedApp):
             layout=widgets.Layout(width="360px")), "wb-focus")
         self.shortest = classed(widgets.Button(layout=_BUTTON, button_style="danger"),
                                 "wb-shortest")
-        self.why = classed(widgets.HTML(), "wb-why")
-        self.error = classed(widgets.HTML(), "wb-error")
-        self.message = classed(widgets.HTML(), "wb-message")
+        # Fixed heights: the picture below must not jump as these texts come and go.
+        self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
+        self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
+        self.message = classed(widgets.HTML(layout=_fixed_height("3.4em")), "wb-message")
         self.out = classed(widgets.Output(), "wb-lanes")
         self.verdicts = classed(widgets.HTML(), "wb-verdicts")
 
@@ -371,7 +421,7 @@ class ArrivalWorkbench(BatchedApp):
         self.buttons["oldest"].on_click(lambda _b: self._attempt(self.builder.add, Step.timeout()))
         self.buttons["crash"].on_click(lambda _b: self._attempt(self.builder.add, Step.crash()))
         self.buttons["undo"].on_click(lambda _b: self._edit(self.builder.undo))
-        self.buttons["reset"].on_click(lambda _b: self._edit(self.builder.reset))
+        self.buttons["reset"].on_click(lambda _b: self._edit(self.builder.reset, fresh=True))
         self.shortest.on_click(lambda _b: self.fill_shortest())
 
         b = self.buttons
@@ -381,13 +431,14 @@ class ArrivalWorkbench(BatchedApp):
             "arrives, whether it arrives again, or whether the loop stops waiting.</span>")
         self.ui = widgets.VBox([
             help_text,
-            widgets.HBox([self.preset, b["undo"], b["reset"]]),
-            widgets.HBox([self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]]),
-            widgets.HBox([b["oldest"], b["crash"]]),
+            widgets.HBox([self.preset, b["undo"], b["reset"]], layout=_WRAP),
+            widgets.HBox([self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]],
+                         layout=_WRAP),
+            widgets.HBox([b["oldest"], b["crash"]], layout=_WRAP),
             self.why,
-            widgets.HBox([self.schedule, self.play]),
+            widgets.HBox([self.schedule, self.play], layout=_WRAP),
             self.error,
-            widgets.HBox([self.focus, self.shortest]),
+            widgets.HBox([self.focus, self.shortest], layout=_WRAP),
             self.message,
             self.out,
             self.verdicts,
@@ -418,15 +469,18 @@ class ArrivalWorkbench(BatchedApp):
         except StepError as exc:
             self.error.value = _error_html(exc)
             return
-        self._edited()
+        self._edited(fresh=change == self.builder.load)
 
-    def _edit(self, action: Any) -> None:
+    def _edit(self, action: Any, fresh: bool = False) -> None:
         action()
-        self._edited()
+        self._edited(fresh=fresh)
 
-    def _edited(self, preset: str = "") -> None:
+    def _edited(self, preset: str = "", fresh: bool = False) -> None:
         """After a change: clear the error and message, show `preset` (or none), move the
-        request picker on to the oldest request still in flight, redraw."""
+        request picker on to the oldest request still in flight, redraw (on `fresh` axes when
+        the whole schedule was replaced: a short schedule after a long one gets its own scale)."""
+        if fresh:
+            self.canvas = WorkbenchCanvas(self.designs)
         self._advance = True
         self.error.value = ""
         self.message.value = ""
@@ -446,7 +500,7 @@ class ArrivalWorkbench(BatchedApp):
         if self._holding or not change["new"]:
             return
         self.builder.use_preset(change["new"])
-        self._edited(change["new"])
+        self._edited(change["new"], fresh=True)
 
     def type_schedule(self, text: str) -> None:
         """What typing `text` into the schedule box and pressing Enter does."""
@@ -457,6 +511,7 @@ class ArrivalWorkbench(BatchedApp):
         """Replace the schedule by the shortest one that breaks the design in focus, if any."""
         design = self.focus.value
         found = shortest_break(design)
+        found = None if found is None else as_first_and_again(found)
         self.broke[design] = found
         if found is None:
             self.message.value = (
@@ -465,7 +520,7 @@ class ArrivalWorkbench(BatchedApp):
                 "give-up) and the head never fell. The schedule is unchanged.")
             return
         self.builder.load(found)
-        self._edited()
+        self._edited(fresh=True)
         self.message.value = (
             f"Shortest schedule that breaks <b>{html.escape(design)}</b> "
             f"({len(found)} steps, found by <code>labkit.designs.arrival_orders.explore</code>): "
@@ -477,11 +532,7 @@ class ArrivalWorkbench(BatchedApp):
         """Request choices, button labels and which buttons apply now (with the reason)."""
         builder, focus = self.builder, self.focus.value
         lanes = builder.runs[focus].lanes
-        options = []
-        for rid in builder.requests:
-            lane = lanes.get(rid)
-            state = lane.status if lane is not None else f"not sent by {focus}"
-            options.append((f"{rid} ({state})", rid))
+        options = [(_request_label(builder, rid), rid) for rid in builder.requests]
         keep = self.k if self.k in builder.requests and not self._advance else None
         self._advance = False
         if keep is None:
@@ -491,6 +542,7 @@ class ArrivalWorkbench(BatchedApp):
             self.request.options = options
             self.request.value = keep
         k = self.k
+        self.request.tooltip = "" if k is None else _request_detail(builder, k)
         labels = {
             "deliver": f"deliver response {k}",
             "dup": f"deliver {k} again (duplicate)",
@@ -514,8 +566,8 @@ class ArrivalWorkbench(BatchedApp):
                 reasons.append(f"<li><i>{html.escape(button.description)}</i>: "
                                f"{html.escape(ok.why)}</li>")
         self.buttons["undo"].disabled = not builder.steps
-        self.why.value = ("<div style='font-size:12px;color:#555'>Greyed out now:<ul "
-                          "style='margin:0'>" + "".join(reasons) + "</ul></div>"
+        self.why.value = ("<div style='font-size:12px;color:#555;line-height:1.25'>Greyed out "
+                          "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
                           if reasons else "")
         self.shortest.description = f"shortest schedule that breaks {focus}"
 
@@ -534,6 +586,48 @@ class ArrivalWorkbench(BatchedApp):
         self.timings.append(time.perf_counter() - start)
 
 
+def _fixed_height(height: str) -> widgets.Layout:
+    return widgets.Layout(height=height, overflow="auto", flex="0 0 auto")
+
+
+def _statuses(builder: ScheduleBuilder, rid: int) -> dict[str, str]:
+    """Design -> what became of request `rid` there ("not sent" where it never went out)."""
+    return {d: run.lanes[rid].status if rid in run.lanes else "not sent"
+            for d, run in builder.runs.items()}
+
+
+def _request_label(builder: ScheduleBuilder, rid: int) -> str:
+    """A picker entry that holds for every design: "2: in flight", or counts where the designs
+    differ, e.g. "2: in flight ×3, not sent ×2"."""
+    counts = Counter(_statuses(builder, rid).values())
+    if len(counts) == 1:
+        return f"{rid}: {next(iter(counts))}"
+    return f"{rid}: " + ", ".join(f"{status} \u00d7{n}" for status, n in counts.items())
+
+
+def _request_detail(builder: ScheduleBuilder, rid: int) -> str:
+    """Request `rid` design by design, for the picker's tooltip."""
+    return f"request {rid}: " + "; ".join(f"{d} {s}" for d, s in _statuses(builder, rid).items())
+
+
+def _verdict_kind(played: DesignRun) -> str:
+    """"broken" (a reader saw the head fall), "lost update" (a version overwritten in place)
+    or "safe"."""
+    if played.falls:
+        return "broken"
+    return "lost update" if played.overwrites else "safe"
+
+
+def _refusal_note(played: DesignRun) -> str:
+    """Why this design first refused an answer that came in order ("" if it never did)."""
+    if played.in_order_refusal is None:
+        return ""
+    step, rid, reason = played.in_order_refusal
+    why = REFUSAL_WHY.get(reason, "")
+    return (f"step {step}: request {rid}'s answer came in order and was refused ({reason})"
+            + (f": {why}" if why else "") + ".")
+
+
 def _error_html(exc: StepError) -> str:
     return ("<div style='color:#b00020;font-size:13px'>&#9888; Not applied: step "
             f"<b>{exc.index}</b> <code>{html.escape(exc.text)}</code>: "
@@ -544,18 +638,23 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
     """One row per design: verdict, commits, rejects by reason, falls, steps it skipped."""
     rows = []
     for design, played in builder.runs.items():
-        rejects = ", ".join(f"{r.replace('_', ' ')} {n}" for r, n in sorted(played.rejects.items()))
+        rejects = ", ".join(f"{r} \u00d7{n}" for r, n in sorted(played.rejects.items()))
         skipped = "; ".join(f"step {i}: {why}" for i, why in played.skipped.items())
-        broken = bool(played.falls)
+        kind = _verdict_kind(played)
+        verdict = html.escape(played.verdict)
+        if kind != "safe":
+            verdict = f"<b>{verdict}</b>"
+        note = _refusal_note(played)
+        if note:
+            verdict += f"<br><span style='color:#555;font-size:11px'>{html.escape(note)}</span>"
         rows.append(
             f"<tr><td><b>{html.escape(design)}</b></td>"
-            f"<td style='color:{'#b00020' if broken else '#2e7d32'}'>"
-            f"{'<b>' if broken else ''}{html.escape(played.verdict)}{'</b>' if broken else ''}</td>"
+            f"<td style='color:{VERDICT_COLORS[kind]}' data-verdict='{kind}'>{verdict}</td>"
             f"<td>{played.commits}</td><td>{html.escape(rejects) or '-'}</td>"
             f"<td>{len(played.falls)}</td><td>v{played.heads[-1]}</td>"
             f"<td>{html.escape(skipped) or '-'}</td></tr>")
     head = "".join(f"<th>{c}</th>" for c in (
         "design", "verdict", "versions committed", "rejected (by reason)",
         "falls the reader saw", "head now", "steps that did not apply"))
-    return ("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return _scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")

@@ -1,0 +1,158 @@
+"""Every widget fits a 1280x800 window with JupyterLab's file browser open (issue 19).
+
+Each notebook with widgets runs all; then every control label, button, HTML block and table
+inside a widget must show all of its text: its scroll width is at most its client width, or
+it scrolls on its own (overflow auto, and short enough that its scrollbar is in view), never
+through the whole widget's scrollbar far below. Notebook 07's step-it-yourself widget must
+still work after Run All, whose last cell used to close its connection; the workbench's
+picture must not move as the hints above it change.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .jlab import WAIT_MS, screenshot, wait_image, widget_text
+
+VIEWPORT = {"width": 1280, "height": 800}
+NOTEBOOKS = (
+    "notebooks/01_max_is_not_a_watermark.ipynb",
+    "notebooks/04_late_tick_rewinds.ipynb",
+    "notebooks/05_five_designs.ipynb",
+    "notebooks/07_postgres_commit_order.ipynb",
+)
+# A box that scrolls on its own must be short enough to show its own scrollbar in the window.
+OWN_SCROLL_MAX_PX = VIEWPORT["height"] // 2
+
+_OPEN_FILE_BROWSER = """() => {
+  const app = window.jupyterapp;
+  app.shell.activateById('filebrowser');
+  return !app.shell.leftCollapsed;
+}"""
+
+# Every element of the cell's widgets whose text is wider than its box, unless the element
+# scrolls by itself and its scrollbar is in view; tables wider than the widget they sit in.
+_CUT = """([cell, ownScrollMax]) => {
+  const sel = ['button', '.widget-label', 'label', '.widget-readout', '.widget-html-content',
+               '.widget-box', '.widget-output', '.jp-OutputArea-output', 'table',
+               'select'].join(',');
+  const pen = document.createElement('canvas').getContext('2d');
+  const cut = [];
+  for (const el of cell.querySelectorAll('.jp-Cell-outputArea .jupyter-widgets, '
+                                         + '.jp-Cell-outputArea .jupyter-widgets *')) {
+    if (!el.matches(sel) || el.offsetParent === null) continue;
+    if (el.tagName === 'SELECT') {  // a closed menu shows one choice: would each fit?
+      const st = getComputedStyle(el);
+      pen.font = `${st.fontWeight} ${st.fontSize} ${st.fontFamily}`;
+      const room = el.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+      for (const choice of el.options) {
+        const need = pen.measureText(choice.text).width;
+        if (need > room + 1) {
+          cut.push(`select "${choice.text.slice(0, 50)}" ${Math.round(need)}>${room}px`);
+        }
+      }
+      continue;
+    }
+    if (el.scrollWidth <= el.clientWidth + 1) continue;
+    const style = getComputedStyle(el);
+    const own = ['auto', 'scroll'].includes(style.overflowX)
+      && el.getBoundingClientRect().height <= ownScrollMax;
+    if (own) continue;
+    const cls = (el.className && el.className.baseVal === undefined ? el.className : '');
+    cut.push(`${el.tagName.toLowerCase()}.${String(cls).split(' ').filter(c => c.startsWith('wb-')
+      || c.startsWith('widget-')).join('.')} "${(el.innerText || '').trim().slice(0, 40)}" `
+      + `${el.scrollWidth}>${el.clientWidth}px`);
+  }
+  return cut;
+}"""
+
+
+def _cut_in(nb) -> dict[int, list[str]]:
+    """Per code cell with widgets, the elements whose content is cut (scrolled into view first:
+    JupyterLab does not lay out cells out of view)."""
+    found: dict[int, list[str]] = {}
+    for i in range(nb.cells.count()):
+        cell = nb.cell(i)
+        widgets = cell.locator(".jp-Cell-outputArea .jupyter-widgets")
+        if widgets.count() == 0:
+            continue
+        cell.scroll_into_view_if_needed()
+        handle = cell.element_handle(timeout=WAIT_MS)
+        cut = cell.page.evaluate(_CUT, [handle, OWN_SCROLL_MAX_PX])
+        if cut:
+            found[i] = cut
+    return found
+
+
+def _open_at_1280(lab, path: str):
+    lab.page.set_viewport_size(VIEWPORT)
+    nb = lab.open(path)
+    assert lab.page.evaluate(_OPEN_FILE_BROWSER), "the file browser did not open"
+    nb.run_all(timeout_ms=120_000)
+    return nb
+
+
+_IMAGE_TOP = (
+    "el => el.querySelector('.wb-lanes img').getBoundingClientRect().top"
+    " - el.getBoundingClientRect().top"
+)
+
+
+def _workbench_holds_still(nb) -> None:
+    """The lanes image stays put while the greyed-out list, the error line and the buttons'
+    request number change above it."""
+    from playwright.sync_api import expect
+
+    cell = nb.cell_with("ArrivalWorkbench(preset=")
+    cell.scroll_into_view_if_needed()
+    bench = cell.locator(".wb-workbench")
+    src = wait_image(cell)
+    tops = [bench.evaluate(_IMAGE_TOP)]
+    for button in ("button.wb-reset", "button.wb-deliver", "button.wb-crash"):
+        cell.locator(button).dispatch_event("click")
+        src = wait_image(cell, changed_from=src)
+        tops.append(bench.evaluate(_IMAGE_TOP))
+    schedule = cell.locator(".wb-schedule input")
+    schedule.fill("deliver 1; deliver 1")  # refused with an error line, as the button would
+    schedule.press("Enter")
+    expect(cell.locator(".wb-error")).to_contain_text("dup 1", timeout=WAIT_MS)
+    tops.append(bench.evaluate(_IMAGE_TOP))
+    assert len(set(tops)) == 1, f"the workbench's picture moved: tops {tops}"
+    # after the crash the picker's entries are at their longest ("lost in crash ×n, ...")
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"cut after a crash: {cut}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
+def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
+    nb = _open_at_1280(lab, path)
+    cut = _cut_in(nb)
+    assert not cut, f"{path}: cut at 1280x800 with the file browser open: {cut}"
+    if path.startswith("notebooks/04_"):
+        _workbench_holds_still(nb)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_notebook_07_widget_fits_and_works_after_run_all(lab) -> None:
+    from playwright.sync_api import expect
+
+    nb = _open_at_1280(lab, NOTEBOOKS[3])
+    cut = _cut_in(nb)
+    assert not cut, f"07: cut at 1280x800 with the file browser open: {cut}"
+
+    cell = nb.cell_with("CommitOrderApp(")
+    cell.scroll_into_view_if_needed()
+    message = cell.locator(".wb-pg-message")
+    src = wait_image(cell)
+    before = widget_text(message)
+    cell.locator("button.wb-pg-A-insert").dispatch_event("click")
+    src = wait_image(cell, changed_from=src)
+    expect(message).to_contain_text("A holds [1] uncommitted", timeout=WAIT_MS)
+    assert widget_text(message) != before
+    # an impossible step is refused in words: B has nothing to commit
+    expect(cell.locator("button.wb-pg-B-commit")).to_be_disabled()
+    cell.locator("button.wb-pg-A-commit").dispatch_event("click")
+    wait_image(cell, changed_from=src)
+    expect(message).not_to_contain_text("uncommitted", timeout=WAIT_MS)
+    screenshot(cell, "07-after-run-all")
