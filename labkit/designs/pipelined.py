@@ -105,8 +105,9 @@ class PipelinedDesign(BallotDesign):
 
     def _flush(self, fence: int) -> list[int]:
         """Abandon every in-flight ballot above `fence` (its base can never be the head)."""
-        above = sorted((b for b in self.loop.inflight() if b.watermark > fence),
-                       key=lambda b: b.watermark)
+        above = sorted(
+            (b for b in self.loop.inflight() if b.watermark > fence), key=lambda b: b.watermark
+        )
         for b in above:
             self.loop.abandon(b.ballot_id)
         hold.release(self.conn, [b.ballot_id for b in above])
@@ -144,8 +145,15 @@ class PipelinedDesign(BallotDesign):
             out = self.loop.apply(response)
             return Decision(False, out.reason, self._refuse(response.ballot_id, fence))
         if fence > head:
-            hold.hold(self.conn, response.ballot_id, fence, response.base_version,
-                      response.base_hash, response.tools, now)
+            hold.hold(
+                self.conn,
+                response.ballot_id,
+                fence,
+                response.base_version,
+                response.base_hash,
+                response.tools,
+                now,
+            )
             return Decision(False, HELD, self._fill())
         return self._decide(response, fence)
 
