@@ -173,16 +173,22 @@ def plot(rows: list[dict[str, object]]):
     left.legend(fontsize=8)
     faults = [r for r in rows if r["kind"] == "fault" and r["design"] == "pipelined"]
     labels = [str(r["faults"]) for r in faults]
+    ys = list(range(len(faults)))
     right.barh(
-        labels, [float(r["replays"]) for r in faults], color=COLORS["reject"], label="replays"
+        [y - 0.2 for y in ys],
+        [float(r["replays"]) for r in faults],
+        height=0.4,
+        color=COLORS["reject"],
+        label="ticks replayed (refused or flushed)",
     )
     right.barh(
-        labels,
+        [y + 0.2 for y in ys],
         [float(r["rejected"]) for r in faults],
+        height=0.4,
         color="#1f4e9c",
-        alpha=0.6,
-        label="refused answers",
+        label="answers refused",
     )
+    right.set_yticks(ys, labels)
     right.invert_yaxis()
     right.set_xlabel("per run (mean)")
     right.set_title("pipelined (W = 4): rejected work per fault class", fontsize=9)
