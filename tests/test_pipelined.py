@@ -223,3 +223,36 @@ def test_a_kill_at_any_statement_keeps_the_readers_promise(tmp_path: Path) -> No
     total = statement_count(tmp_path / "whole.db", seed=1)
     for k in range(1, total + 1):
         _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k, seed=1))
+
+
+# --- the store: a ballot fenced ahead of the head, on both backends ----------------------------
+
+
+def _fenced_ahead(loop) -> None:
+    """A ballot reserved `ahead` = 1 observes head + 1; its answer cannot commit before the
+    head gets there. `apply` would even fence an early answer out (its fence is not the head),
+    which is why the pipelined design holds early answers and never hands them to `apply`."""
+    on_head = loop.reserve()
+    ahead = loop.reserve(ahead=1)
+    assert (on_head.watermark, ahead.watermark, ahead.base_version) == (0, 1, 1)
+    early = Response(ahead.ballot_id, 1, 1, ["b"])
+    assert loop.checks(early).reason == "stale_watermark" and loop.checks(early).fenced_out
+    assert loop.apply(Response(on_head.ballot_id, 0, 0, ["a"])).committed
+    assert loop.apply(Response(ahead.ballot_id, 1, 1, ["a", "b"])).committed
+    assert loop.head_version() == 2
+    with pytest.raises(ValueError, match="ahead"):
+        loop.reserve(ahead=-1)
+
+
+def test_reserve_ahead_on_sqlite() -> None:
+    from labkit.catalog.loop import WatermarkLoop
+    from labkit.db import connect
+
+    _fenced_ahead(WatermarkLoop(connect(), window=2))
+
+
+@pytest.mark.postgres
+def test_reserve_ahead_on_postgres(pg_connect) -> None:
+    from labkit.catalog.loop import WatermarkLoop
+
+    _fenced_ahead(WatermarkLoop(pg_connect(autocommit=True), window=2))
