@@ -1,4 +1,4 @@
-"""Every arrival order of a small run, searched on an in-memory model of the five designs.
+"""Every arrival order of a small run, searched on an in-memory model of every design.
 
 `labkit.designs.arrival_orders.explore` replays each schedule prefix on SQLite from scratch. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
@@ -88,7 +88,11 @@ class LoopModel:
     accept (`cas`: only if the head still equals the body's base) and send the next request
     when the current one answers or times out. Ballot designs (`ballot`, `fenced`) follow
     `WatermarkLoop`: a response commits only if its ballot is in flight, the head still equals
-    its watermark and its body is based on the head; then the window refills.
+    its watermark and its body is based on the head; then the window refills. `pipelined`
+    follows `PipelinedDesign`: fences head, head+1, ...; an early answer is held and decided
+    when the head reaches it; a request built on another request's answer passes the base-hash
+    check only if that answer is the head (`head_by`); a refusal or give-up flushes every
+    ballot above it.
     """
 
     def __init__(

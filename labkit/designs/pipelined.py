@@ -3,9 +3,11 @@
 Ballot k of a full window is fenced on head + k: it may only commit once the head has reached
 that fence, and only if its body is built on the version that is there. The planner's promise
 that makes this speculation sound: it builds a pipelined request on its own answer to the
-request before it (`planner.answer_tools`), and every answer states the hash of the tool list
-it was built on (`Response.base_hash`). The loop then checks that hash against the version that
-really committed below the fence: an answer built on anything else is refused.
+request before it, and every answer states the hash of the tool list it was built on
+(`Response.base_hash`). (The workbook's planner answers a request deterministically,
+`planner.answer_tools`, so the loop can send that expected base along with the request.) The
+loop checks the stated hash against the version that really committed below the fence: an
+answer built on anything else is refused, whatever base version it names.
 
 An answer that lands before the head reaches its fence is held (`labkit.catalog.hold`, stored
 before the loop answers) and committed in fence order by part one's frontier rule. When a
@@ -26,8 +28,6 @@ from labkit.designs.design import HELD, BallotDesign, Decision, Request
 from labkit.designs.planner import answer_tools
 
 HASH_MISMATCH = "base_hash_mismatch"  # built on a tool list that is not the committed base
-FLUSHED = "flushed"  # a predecessor was refused, abandoned or fenced out
-REASONS: tuple[str, ...] = (HASH_MISMATCH, FLUSHED)
 
 
 class PipelinedDesign(BallotDesign):
@@ -190,9 +190,7 @@ class PipelinedDesign(BallotDesign):
         """Reopen the store: ballots and held answers survive; memory, and with it the bodies
         of unanswered requests, does not (the loop then waits for those answers)."""
         self.mine = {}
-        sends = super().crash_restart(now)
-        hold.create(self.conn)
-        return sends
+        return super().crash_restart(now)
 
     def _rebuilt(self, ballot_id: int, fence: int) -> Request:
         req = Request(-ballot_id, ballot_id, fence, fence, self.tools_at(fence))

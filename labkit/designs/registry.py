@@ -15,7 +15,6 @@ from labkit.designs.pipelined import PipelinedDesign
 
 EXTRA_DESIGNS: tuple[str, ...] = ("pipelined",)
 ALL_DESIGNS: tuple[str, ...] = (*DESIGNS, *EXTRA_DESIGNS)
-DISPLAY_NAMES: dict[str, str] = {"pipelined": "pipelined ballots"}
 
 
 def check_design(name: object) -> str:
