@@ -15,7 +15,7 @@ from labkit.catalog.loop import Response
 from labkit.designs.arrival_orders import explore, run_schedule, verify_model_against_sqlite
 from labkit.designs.arrival_search import explore_with_stats
 from labkit.designs.design import DESIGNS
-from labkit.designs.pipeline_crash import crash_and_resume, statement_count
+from labkit.designs.pipeline_crash import crash_and_resume, kill_and_resume, statement_count
 from labkit.designs.pipelined import HASH_MISMATCH, PipelinedDesign
 from labkit.designs.planner import answer_tools, respond
 from labkit.designs.registry import ALL_DESIGNS, make_design
@@ -216,6 +216,15 @@ def test_a_kill_at_every_tenth_statement_keeps_the_readers_promise(tmp_path: Pat
     assert total > 50
     for k in range(1, total + 1, 10):
         _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k))
+
+
+def test_a_real_kill_of_the_loop_process_keeps_the_readers_promise(tmp_path: Path) -> None:
+    """The loop runs in a child process the operating system kills as statement k starts."""
+    total = statement_count(tmp_path / "whole.db")
+    for k in range(3, total + 1, 37):
+        _assert_sound(kill_and_resume(tmp_path / f"real{k}.db", k))
+    unbroken = kill_and_resume(tmp_path / "unbroken.db", total + 1)
+    assert not unbroken.killed and unbroken.versions[-1][0] == 6
 
 
 @pytest.mark.slow
