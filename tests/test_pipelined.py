@@ -265,3 +265,14 @@ def test_reserve_ahead_on_postgres(pg_connect) -> None:
     from labkit.catalog.loop import WatermarkLoop
 
     _fenced_ahead(WatermarkLoop(pg_connect(autocommit=True), window=2))
+
+
+@pytest.mark.postgres
+def test_the_pipelined_design_refuses_postgres_in_one_line(pg_connect) -> None:
+    from labkit.backend import UnsupportedBackend
+
+    conn = pg_connect(autocommit=True)
+    with pytest.raises(UnsupportedBackend, match="PipelinedDesign works on sqlite only"):
+        PipelinedDesign(conn)
+    with pytest.raises(UnsupportedBackend, match="hold.create works on sqlite only"):
+        hold.create(conn)

@@ -8,7 +8,8 @@ arrived on time. A crash loses nothing: the rows outlive the process, and a rest
 checks each one again before it commits it; it never applies one blindly.
 
 Which held answers are next is part one's low-watermark rule: the fences are the row ids,
-"answered" is "delivered", and the head is the frontier (`frontier`).
+"answered" is "delivered", and the head is the frontier (`frontier`). SQLite only for now: a
+PostgreSQL connection is refused in one line (`backend.UnsupportedBackend`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import labkit.catalog.versions as catalog
+from labkit import backend
 from labkit.db import immediate
 
 HELD_TABLE = """CREATE TABLE IF NOT EXISTS wm_held (
@@ -56,6 +58,7 @@ class Held:
 
 def create(conn: sqlite3.Connection) -> None:
     """Make the hold's table if it is missing (next to the ballot store's tables)."""
+    backend.require(conn, "hold.create", "sqlite")
     with immediate(conn):
         conn.execute(HELD_TABLE)
 
@@ -71,6 +74,7 @@ def hold(
 ) -> bool:
     """Store an early answer for the in-flight `ballot_id`; False if its ballot is not in
     flight (nothing stored) or the answer was already held."""
+    backend.require(conn, "hold.hold", "sqlite")
     body = catalog.tools_json(tuple(tools))
     params = (ballot_id, fence, base_version, base_hash, body, now, ballot_id)
     with immediate(conn):
@@ -79,12 +83,14 @@ def hold(
 
 def held(conn: sqlite3.Connection) -> list[Held]:
     """Every held answer, lowest fence first."""
+    backend.require(conn, "hold.held", "sqlite")
     rows = conn.execute(HELD_SQL).fetchall()
     return [Held(b, f, base, h, tuple(json.loads(t))) for b, f, base, h, t in rows]
 
 
 def release(conn: sqlite3.Connection, ballot_ids: Iterable[int]) -> None:
     """Forget the held answers of `ballot_ids` (committed, refused or flushed)."""
+    backend.require(conn, "hold.release", "sqlite")
     with immediate(conn):
         conn.executemany(RELEASE_SQL, [(b,) for b in ballot_ids])
 

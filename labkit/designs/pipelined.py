@@ -23,6 +23,7 @@ from typing import Any
 
 import labkit.catalog.hold as hold
 import labkit.catalog.versions as catalog
+from labkit import backend
 from labkit.catalog.loop import Ballot, Response
 from labkit.designs.design import HELD, BallotDesign, Decision, Request
 from labkit.designs.planner import answer_tools
@@ -44,6 +45,8 @@ class PipelinedDesign(BallotDesign):
         clock: Any = None,
         path: str | Path | None = None,
     ) -> None:
+        if conn is not None:  # the hold is SQLite only: refuse PostgreSQL before any write
+            backend.require(conn, "PipelinedDesign", "sqlite")
         super().__init__(
             conn, window=window, ticks=ticks, first_request=first_request, clock=clock, path=path
         )
