@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 import labkit.catalog.hold as hold
 import labkit.catalog.versions as catalog
 from labkit.catalog.loop import Response
-from labkit.designs.arrival_orders import explore, run_schedule, verify_model_against_sqlite
+from labkit.designs.arrival_orders import (
+    explore,
+    explore_by_replay,
+    run_schedule,
+    verify_model_against_sqlite,
+)
 from labkit.designs.arrival_search import explore_with_stats
 from labkit.designs.design import DESIGNS
 from labkit.designs.pipeline_crash import crash_and_resume, kill_and_resume, statement_count
@@ -20,7 +25,7 @@ from labkit.designs.pipelined import HASH_MISMATCH, PipelinedDesign
 from labkit.designs.planner import answer_tools, respond
 from labkit.designs.registry import ALL_DESIGNS, make_design
 from labkit.designs.run_stats import summarize_run
-from labkit.designs.simulator import FAULTS, simulate
+from labkit.designs.simulator import FAULTS, run, simulate
 from labkit.frontier import log as part_one
 
 # --- the registry -----------------------------------------------------------------------------
@@ -47,6 +52,25 @@ def test_no_rewind_and_one_version_per_commit_under_every_fault(faults, seed: in
     steps = trace["head_version"].diff().fillna(0)
     assert set(steps) <= {0, 1}  # the reader sees one version per commit, never a fall
     assert summary.commits == summary.accepted == 12
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    faults=st.sets(st.sampled_from(FAULTS)),
+    seed=st.integers(0, 10_000),
+    window=st.integers(1, 6),
+)
+def test_any_seed_faults_and_depth_keep_the_readers_promise(faults, seed, window) -> None:
+    trace = simulate("pipelined", faults, seed, ticks=8, window=window)
+    summary = summarize_run(trace)
+    assert (summary.rewinds, summary.overwrites, summary.final_head) == (0, 0, 8)
+    assert set(trace["head_version"].diff().fillna(0)) <= {0, 1}
+
+
+def test_a_crash_on_a_file_backed_store_reopens_it_and_finishes(tmp_path: Path) -> None:
+    done = run("pipelined", ["crash", "inverted"], 4, ticks=10, window=3, db_path=tmp_path / "s.db")
+    assert done.summary.crashes == 1 and done.summary.final_head == 10
+    assert done.summary.rewinds == 0 and done.summary.kept == 10
 
 
 def test_early_answers_are_held_then_committed_one_settle_row_each() -> None:
@@ -172,6 +196,16 @@ def test_no_arrival_order_rewinds_pipelined_up_to_six_deliveries(window: int) ->
     for n in range(1, 7):
         found = explore("pipelined", n, window=window)
         assert found.orders > 0 and found.rewinding == 0 and found.shortest is None
+
+
+def test_the_memoised_explorer_counts_as_the_replay_on_sqlite_does() -> None:
+    for n in (2, 3):
+        fast, slow = explore("pipelined", n, window=2), explore_by_replay("pipelined", n, window=2)
+        assert (fast.orders, fast.rewinding, fast.shortest) == (
+            slow.orders,
+            slow.rewinding,
+            slow.shortest,
+        )
 
 
 def test_the_explorer_merges_states() -> None:
