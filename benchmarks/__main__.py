@@ -23,6 +23,7 @@ NAMES = (
     "ballot_throughput",
     "explorers",
     "arrival_search",
+    "pipelined_throughput",
     "pg_commit_order",
     "pg_ballots",
 )

@@ -24,6 +24,9 @@ EXPECTED_ROWS = {
     "explorers": 2 + len(DESIGNS),
     # memoised arrival explorer: n = 2, 3 on each design
     "arrival_search": 2 * len(DESIGNS),
+    # W = 1, 2, 4, 8 for ballot and pipelined, 2, 4, 8 for fenced; no fault and each fault
+    # class for ballot and pipelined; Article 2's table (six designs); the explorer at n = 3
+    "pipelined_throughput": 4 + 3 + 4 + 2 * (1 + 6) + 6 + 1,
     # one stress run per rule: id order, lock, xmin horizon wait
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
@@ -114,3 +117,17 @@ def test_time_interleaved_takes_per_callable_numbers() -> None:
     out = time_interleaved({"a": bump("a"), "b": bump("b")}, repeats=3, number={"a": 2, "b": 5})
     assert calls == {"a": 1 + 3 * 2, "b": 1 + 3 * 5}
     assert len(out["a"].samples) == len(out["b"].samples) == 3
+
+
+def test_pipelined_rows_cover_every_depth_fault_and_design(tmp_path: Path) -> None:
+    rows = _read(_run("pipelined_throughput", tmp_path).files[0])
+    depth = {(r["design"], r["window"]) for r in rows if r["kind"] == "depth"}
+    assert {("pipelined", w) for w in ("1", "2", "4", "8")} <= depth
+    faults = {r["faults"] for r in rows if r["kind"] == "fault" and r["design"] == "pipelined"}
+    assert faults == {"none", "inverted", "duplicate", "stale_body", "retry_after_commit",
+                      "stall", "crash"}
+    assert {r["design"] for r in rows if r["kind"] == "table"} == {
+        "callback", "lww", "ballot", "fenced", "pipelined", "cas"
+    }
+    guarded = [r for r in rows if r["design"] in ("ballot", "fenced", "pipelined", "cas")]
+    assert all(r["rewinds"] in ("", "0") for r in guarded)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.ballot import Response
+from labkit.catalog.versions import tools_hash
 from labkit.designs.design import DESIGNS, Request, check_design, make_design
 from labkit.designs.planner import HeadReader, respond
 from labkit.designs.simulator import PlannerConfig
@@ -13,7 +14,8 @@ from labkit.designs.simulator import PlannerConfig
 def test_respond_builds_the_body_from_the_base_and_falls_back_to_the_request_id() -> None:
     design = make_design("callback")
     req = Request(7, None, observed_watermark=0, base_version=0, tools=("a",))
-    assert respond(design, req, 1.5) == Response(7, 0, 0, ("a", "tool-r7"), 1.5)
+    built_on = tools_hash(("a",))  # the planner states the tool list it built on
+    assert respond(design, req, 1.5) == Response(7, 0, 0, ("a", "tool-r7"), 1.5, built_on)
     guarded = Request(7, 3, observed_watermark=0, base_version=0, tools=())
     assert respond(design, guarded, None).ballot_id == 3
 
@@ -25,6 +27,7 @@ def test_a_stale_response_is_computed_from_the_version_before_its_base() -> None
     assert second.base_version == 1
     stale = respond(design, second, 2.0, stale=True)
     assert stale.base_version == 0 and stale.tools == (f"tool-r{second.request_id}",)
+    assert stale.base_hash == tools_hash(()) != respond(design, second, 2.0).base_hash
     assert respond(design, second, 2.0).tools == (f"tool-r{first.request_id}",
                                                   f"tool-r{second.request_id}")
 

@@ -244,6 +244,9 @@ class Response:
     base_version: int
     tools: Sequence[Any]
     updated_at: float | None = None
+    # The hash of the tool list the body was built on, when the planner states it (pipelined
+    # ballots check it against the committed base; the commit rule itself does not read it).
+    base_hash: str | None = None
 
 
 @dataclass(frozen=True)
@@ -409,17 +412,20 @@ class WatermarkLoop:
             rows = self._d.execute(self.conn, INFLIGHT_SQL).fetchall()
         return [Ballot(*row) for row in rows]
 
-    def reserve(self, *, replay_of: int | None = None) -> Ballot:
+    def reserve(self, *, replay_of: int | None = None, ahead: int = 0) -> Ballot:
         """Persist a new in-flight ballot and the next ballot id, then return it.
 
-        Raises `WindowFullError` if `window` ballots are already in flight.
+        The ballot's fence (and base) is the head plus `ahead`: 0 for a tick on the head; a
+        pipelined loop reserves `ahead` = k for the tick its k-th predecessor will make room
+        for. Raises `WindowFullError` if `window` ballots are already in flight.
         """
+        ahead = backend.int_arg(ahead, "reserve(): ahead", low=0)
 
         def attempt() -> Ballot | None:
             count, ballot_id, head = self._d.execute(self.conn, RESERVE_READ_SQL).fetchone()
             if count >= self.window:
                 raise WindowFullError(self.window, [b.ballot_id for b in self.inflight()])
-            watermark = catalog.head_of(head)
+            watermark = catalog.head_of(head) + ahead
             taken = self._write(
                 RESERVE,
                 (ballot_id + 1, ballot_id),

@@ -1,9 +1,12 @@
-"""The five catalog-update designs on a simulated planner. This face is the designs themselves
-(`design`); beside them: `planner` (the simulated planner and reader), `simulator` (the
+"""The catalog-update designs on a simulated planner. This face is the designs themselves:
+the five notebook 05 compares (`design`, `DESIGNS`) and `pipelined` (`pipelined`, with its
+durable hold in `labkit.catalog.hold`), all six built by `make_design` (`registry`,
+`ALL_DESIGNS`); beside them: `planner` (the simulated planner and reader), `simulator` (the
 discrete-event run), `run_stats` (what a run did, counted), `lessons` (the seeds and faults the
 lessons show), `schedules` (arrival steps as a type, and their text), `arrival_orders` (a
-schedule played on SQLite, every arrival order), `arrival_search` (the fast in-memory search)
-and `schedule_builder` (the workbench's step-by-step schedule).
+schedule played on SQLite, every arrival order), `arrival_search` (the fast in-memory search),
+`schedule_builder` (the workbench's step-by-step schedule) and `pipeline_crash` (pipelined
+ballots killed at any statement and restarted).
 """
 
 from labkit.designs.design import (
@@ -16,11 +19,12 @@ from labkit.designs.design import (
     Design,
     Request,
     UnguardedDesign,
-    check_design,
-    make_design,
 )
+from labkit.designs.pipelined import PipelinedDesign
+from labkit.designs.registry import ALL_DESIGNS, check_design, make_design
 
 __all__ = [
+    "ALL_DESIGNS",
     "CAS_CONFLICT",
     "DESIGNS",
     "DISPLAY_NAMES",
@@ -31,5 +35,6 @@ __all__ = [
     "Decision",
     "Design",
     "Request",
+    "PipelinedDesign",
     "UnguardedDesign",
 ]

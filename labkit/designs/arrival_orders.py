@@ -25,8 +25,9 @@ import pandas as pd
 
 from labkit.catalog.loop import Response
 from labkit.designs.arrival_search import ModelCheck, check_model, explore_fast
-from labkit.designs.design import DESIGNS, Design, Request, check_design, make_design
+from labkit.designs.design import DESIGNS, Design, Request
 from labkit.designs.planner import HeadReader, respond
+from labkit.designs.registry import check_design, make_design
 from labkit.designs.schedules import (
     Exploration,
     Kind,
@@ -158,6 +159,8 @@ class _Runner:
             decision = self.d.on_response(req, resp, self.now)
             self._send(decision.sends)
             kind, committed, reason = Kind.DELIVER, decision.committed, decision.reason
+        while (settled := self.d.settle(self.now)) is not None:  # held answers the head reached
+            self._send(settled[1].sends)
         glance = self.reader.look()
         self.result.outcomes.append(
             StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)

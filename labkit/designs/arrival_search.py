@@ -1,4 +1,4 @@
-"""Every arrival order of a small run, searched on an in-memory model of the five designs.
+"""Every arrival order of a small run, searched on an in-memory model of every design.
 
 `labkit.designs.arrival_orders.explore` replays each schedule prefix on SQLite from scratch. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.designs.design import CAS_CONFLICT, DESIGNS
+from labkit.designs.design import CAS_CONFLICT, HELD
+from labkit.designs.pipelined import HASH_MISMATCH
+from labkit.designs.registry import check_design
 from labkit.designs.schedules import Exploration, Kind, ScheduleError, Step, as_steps
 
 _NEG_INF = float("-inf")
@@ -29,6 +31,7 @@ class Sent(NamedTuple):
     delivered: int = 0
     stamp: float | None = None  # updated_at of the produced response; None until delivered
     stale: bool = False  # the produced body is based on `base - 1`
+    after: int | None = None  # pipelined: the request whose answer this one is built on
 
 
 class LoopState(NamedTuple):
@@ -45,6 +48,8 @@ class LoopState(NamedTuple):
     awaited: tuple[int, ...]
     forgotten: frozenset[int] = frozenset()
     updated_at: float = _NEG_INF  # lww: the newest updated_at written
+    held: tuple[int, ...] = ()  # pipelined: in-flight requests whose answer waits in the hold
+    head_by: int | None = None  # pipelined: the request whose answer is the head's body
 
 
 class StepOutcome(NamedTuple):
@@ -83,7 +88,11 @@ class LoopModel:
     accept (`cas`: only if the head still equals the body's base) and send the next request
     when the current one answers or times out. Ballot designs (`ballot`, `fenced`) follow
     `WatermarkLoop`: a response commits only if its ballot is in flight, the head still equals
-    its watermark and its body is based on the head; then the window refills.
+    its watermark and its body is based on the head; then the window refills. `pipelined`
+    follows `PipelinedDesign`: fences head, head+1, ...; an early answer is held and decided
+    when the head reaches it; a request built on another request's answer passes the base-hash
+    check only if that answer is the head (`head_by`); a refusal or give-up flushes every
+    ballot above it.
     """
 
     def __init__(
@@ -95,15 +104,15 @@ class LoopModel:
         first_request: int = 1,
         skews: dict[int, float] | None = None,
     ) -> None:
-        if design not in DESIGNS:
-            raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)}")
+        check_design(design)
         if design == "fenced" and window < 2:
             raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
         self.design = design
         self.guarded = design in ("ballot", "fenced")
+        self.pipelined = design == "pipelined"
         self.lww = design == "lww"
         self.cas = design == "cas"
-        self.window = window if design == "fenced" else 1
+        self.window = window if design in ("fenced", "pipelined") else 1
         self.ticks = ticks
         self.first = first_request
         self.skews = dict(skews or {})
@@ -112,6 +121,8 @@ class LoopModel:
 
     def _send(self, state: LoopState) -> LoopState:
         """Send requests as the design does after a step: one current request, or fill the window."""
+        if self.pipelined:
+            return self._fill(state)
         sent, awaited, head = state.sent, state.awaited, state.head
         while head < self.ticks and len(awaited) < self.window:
             rid = self.first + len(sent)
@@ -155,6 +166,8 @@ class LoopModel:
         body_base = req.base - 1 if req.stale else req.base
         if self.guarded:
             return self._apply(state, req, body_base)
+        if self.pipelined:
+            return self._pipelined(state, req)
         if self.lww and req.stamp <= state.updated_at:
             outcome = StepOutcome(Kind.DELIVER, rid, False, "older_updated_at")
         elif self.cas and body_base != state.head:
@@ -181,6 +194,76 @@ class LoopModel:
             outcome = StepOutcome(Kind.DELIVER, req.rid, True)
         return self._send(self._drop_awaited(state, req.rid)), outcome
 
+    # --- pipelined ballots (`labkit.designs.pipelined`) -------------------------------------
+
+    def _req(self, state: LoopState, rid: int) -> Sent:
+        return state.sent[rid - self.first]
+
+    def _fill(self, state: LoopState) -> LoopState:
+        """Reserve the next fences (head, head+1, ...) until the window is full; stop where the
+        top ballot's body is unknown (its request was sent before a crash, its answer not in)."""
+        sent, awaited = state.sent, state.awaited
+        flight = sorted((*awaited, *state.held), key=lambda r: sent[r - self.first].base)
+        while len(flight) < self.window:
+            top = flight[-1] if flight else None
+            fence = state.head if top is None else sent[top - self.first].base + 1
+            if fence >= self.ticks:
+                break
+            after = None
+            if fence != state.head:
+                if top in state.forgotten and top not in state.held:
+                    break
+                after = top
+            rid = self.first + len(sent)
+            sent = (*sent, Sent(rid, fence, after=after))
+            awaited = (*awaited, rid)
+            flight.append(rid)
+        return state._replace(sent=sent, awaited=awaited)
+
+    def _leave(self, state: LoopState, rids: set[int]) -> LoopState:
+        """`rids` leave flight (committed, refused or flushed); their held answers go too."""
+        return state._replace(
+            awaited=tuple(r for r in state.awaited if r not in rids),
+            held=tuple(r for r in state.held if r not in rids),
+            forgotten=state.forgotten - rids,
+        )
+
+    def _refuse(self, state: LoopState, rid: int) -> LoopState:
+        """`rid` is refused: it and every ballot fenced above it leave flight; refill."""
+        fence = self._req(state, rid).base
+        above = {r for r in (*state.awaited, *state.held) if self._req(state, r).base > fence}
+        return self._fill(self._leave(state, {rid} | above))
+
+    def _decide(self, state: LoopState, req: Sent) -> tuple[LoopState, bool, str | None]:
+        """An answer for the ballot fenced on the head: commit it or refuse it (and flush)."""
+        if req.stale:
+            return self._refuse(state, req.rid), False, "stale_base"
+        if req.after is not None and req.after != state.head_by:
+            return self._refuse(state, req.rid), False, HASH_MISMATCH
+        state = self._leave(state, {req.rid})._replace(head=state.head + 1, head_by=req.rid)
+        return self._fill(state), True, None
+
+    def _settle(self, state: LoopState) -> LoopState:
+        """Decide held answers while the head reaches them (the frontier moves)."""
+        while True:
+            ready = [r for r in state.held if self._req(state, r).base == state.head]
+            if not ready:
+                return state
+            state = self._decide(state, self._req(state, ready[0]))[0]
+
+    def _pipelined(self, state: LoopState, req: Sent) -> tuple[LoopState, StepOutcome]:
+        if req.rid not in state.awaited and req.rid not in state.held:
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
+        elif req.base > state.head:
+            if req.rid not in state.held:
+                state = self._leave(state, {req.rid})
+                state = state._replace(held=tuple(sorted((*state.held, req.rid))))
+            outcome = StepOutcome(Kind.DELIVER, req.rid, False, HELD)
+        else:
+            state, committed, reason = self._decide(state, req)
+            outcome = StepOutcome(Kind.DELIVER, req.rid, committed, reason)
+        return self._settle(self._fill(state)), outcome
+
     def timeout(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
         """The loop gives up on its oldest wait (or on the request `step` names) and sends a
         replacement."""
@@ -193,6 +276,8 @@ class LoopModel:
         if pos < 0:
             raise ScheduleError(str(step), f"request {rid} is not awaited")
         given_up = state.awaited[pos]
+        if self.pipelined:
+            return self._settle(self._refuse(state, given_up)), StepOutcome(Kind.TIMEOUT, names[pos])
         if self.guarded:
             state = self._drop_awaited(state, given_up)
         else:
@@ -202,11 +287,14 @@ class LoopModel:
     def crash(self, state: LoopState) -> tuple[LoopState, StepOutcome]:
         """The loop dies and restarts: ballots in flight survive in SQLite, memory does not."""
         state = state._replace(now=state.now + 1)
-        if self.guarded:
+        if self.guarded or self.pipelined:
             state = state._replace(forgotten=frozenset(state.awaited))
         else:
             state = state._replace(awaited=())
-        return self._send(state), StepOutcome(Kind.CRASH, None)
+        state = self._send(state)
+        if self.pipelined:
+            state = self._settle(state)
+        return state, StepOutcome(Kind.CRASH, None)
 
     def step(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
         """Play one schedule step."""
@@ -227,6 +315,12 @@ class LoopModel:
         if self.lww:
             live = tuple(s for s in state.sent if s.delivered < copies)
             return (state.now, state.head, state.updated_at, state.awaited, live)
+        if self.pipelined:  # who wrote the head matters only to a request built on it
+            live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
+            flight = (*state.awaited, *state.held)
+            relevant = any(self._req(state, r).after == state.head_by for r in flight)
+            by = state.head_by if relevant else None
+            return (state.head, by, state.awaited, state.held, state.forgotten, live)
         live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
         return (state.head, state.awaited, state.forgotten, live)
 

@@ -35,6 +35,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "cas": "compare-and-set",
 }
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
+HELD = "held"  # not a refusal: a pipelined answer waits for the head to reach its fence
 
 
 def check_design(name: object) -> str:
@@ -88,6 +89,11 @@ class Design(Protocol):
 
     def awaited(self) -> list[Request]:
         """Requests the loop is still waiting on (timers are re-armed for them)."""
+        ...
+
+    def settle(self, now: float) -> tuple[Request, Decision] | None:
+        """Decide one answer the loop held back, now that the head reached it (None: nothing
+        is ready). Drivers call it until None after every step; only `pipelined` holds any."""
         ...
 
     def read_head(self) -> tuple[int, str]:
@@ -182,6 +188,10 @@ class UnguardedDesign:
     def awaited(self) -> list[Request]:
         """The single outstanding request, if any."""
         return [] if self.current is None else [self.current]
+
+    def settle(self, now: float) -> tuple[Request, Decision] | None:
+        """Nothing is ever held back: each answer is decided when it lands."""
+        return None
 
     def read_head(self) -> tuple[int, str]:
         """The mutable head as any reader would see it."""
@@ -318,6 +328,10 @@ class BallotDesign:
                 self.requests[b.ballot_id] = req
             out.append(req)
         return out
+
+    def settle(self, now: float) -> tuple[Request, Decision] | None:
+        """Nothing is held back here: each answer is decided when it lands."""
+        return None
 
     def read_head(self) -> tuple[int, str]:
         """An independent read of the catalog log's head."""

@@ -7,10 +7,20 @@ independent reader (`HeadReader`), so a rewind means the same thing in both.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import labkit.catalog.versions as catalog
 from labkit.catalog.loop import Response
 from labkit.designs.design import Design, Request
+
+
+def answer_tools(tools: Sequence[Any], request_id: int) -> tuple[Any, ...]:
+    """The body this planner answers request `request_id` with, built on `tools`: the tools
+    plus one new tool named after the request. A pipelined loop relies on it to state the
+    base its next request builds on (the planner answers on top of its own last answer)."""
+    return (*tools, f"tool-r{request_id}")
 
 
 def respond(
@@ -25,8 +35,9 @@ def respond(
 
     With `stale` the body is computed from the version before the request's base and says so
     (its `base_version` is that older version); with `stamped` as well, the planner read the
-    older version but stamps the response with the request's base, so no check on the base can
-    see that the body is old. An unguarded design sends no ballot, so its response carries
+    older version but stamps the response with the request's base, so no check on the base's
+    version can see that the body is old (its `base_hash`, the hash of the tools it really
+    built on, still can). An unguarded design sends no ballot, so its response carries
     the request id in its place.
     """
     base, tools = request.base_version, request.tools
@@ -34,8 +45,10 @@ def respond(
         tools = design.tools_at(base - 1)
         base = base if stamped else base - 1
     ballot_id = request.ballot_id if request.ballot_id is not None else request.request_id
-    body = (*tools, f"tool-r{request.request_id}")
-    return Response(ballot_id, request.observed_watermark, base, body, updated_at)
+    body = answer_tools(tools, request.request_id)
+    return Response(
+        ballot_id, request.observed_watermark, base, body, updated_at, catalog.tools_hash(tools)
+    )
 
 
 @dataclass(frozen=True)

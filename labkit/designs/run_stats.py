@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from labkit.catalog.rule import REASONS
-from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES
+from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES, HELD
 
 REJECT_COLUMNS = (*REASONS, "older_updated_at", CAS_CONFLICT)
 
@@ -54,6 +54,7 @@ class RunSummary:
     latency_p50: float = 0.0
     latency_p95: float = 0.0
     wasted_per_commit: float = 0.0
+    held: int = 0  # answers a pipelined loop held until the head reached their fence
 
     def as_dict(self) -> dict[str, Any]:
         """The counts as a plain dict (one row of a table)."""
@@ -122,7 +123,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
     pandas: a widget pays for this on every change)."""
     reasons = {r: 0 for r in REJECT_COLUMNS}
     counts = {"send": 0, "deliver": 0, "timeout": 0, "crash": 0, "truncated": 0}
-    accepted = commits = replays = rewinds = overwrites = 0
+    accepted = commits = replays = rewinds = overwrites = held = 0
     sim_time = 0.0
     max_head = previous = 0
     kept = _Kept()
@@ -133,9 +134,11 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
         if event == "send":
             kept.asked(int(row["base_version"]), t)
             replays += not _missing(row["replay_of"])
-        if event == "deliver" and not _missing(row["committed"]):
+        if event in ("deliver", "settle") and not _missing(row["committed"]):
             if bool(row["committed"]):
                 accepted += 1
+            elif row["reason"] == HELD:
+                held += 1
             else:
                 reason = str(row["reason"])
                 reasons[reason] = reasons.get(reason, 0) + 1
@@ -171,6 +174,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
         latency_p50=_nearest_rank(kept.latencies, 0.5),
         latency_p95=_nearest_rank(kept.latencies, 0.95),
         wasted_per_commit=(counts["send"] - n_kept) / n_kept if n_kept else float(counts["send"]),
+        held=held,
     )
 
 

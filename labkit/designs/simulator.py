@@ -16,6 +16,9 @@ request carrying a base version the random seed picked. Fault classes (`FAULTS`)
 - ``crash``: half a latency after sending the request, the loop process dies; it restarts
   ``restart_delay`` later from its store (deliveries during the outage are redelivered then).
 
+A design that holds answers back (`pipelined`) decides them after each event, once the head
+reaches them: one ``settle`` row per decision, so a reader sees one commit per row.
+
 `simulate` returns the trace; `labkit.designs.run_stats.summarize_run` counts what happened
 in it; `run` returns both. A run that hits `max_events` before it finishes ends with a
 ``truncated`` event row, its summary says ``truncated=True`` and `run` warns.
@@ -38,13 +41,9 @@ from typing import Any
 import pandas as pd
 
 from labkit.catalog.loop import Response
-from labkit.designs.design import (
-    Design,
-    Request,
-    check_design,
-    make_design,
-)
+from labkit.designs.design import Design, Request
 from labkit.designs.planner import HeadReader, respond
+from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
 
 FAULTS: tuple[str, ...] = (
@@ -278,6 +277,8 @@ class _Run:
                 self.push(self.down_until + 1e-6, kind, payload)  # redelivered after restart
                 continue
             getattr(self, f"on_{kind}")(t, payload)
+            if self.down_until is None:
+                self.settle(t)
             self.release(t)
         if self.heap or self.held:
             self.truncated = True
@@ -301,6 +302,14 @@ class _Run:
         )
         for nxt in decision.sends:
             self.send(t, nxt)
+
+    def settle(self, t: float) -> None:
+        """Held answers the head has reached are decided, one row (one commit) each."""
+        while (settled := self.d.settle(t)) is not None:
+            req, decision = settled
+            self.row(t, "settle", req, committed=decision.committed, reason=decision.reason)
+            for nxt in decision.sends:
+                self.send(t, nxt)
 
     def on_timeout(self, t: float, payload: Any) -> None:
         req, generation = payload

@@ -1,0 +1,263 @@
+"""The crash lab for pipelined ballots: kill the loop at any SQL statement, restart it from its file.
+
+`crash_and_resume` runs a pipelined loop on a SQLite file with a planner that answers in a
+seeded, shuffled order (so early answers are held), and stops the loop dead inside its k-th
+statement: SQLite interrupts the statement, the open transaction is lost as in a kill, and the
+process's memory is thrown away. A new loop then opens the same file and finishes the run. An
+independent reader on its own connection looks at the head after every step, before and after
+the kill, so the reader's promise (never a fall, at most one version per step) is checked
+across it. `statement_count` says how many statements an unbroken run takes, so a test can
+kill at every one of them. `kill_and_resume` does the same with a real kill, as notebook 06's
+crash lab does: the loop runs in a child process that the operating system kills.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import labkit.catalog.crash_child as crash_child
+import labkit.catalog.hold as hold
+import labkit.catalog.versions as catalog
+from labkit import db
+from labkit.designs.design import Request
+from labkit.designs.pipelined import PipelinedDesign
+from labkit.designs.planner import respond
+
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
+RESTART_FIRST_REQUEST = 1000  # request ids after the restart (so tool names stay distinct)
+MAX_STEPS = 500
+
+
+@dataclass(frozen=True)
+class CrashRun:
+    """One run killed at statement `kill_at` (0: never) and finished by a restarted loop.
+
+    `heads` is what the independent reader saw after each step, across the kill; `killed`
+    says the kill happened (the run had that many statements); `versions` is the catalog log
+    at the end, as (version, base, tools); `held_left` the hold's rows left at the end.
+    """
+
+    kill_at: int
+    killed: bool
+    heads: tuple[int, ...]
+    versions: tuple[tuple[int, int, tuple], ...]
+    held_left: int
+    statements: int
+
+
+class _Tracer:
+    """Counts the statements a connection runs; interrupts the `kill_at`-th (0: never)."""
+
+    def __init__(self, conn: sqlite3.Connection, kill_at: int) -> None:
+        self.count, self.kill_at, self.fired = 0, kill_at, False
+        conn.set_trace_callback(self.trace)
+        conn.set_progress_handler(self.progress, 1)
+
+    def trace(self, sql: str) -> None:
+        self.count += 1
+
+    def progress(self) -> int:
+        if self.kill_at and self.count >= self.kill_at:
+            self.fired = True
+            return 1  # SQLite stops the statement: its transaction never commits
+        return 0
+
+
+def _play(
+    design: PipelinedDesign,
+    rng: random.Random,
+    reader: sqlite3.Connection,
+    look: Callable[[], None],
+    ticks: int,
+) -> None:
+    """Answer awaited requests in a shuffled order, one per step, until the head is `ticks`;
+    held answers are settled after each step. The reader looks after every step."""
+    now = 0.0
+    answered: set[int] = set()
+    for _ in range(MAX_STEPS):
+        if catalog.head(reader) >= ticks:
+            return
+        todo: list[Request] = [r for r in design.awaited() if r.request_id not in answered]
+        now += 1.0
+        if todo:
+            req = rng.choice(todo)
+            answered.add(req.request_id)
+            design.on_response(req, respond(design, req, now), now)
+        else:  # nothing left to answer: give up on the oldest wait, as a timer would
+            waiting = design.awaited()
+            if waiting:
+                design.on_timeout(waiting[0], now)
+        look()
+        while design.settle(now) is not None:
+            look()
+    raise RuntimeError(f"the pipelined run did not reach version {ticks} in {MAX_STEPS} steps")
+
+
+def _second_life(
+    path: str | Path,
+    rng: random.Random,
+    reader: sqlite3.Connection,
+    look: Callable[[], None],
+    *,
+    ticks: int,
+    window: int,
+) -> tuple[tuple[tuple[int, int, tuple], ...], int]:
+    """A new loop on the file finishes the run; the catalog log and the hold's rows left."""
+    second = PipelinedDesign(
+        window=window, ticks=ticks, path=path, first_request=RESTART_FIRST_REQUEST
+    )
+    try:
+        second.start(0.0)
+        look()  # the reader's first look after the restart
+        while second.settle(0.0) is not None:
+            look()
+        _play(second, rng, reader, look, ticks)
+        catalog.verify(second.conn)
+        log = tuple(
+            (v.version, v.base_version, tuple(v.tools)) for v in catalog.history(second.conn)
+        )
+        return log, len(hold.held(second.conn))
+    finally:
+        second.conn.close()
+
+
+def crash_and_resume(
+    path: str | Path, kill_at: int, *, ticks: int = 6, window: int = 3, seed: int = 0
+) -> CrashRun:
+    """Run pipelined ballots on the new SQLite file `path`, kill the loop inside statement
+    `kill_at` (0: never), restart from the file and finish; what the reader saw and the log."""
+    if Path(path).exists():
+        raise ValueError(f"{path}: crash_and_resume wants a new file, not an old one")
+    rng = random.Random(seed)
+    heads: list[int] = []
+    first = PipelinedDesign(window=window, ticks=ticks, path=path)
+    reader = db.connect(path)
+
+    def look() -> None:
+        heads.append(catalog.head(reader))
+
+    tracer = _Tracer(first.conn, kill_at)
+    try:
+        first.start(0.0)
+        _play(first, rng, reader, look, ticks)
+    except sqlite3.OperationalError:
+        if not tracer.fired:
+            raise
+    finally:
+        first.conn.close()  # the process is gone: nothing uncommitted survives
+    try:
+        log, left = _second_life(path, rng, reader, look, ticks=ticks, window=window)
+    finally:
+        reader.close()
+    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count)
+
+
+def statement_count(path: str | Path, *, ticks: int = 6, window: int = 3, seed: int = 0) -> int:
+    """How many statements an unbroken run takes (the kill points `crash_and_resume` offers)."""
+    return crash_and_resume(path, 0, ticks=ticks, window=window, seed=seed).statements
+
+
+# --- the same with a real kill: a child process, killed by the operating system ---------------
+
+
+def _child(path: str, kill_at: int, ticks: int, window: int, seed: int) -> None:
+    """The first life, in a child process: print every head the reader sees; stop before
+    statement `kill_at` runs and wait there to be killed."""
+    first = PipelinedDesign(window=window, ticks=ticks, path=path)
+    reader = db.connect(path)
+    count = 0
+
+    def trace(sql: str) -> None:
+        nonlocal count
+        count += 1
+        if count == kill_at:
+            crash_child.wait_to_be_killed(f"statement {kill_at}")
+
+    def look() -> None:
+        print(f"head {catalog.head(reader)}", flush=True)
+
+    first.conn.set_trace_callback(trace)
+    first.start(0.0)
+    _play(first, random.Random(seed), reader, look, ticks)
+    print("finished", flush=True)
+
+
+def kill_and_resume(
+    path: str | Path,
+    kill_at: int,
+    *,
+    ticks: int = 6,
+    window: int = 3,
+    seed: int = 0,
+    timeout: float = 60.0,
+) -> CrashRun:
+    """`crash_and_resume` with a real kill: a child process runs the loop on the new file
+    `path` and is killed (`Popen.kill()`: no cleanup, no COMMIT) as statement `kill_at` starts;
+    this process then restarts the loop from the file and finishes the run."""
+    if Path(path).exists():
+        raise ValueError(f"{path}: kill_and_resume wants a new file, not an old one")
+    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    args = [
+        sys.executable,
+        "-m",
+        "labkit.designs.pipeline_crash",
+        str(path),
+        str(kill_at),
+        str(ticks),
+        str(window),
+        str(seed),
+    ]
+    heads: list[int] = []
+    killed = False
+    with subprocess.Popen(
+        args,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                if line.startswith("head "):
+                    heads.append(int(line.split()[1]))
+                elif line.strip() == f"at statement {kill_at}":
+                    killed = True
+                    proc.kill()
+                    break
+                elif line.strip() == "finished":
+                    break
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        error = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
+    if not killed and proc.returncode != 0:
+        raise RuntimeError(f"child loop on {path} failed (exit {proc.returncode}): {error}")
+    reader = db.connect(path)
+    try:
+        log, left = _second_life(
+            path,
+            random.Random(seed + 1),
+            reader,
+            lambda: heads.append(catalog.head(reader)),
+            ticks=ticks,
+            window=window,
+        )
+    finally:
+        reader.close()
+    return CrashRun(kill_at, killed, tuple(heads), log, left, kill_at if killed else 0)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], *(int(a) for a in sys.argv[2:6]))

@@ -1,0 +1,312 @@
+"""Pipelined ballots (issue 22): W ticks in flight, early answers held and committed in fence
+order, a base-hash check, a flush on every refusal; never a rewind, one version per commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import labkit.catalog.hold as hold
+import labkit.catalog.versions as catalog
+from labkit.catalog.loop import Response
+from labkit.designs.arrival_orders import (
+    explore,
+    explore_by_replay,
+    run_schedule,
+    verify_model_against_sqlite,
+)
+from labkit.designs.arrival_search import explore_with_stats
+from labkit.designs.design import DESIGNS
+from labkit.designs.pipeline_crash import crash_and_resume, kill_and_resume, statement_count
+from labkit.designs.pipelined import HASH_MISMATCH, PipelinedDesign
+from labkit.designs.planner import answer_tools, respond
+from labkit.designs.registry import ALL_DESIGNS, make_design
+from labkit.designs.run_stats import summarize_run
+from labkit.designs.simulator import FAULTS, run, simulate
+from labkit.frontier import log as part_one
+
+# --- the registry -----------------------------------------------------------------------------
+
+
+def test_pipelined_is_registered_beside_the_five_compared_designs() -> None:
+    assert DESIGNS == ("callback", "lww", "ballot", "fenced", "cas")  # notebook 05's five
+    assert ALL_DESIGNS == (*DESIGNS, "pipelined")
+    assert make_design("pipelined", window=4).name == "pipelined"
+    with pytest.raises(ValueError, match="pipelined"):
+        make_design("pipelines")
+
+
+# --- the simulator ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("faults", [(), *[(f,) for f in FAULTS], FAULTS])
+@pytest.mark.parametrize("seed", range(3))
+def test_no_rewind_and_one_version_per_commit_under_every_fault(faults, seed: int) -> None:
+    trace = simulate("pipelined", faults, seed, ticks=12, window=4)
+    summary = summarize_run(trace)
+    assert summary.rewinds == 0 and summary.overwrites == 0 and not summary.truncated
+    assert summary.final_head == 12 and summary.kept == 12
+    steps = trace["head_version"].diff().fillna(0)
+    assert set(steps) <= {0, 1}  # the reader sees one version per commit, never a fall
+    assert summary.commits == summary.accepted == 12
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    faults=st.sets(st.sampled_from(FAULTS)),
+    seed=st.integers(0, 10_000),
+    window=st.integers(1, 6),
+)
+def test_any_seed_faults_and_depth_keep_the_readers_promise(faults, seed, window) -> None:
+    trace = simulate("pipelined", faults, seed, ticks=8, window=window)
+    summary = summarize_run(trace)
+    assert (summary.rewinds, summary.overwrites, summary.final_head) == (0, 0, 8)
+    assert set(trace["head_version"].diff().fillna(0)) <= {0, 1}
+
+
+def test_a_crash_on_a_file_backed_store_reopens_it_and_finishes(tmp_path: Path) -> None:
+    done = run("pipelined", ["crash", "inverted"], 4, ticks=10, window=3, db_path=tmp_path / "s.db")
+    assert done.summary.crashes == 1 and done.summary.final_head == 10
+    assert done.summary.rewinds == 0 and done.summary.kept == 10
+
+
+def test_early_answers_are_held_then_committed_one_settle_row_each() -> None:
+    trace = simulate("pipelined", (), 0, ticks=20, window=4)
+    held = trace[(trace["event"] == "deliver") & (trace["reason"] == "held")]
+    settled = trace[trace["event"] == "settle"]
+    assert len(held) > 0 and len(settled) == len(held)
+    assert settled["committed"].all()
+    assert summarize_run(trace).held == len(held)
+    assert (settled["base_version"] + 1 == settled["head_version"]).all()  # its fence + 1
+
+
+def test_same_seed_same_trace() -> None:
+    a = simulate("pipelined", FAULTS, 5, ticks=10, window=3)
+    assert a.equals(simulate("pipelined", FAULTS, 5, ticks=10, window=3))
+
+
+def test_a_deeper_pipeline_commits_faster_on_a_slow_planner() -> None:
+    speed = {
+        w: summarize_run(simulate("pipelined", (), 1, ticks=30, window=w, timeout=20.0)).throughput
+        for w in (1, 4)
+    }
+    ballot = summarize_run(simulate("ballot", (), 1, ticks=30, timeout=20.0)).throughput
+    assert speed[1] == pytest.approx(ballot)  # W = 1 is the single ballot
+    assert speed[4] > 2 * ballot
+
+
+# --- the hash check and the flush ---------------------------------------------------------------
+
+
+def _started(window: int) -> tuple[PipelinedDesign, list]:
+    design = PipelinedDesign(window=window, ticks=10)
+    return design, design.start(0.0)
+
+
+def test_a_held_answer_built_on_another_base_is_refused_and_replayed() -> None:
+    design, (r1, r2) = _started(2)
+    assert (r1.observed_watermark, r2.observed_watermark) == (0, 1)  # fences head, head + 1
+    wrong = ("not", "what", "r1", "answered")
+    forged = Response(
+        r2.ballot_id, 1, 1, answer_tools(wrong, r2.request_id), 2.0, catalog.tools_hash(wrong)
+    )
+    assert design.on_response(r2, forged, 1.0).reason == "held"
+    first = design.on_response(r1, respond(design, r1, 2.0), 2.0)
+    assert first.committed
+    (r3,) = first.sends  # fence 2, built on r2's held body
+    assert r3.observed_watermark == 2 and r3.tools == forged.tools
+    request, decision = design.settle(3.0)
+    assert request.ballot_id == r2.ballot_id
+    assert (decision.committed, decision.reason) == (False, HASH_MISMATCH)
+    assert design.read_head()[0] == 1 and hold.held(design.conn) == []
+    # r2's tick and r3's (built on r2's answer: flushed) are replayed, on the real head
+    assert [r.replay_of for r in decision.sends] == [r2.ballot_id, r3.ballot_id]
+    assert decision.sends[0].tools == design.tools_at(1)
+    assert design.settle(4.0) is None
+
+
+def test_a_held_answer_on_the_committed_base_commits_at_settle() -> None:
+    design, (r1, r2) = _started(2)
+    assert design.on_response(r2, respond(design, r2, 1.0), 1.0).reason == "held"
+    assert design.awaited() == [r1]  # a held answer is not awaited: no timer, no give-up
+    assert design.on_response(r1, respond(design, r1, 2.0), 2.0).committed
+    _, decision = design.settle(3.0)
+    assert decision.committed and design.read_head()[0] == 2
+    assert design.tools_at(2) == answer_tools(design.tools_at(1), r2.request_id)
+
+
+def test_giving_up_flushes_every_successor_and_replays_each_tick() -> None:
+    design, (r1, r2, r3) = _started(3)
+    late = [respond(design, r, 1.0) for r in (r2, r3)]
+    assert [
+        design.on_response(r, a, 1.0).reason for r, a in zip((r3, r2), late[::-1], strict=True)
+    ] == [
+        "held",
+        "held",
+    ]
+    sends = design.on_timeout(r1, 2.0)
+    assert [s.replay_of for s in sends] == [r1.ballot_id, r2.ballot_id, r3.ballot_id]
+    assert [s.observed_watermark for s in sends] == [0, 1, 2]
+    assert hold.held(design.conn) == [] and design.settle(3.0) is None
+    assert design.on_response(r2, late[0], 4.0).reason == "unknown_ballot"
+    assert design.read_head()[0] == 0
+
+
+def test_a_stale_body_on_the_head_is_refused_and_its_successors_flushed() -> None:
+    result = run_schedule(
+        "pipelined", ["deliver 1", "deliver 3", "stale 2", "deliver 3", "deliver 4"], window=2
+    )
+    assert result.labels == ["1:commit", "3:held", "2:stale_base", "3:unknown_ballot", "4:commit"]
+    assert result.heads == [1, 1, 1, 1, 2] and not result.rewinds
+    assert result.replays == 2  # request 2's tick and, flushed with it, request 3's
+
+
+# --- the frontier (part one's rule) -------------------------------------------------------------
+
+
+def test_the_hold_frontier_stops_at_the_first_unanswered_fence() -> None:
+    assert hold.frontier(3, {3, 4, 6}) == 5
+    assert hold.frontier(3, {4, 5}) == 3
+    assert hold.frontier(0, ()) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(head=st.integers(0, 4), answered=st.sets(st.integers(0, 9)))
+def test_the_hold_frontier_is_part_ones_delivered_frontier(head: int, answered: set) -> None:
+    """Fence f is row id f + 1, "answered" is "delivered": the head reaches part one's frontier."""
+    conn = part_one.connect()
+    part_one.create_schema(conn)
+    for fence in range(10):
+        row = part_one.enqueue(conn, "ballots", 0)
+        assert row == fence + 1
+        if fence < head or fence in answered:
+            part_one.mark_delivered(conn, row)
+    want = part_one.delivered_frontier(conn, "ballots", coverage_base=head)
+    assert hold.frontier(head, answered) == want
+
+
+# --- the exact explorer -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("window", [2, 3])
+def test_no_arrival_order_rewinds_pipelined_up_to_six_deliveries(window: int) -> None:
+    for n in range(1, 7):
+        found = explore("pipelined", n, window=window)
+        assert found.orders > 0 and found.rewinding == 0 and found.shortest is None
+
+
+def test_the_memoised_explorer_counts_as_the_replay_on_sqlite_does() -> None:
+    for n in (2, 3):
+        fast, slow = explore("pipelined", n, window=2), explore_by_replay("pipelined", n, window=2)
+        assert (fast.orders, fast.rewinding, fast.shortest) == (
+            slow.orders,
+            slow.rewinding,
+            slow.shortest,
+        )
+
+
+def test_the_explorer_merges_states() -> None:
+    _, stats = explore_with_stats("pipelined", 6, window=3)
+    assert stats.distinct * 20 < stats.prefixes  # a memo hit per repeated state, not a replay
+
+
+@pytest.mark.parametrize("window", [2, 3])
+def test_the_model_agrees_with_sqlite(window: int) -> None:
+    """A stratified sample of the schedules of 3 deliveries with a time-out, a crash and stale
+    bodies, played on SQLite and on the model, step by step."""
+    check = verify_model_against_sqlite(
+        "pipelined", 3, window=window, crashes=1, stale=True, sample=400
+    )
+    assert check.schedules > 300 and check.agrees, check.mismatches[:3]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "window", "sample"), [(3, 2, None), (4, 3, 1500)])
+def test_the_model_agrees_with_sqlite_on_more_schedules(n: int, window: int, sample) -> None:
+    check = verify_model_against_sqlite(
+        "pipelined", n, window=window, crashes=1, stale=True, sample=sample
+    )
+    assert check.agrees, check.mismatches[:3]
+
+
+# --- crashes ----------------------------------------------------------------------------------
+
+
+def _assert_sound(run, ticks: int = 6) -> None:
+    assert run.killed
+    steps = [b - a for a, b in zip(run.heads, run.heads[1:], strict=False)]
+    assert set(steps) <= {0, 1}  # never a fall, one version at a time, across the kill
+    assert [v[0] for v in run.versions] == list(range(len(run.versions)))
+    assert run.versions[-1][0] == ticks and run.held_left == 0
+    for (v, _, below), (_, base, tools) in zip(run.versions, run.versions[1:], strict=False):
+        assert base == v and tools[:-1] == below  # each body is built on the version below
+
+
+def test_a_kill_at_every_tenth_statement_keeps_the_readers_promise(tmp_path: Path) -> None:
+    total = statement_count(tmp_path / "whole.db")
+    assert total > 50
+    for k in range(1, total + 1, 10):
+        _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k))
+
+
+def test_a_real_kill_of_the_loop_process_keeps_the_readers_promise(tmp_path: Path) -> None:
+    """The loop runs in a child process the operating system kills as statement k starts."""
+    total = statement_count(tmp_path / "whole.db")
+    for k in range(3, total + 1, 37):
+        _assert_sound(kill_and_resume(tmp_path / f"real{k}.db", k))
+    unbroken = kill_and_resume(tmp_path / "unbroken.db", total + 1)
+    assert not unbroken.killed and unbroken.versions[-1][0] == 6
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_statement_keeps_the_readers_promise(tmp_path: Path) -> None:
+    total = statement_count(tmp_path / "whole.db", ticks=4, seed=1)
+    for k in range(1, total + 1):
+        _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k, ticks=4, seed=1), ticks=4)
+
+
+# --- the store: a ballot fenced ahead of the head, on both backends ----------------------------
+
+
+def _fenced_ahead(loop) -> None:
+    """A ballot reserved `ahead` = 1 observes head + 1; its answer cannot commit before the
+    head gets there. `apply` would even fence an early answer out (its fence is not the head),
+    which is why the pipelined design holds early answers and never hands them to `apply`."""
+    on_head = loop.reserve()
+    ahead = loop.reserve(ahead=1)
+    assert (on_head.watermark, ahead.watermark, ahead.base_version) == (0, 1, 1)
+    early = Response(ahead.ballot_id, 1, 1, ["b"])
+    assert loop.checks(early).reason == "stale_watermark" and loop.checks(early).fenced_out
+    assert loop.apply(Response(on_head.ballot_id, 0, 0, ["a"])).committed
+    assert loop.apply(Response(ahead.ballot_id, 1, 1, ["a", "b"])).committed
+    assert loop.head_version() == 2
+    with pytest.raises(ValueError, match="ahead"):
+        loop.reserve(ahead=-1)
+
+
+def test_reserve_ahead_on_sqlite() -> None:
+    from labkit.catalog.loop import WatermarkLoop
+    from labkit.db import connect
+
+    _fenced_ahead(WatermarkLoop(connect(), window=2))
+
+
+@pytest.mark.postgres
+def test_reserve_ahead_on_postgres(pg_connect) -> None:
+    from labkit.catalog.loop import WatermarkLoop
+
+    _fenced_ahead(WatermarkLoop(pg_connect(autocommit=True), window=2))
+
+
+@pytest.mark.postgres
+def test_the_pipelined_design_refuses_postgres_in_one_line(pg_connect) -> None:
+    from labkit.backend import UnsupportedBackend
+
+    conn = pg_connect(autocommit=True)
+    with pytest.raises(UnsupportedBackend, match="PipelinedDesign works on sqlite only"):
+        PipelinedDesign(conn)
+    with pytest.raises(UnsupportedBackend, match="hold.create works on sqlite only"):
+        hold.create(conn)
