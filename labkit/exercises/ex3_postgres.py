@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.exercises.pg_walls as pw
 import labkit.exercises.sandbox as sandbox
 import labkit.exercises.walls as walls
 import labkit.frontier.log as fr
@@ -40,11 +41,16 @@ import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
 from labkit.exercises.kit import Exercise, Wrong, listing, shown, whole
 
-ROLE = "labkit_learner"
 STATEMENT_MS = 2_000
-LOCK_MS = 3_000
-RACE_WAIT_S = 3.0
+LOCK_MS = 6_000  # well above RACE_WAIT_S: a waiter outlasts the holder's longest hold
+RACE_WAIT_S = 2.0
+CHECK_MS = 6_000  # the condition check's queries together, over all its situations
 _server: dict[str, str] = {}
+
+
+class CheckFailed(RuntimeError):
+    """The check itself could not run (its process died, its own connection broke): not the
+    learner's doing; the message says what to do."""
 
 
 def use_server(dsn: str | None) -> None:
@@ -62,7 +68,6 @@ def server_dsn() -> str:
 
 # --- the walls around learner SQL on PostgreSQL ---------------------------------------------
 
-IS_SUPERUSER_SQL = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
 WAITING_SQL = (
     "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids) AND wait_event_type = 'Lock'"
 )
@@ -70,47 +75,45 @@ WAITING_SQL = (
 
 @contextmanager
 def learner_schema(
-    dsn: str, make: Callable[[Any], None], grant: tuple[str, ...]
-) -> Iterator[tuple[str, str | None]]:
-    """A throwaway schema whose tables `make(conn)` creates, with `grant` (e.g. ("select",)) on
-    them for the learner role: yields (schema, role, or None where the server's user may not
-    make roles). Dropped afterwards, with its tables and every grant on them."""
-    from psycopg import errors, sql
-
+    dsn: str,
+    make: Callable[[Any], None],
+    grant: tuple[str, ...],
+    update: dict[str, tuple[str, ...]] | None = None,
+    writers: bool = False,
+) -> Iterator[tuple[str, pw.Learner | None]]:
+    """A throwaway schema whose tables `make(conn)` creates, and this check's own roles
+    (`pg_walls.make_learner`: `grant` on its tables, UPDATE of the `update` columns, a writer
+    role if `writers`): yields (schema, learner, or None where the server's user is not a
+    superuser). The roles and all they own are dropped afterwards, then the schema."""
     with pg.scratch_schema(dsn, prefix="ex") as schema:
         with pg.connect(dsn, options=pg.search_path_option(schema)) as conn:
             make(conn)
             conn.commit()
             conn.autocommit = True
-            role = ROLE if conn.execute(IS_SUPERUSER_SQL).fetchone()[0] else None
-            if role:
-                try:
-                    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-                except (errors.DuplicateObject, errors.UniqueViolation):
-                    pass  # made by an earlier check (roles belong to the whole server)
-                # reading other sessions' activity is part of some answers (pg_stat_activity)
-                conn.execute(sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(role)))
-                names = sql.Identifier(schema), sql.Identifier(role)
-                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*names))
-                rights = sql.SQL(", ").join(sql.SQL(p.upper()) for p in grant)
-                conn.execute(
-                    sql.SQL("GRANT {} ON ALL TABLES IN SCHEMA {} TO {}").format(rights, *names)
-                )
-        yield schema, role  # dropping the schema drops its tables and every grant on them
+            learner = (
+                pw.make_learner(conn, schema, grant, update, writers)
+                if pw.may_make_roles(conn)
+                else None
+            )
+        try:
+            yield schema, learner
+        finally:
+            if learner is not None:
+                with pg.connect(dsn, autocommit=True, options="-c lock_timeout=10s") as conn:
+                    pw.drop_learner(conn, learner)
 
 
-def learner_options(schema: str, role: str | None, read_only: bool) -> str:
-    """The libpq options of a learner connection: its schema, its limits, its role."""
+def learner_options(schema: str, read_only: bool, statement_ms: int = STATEMENT_MS) -> str:
+    """The libpq options of a learner connection: its schema and its limits (the role's own
+    settings repeat them, for a server where the check could make no role)."""
     opts = [
         pg.search_path_option(schema),
-        f"-c statement_timeout={STATEMENT_MS}",
+        f"-c statement_timeout={statement_ms}",
         f"-c lock_timeout={LOCK_MS}",
         "-c idle_in_transaction_session_timeout=10000",
     ]
     if read_only:
         opts.append("-c default_transaction_read_only=on")
-    if role:
-        opts.append(f"-c role={role}")
     return " ".join(opts)
 
 
@@ -143,18 +146,29 @@ def learner_sql(
     return POSTGRES.sql(text)
 
 
-def explain_pg_error(exc: Exception, what: str) -> str:
+def explain_pg_error(exc: Exception, what: str, statement_ms: int = STATEMENT_MS) -> str:
     """One line for the learner: which limit stopped `what`, or what PostgreSQL said."""
     import psycopg
 
     msg = " ".join(str(exc).split())
     msg = msg if len(msg) <= 300 else msg[:299] + "…"
     if isinstance(exc, psycopg.errors.QueryCanceled):
-        return f"{what} ran longer than {STATEMENT_MS / 1000:g} s, so PostgreSQL stopped it"
+        if statement_ms < STATEMENT_MS:
+            return (
+                f"{what} used up the {CHECK_MS / 1000:g} s all its runs in this check may take "
+                "together, so PostgreSQL stopped it"
+            )
+        return f"{what} ran longer than {statement_ms / 1000:g} s, so PostgreSQL stopped it"
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return f"{what} waited longer than {LOCK_MS / 1000:g} s for a lock, so it was stopped"
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return f"{what} may only read here: PostgreSQL refused a write ({msg})"
+    if isinstance(exc, psycopg.errors.OutOfMemory):
+        return f"{what} needed more memory than the check allows, so PostgreSQL stopped it"
+    if isinstance(exc, psycopg.errors.ConfigurationLimitExceeded):
+        return f"{what} wrote more temporary data than the check allows ({msg})"
+    if "multiple commands" in msg:
+        return f"{what} must be one statement; PostgreSQL found more than one ({msg})"
     if "could not determine data type of parameter" in msg:
         return (
             f"PostgreSQL could not tell the type of a parameter in {what} ({msg}): cast it, "
@@ -163,6 +177,54 @@ def explain_pg_error(exc: Exception, what: str) -> str:
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return f"{what} touched something the exercise does not open to it: {msg}"
     return f"PostgreSQL could not run {what}: {msg}"
+
+
+def _run_learner(conn: Any, sql: str, params: Mapping[str, Any]) -> Any:
+    """The learner's statement on `conn` as a prepared statement: PostgreSQL refuses more than
+    one command in one, whatever quoting hides a `;` from `learner_sql`'s look at the text."""
+    return conn.execute(sql, dict(params), prepare=True)
+
+
+def _lost(conn: Any, exc: Exception) -> str | None:
+    """If `exc` broke `conn` itself (the server or its session ended), say so in one line."""
+    if conn.broken or conn.closed:
+        return " ".join(str(exc).split())[:300] or type(exc).__name__
+    return None
+
+
+def _connection_gone(dsn: str, what: str, reason: str) -> Exception:
+    """What a connection lost mid-check means: the server is gone (`PgUnavailable`), or, if it
+    still answers, the learner's statement ended its own session (`Wrong`)."""
+    try:
+        pg.probe(dsn)
+    except pg.PgUnavailable as exc:
+        return pg.PgUnavailable(
+            f"PostgreSQL stopped answering during the check ({reason}); {exc}. Restart the "
+            f"kernel to start a fresh server (or check {pg.ENV}), then run the check again"
+        )
+    return Wrong(
+        f"the session {what} ran in was ended while it ran ({reason}); a statement that ends "
+        "sessions cannot be judged"
+    )
+
+
+def _walled(task: Callable[[], Any], seconds: float, what: str) -> Any:
+    """`walls.run_walled(task)`, where what stops the learner's statement is a `Wrong` and a
+    check process that dies without a cause of the learner's is `CheckFailed`."""
+    try:
+        return walls.run_walled(task, seconds=seconds)
+    except (walls.TimeLimit, walls.MemoryLimit) as exc:
+        raise Wrong(f"{what} {exc}") from None
+    except walls.Crashed as exc:
+        raise CheckFailed(
+            f"the check's own process {exc}, not because of {what}; run the check again"
+        ) from None
+    except walls.Raised as exc:
+        if exc.type_name in ("PgUnavailable", "LearnerLoginRefused"):
+            raise pg.PgUnavailable(exc.message) from None
+        raise CheckFailed(
+            f"the check failed on its own side ({exc}), not because of {what}; run it again"
+        ) from None
 
 
 def _plain(value: Any) -> list[Any]:
@@ -174,40 +236,45 @@ def _plain(value: Any) -> list[Any]:
 def pg_query(
     dsn: str,
     schema: str,
-    role: str | None,
+    learner: pw.Learner | None,
     sql: str,
     params: Mapping[str, Any],
     what: str,
     snapshot: str | None = None,
+    statement_ms: int = STATEMENT_MS,
 ) -> list[list[list[Any]]]:
-    """Run the learner's query once in a walled child, READ ONLY, in the exported `snapshot`
-    if one is named (so it sees exactly what the checker's own statement saw); at most two rows
-    back, each value as [type name, value]. Whatever stops it becomes a `Wrong` naming `what`."""
+    """Run the learner's query once in a walled child as the check's learner role, READ ONLY,
+    in the exported `snapshot` if one is named (so it sees exactly what the checker's own
+    statement saw); at most two rows back, each value as [type name, value]. What stops the
+    query becomes a `Wrong` naming `what`; a server or check that fails does not."""
 
-    def task() -> list[list[list[Any]]] | str:
+    def task() -> dict[str, Any]:
         import psycopg
         from psycopg import sql as pgsql
 
-        try:
-            with psycopg.connect(dsn, options=learner_options(schema, role, True)) as conn:
-                if snapshot is not None:
-                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                    conn.execute(
-                        pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot))
-                    )
-                rows = conn.execute(sql, dict(params)).fetchmany(2)
+        opts = learner_options(schema, True, statement_ms)
+        with pw.connect_as(dsn, learner, options=opts) as conn:
+            if snapshot is not None:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                conn.execute(
+                    pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot))
+                )
+            try:
+                rows = _run_learner(conn, sql, params).fetchmany(2)
                 conn.rollback()
-        except psycopg.Error as exc:
-            return explain_pg_error(exc, what)
-        return [[_plain(v) for v in row] for row in rows]
+            except psycopg.Error as exc:
+                gone = _lost(conn, exc)
+                if gone:
+                    return {"gone": gone}
+                return {"wrong": explain_pg_error(exc, what, statement_ms)}
+        return {"rows": [[_plain(v) for v in row] for row in rows]}
 
-    try:
-        out = walls.run_walled(task, seconds=STATEMENT_MS / 1000 + 2)
-    except walls.Stopped as exc:
-        raise Wrong(f"{what} {exc}") from None
-    if isinstance(out, str):
-        raise Wrong(out)
-    return out
+    out = _walled(task, statement_ms / 1000 + 2, what)
+    if "gone" in out:
+        raise _connection_gone(dsn, what, out["gone"])
+    if "wrong" in out:
+        raise Wrong(out["wrong"])
+    return out["rows"]
 
 
 # --- lesson 07: predict from a written interleaving which rows Article 1's rule orphans -----
@@ -382,13 +449,20 @@ class Moment:
 class _Writers:
     """Writer connections into the check's schema, each a transaction the check opens and ends."""
 
-    def __init__(self, dsn: str, schema: str) -> None:
-        self.dsn, self.schema = dsn, schema
+    def __init__(self, dsn: str, schema: str, learner: pw.Learner | None = None) -> None:
+        self.dsn, self.schema, self.learner = dsn, schema, learner
         self.conns: dict[str, Any] = {}
 
     def conn(self, name: str) -> Any:
+        """Writer `name`'s connection, as the check's writer role (whose sessions the learner
+        may see) where the check made one."""
         if name not in self.conns:
-            self.conns[name] = pg.connect(self.dsn, options=pg.search_path_option(self.schema))
+            opts = pg.search_path_option(self.schema)
+            if self.learner is not None and self.learner.writer:
+                role = self.learner.writer
+                self.conns[name] = pw.connect_as(self.dsn, self.learner, role, options=opts)
+            else:
+                self.conns[name] = pg.connect(self.dsn, options=opts)
         return self.conns[name]
 
     def insert(self, name: str) -> int:
@@ -403,8 +477,19 @@ class _Writers:
         return {int(str(x)) for x in found if x is not None}
 
     def end_all(self) -> None:
+        """Roll every writer back; a session ended from outside stays ended (see `ended`)."""
+        import psycopg
+
         for conn in self.conns.values():
-            conn.rollback()
+            try:
+                conn.rollback()
+            except psycopg.OperationalError:
+                conn.close()
+
+    def ended(self) -> list[str]:
+        """The writers whose sessions were ended from outside (the learner's role may signal
+        them: it sees them in pg_stat_activity through its membership)."""
+        return [name for name, conn in self.conns.items() if conn.broken or conn.closed]
 
     def close(self) -> None:
         for conn in self.conns.values():
@@ -561,19 +646,21 @@ def _ask_in(
     after: Callable[[_Writers], None],
     dsn: str,
     schema: str,
-    role: str | None,
+    learner: pw.Learner | None,
     text: str,
     ref: Any,
     snap: Any,
+    deadline: float | None = None,
 ) -> tuple[bool, list[list[list[Any]]]]:
     """Set the moment's scene, then ask delivered_frontier's test and the learner's query in
     one snapshot. The scene is judged only when no transaction outside the check is running
     (on a shared server an older one would hold every moment back, a younger one would change
     what a wrong answer gets told); until then the check ends its own transactions, waits and
-    sets the scene again, so two checks never wait on each other."""
+    sets the scene again, so two checks never wait on each other. The query gets what is left
+    before `deadline` (time.monotonic()), at most STATEMENT_MS."""
     rng = random.Random(os.getpid())  # apart, two waiting checks retry at different moments
     for _ in range(QUIET_TRIES):
-        writers = _Writers(dsn, schema)
+        writers = _Writers(dsn, schema, learner)
         try:
             before(writers)
             xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
@@ -582,8 +669,23 @@ def _ask_in(
             running = {int(r[0]) for r in snap.execute(XIP_SQL).fetchall()}
             if not running - writers.xact_ids():
                 may = horizon_passed(snap, xact)
+                left = STATEMENT_MS
+                if deadline is not None:
+                    left = min(left, int((deadline - time.monotonic()) * 1000))
+                if left < 1:
+                    raise Wrong(
+                        f"your query used up the {CHECK_MS / 1000:g} s all its runs in this "
+                        "check may take together"
+                    )
                 params = {"xact": xact}
-                return may, pg_query(dsn, schema, role, text, params, "your query", shared)
+                rows = pg_query(dsn, schema, learner, text, params, "your query", shared, left)
+                writers.end_all()
+                if writers.ended():
+                    raise Wrong(
+                        "your query ended sessions the check had opened beside it (its "
+                        f"writers {listing(writers.ended())}); a condition only reads"
+                    )
+                return may, rows
         finally:
             snap.rollback()
             writers.end_all()
@@ -600,14 +702,17 @@ def _check_condition(sql: Any) -> str:
     text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
     dsn = server_dsn()
     moments = _moments()
-    with learner_schema(dsn, fr.create_schema, ("select",)) as (schema, role):
+    with learner_schema(dsn, fr.create_schema, ("select",), writers=True) as (schema, learner):
         opts = pg.search_path_option(schema)
         with (
             pg.connect(dsn, autocommit=True, options=opts) as ref,
             pg.connect(dsn, options=opts) as snap,
         ):
+            deadline = time.monotonic() + CHECK_MS / 1000
             for moment, before, after in moments:
-                may, rows = _ask_in(moment, before, after, dsn, schema, role, text, ref, snap)
+                may, rows = _ask_in(
+                    moment, before, after, dsn, schema, learner, text, ref, snap, deadline
+                )
                 if len(rows) != 1 or len(rows[0]) != 1:
                     cols = len(rows[0]) if rows else 0
                     raise Wrong(
@@ -694,6 +799,7 @@ class Race:
     state_sql: str  # every row: key, version, tools
     set_sql: str  # (version, tools, key)
     params: tuple[str, ...]
+    updatable: tuple[str, ...] = ("version", "tools")  # the columns a write may change
 
     def row(self, key: Any) -> str:
         return "the catalog" if len(self.keys) == 1 else f"tenant {key!r}"
@@ -786,36 +892,39 @@ def _start_tools(key: Any, version: int) -> str:
 
 
 def _execute(
-    dsn: str, race: Race, sql: str, schema: str, role: str | None, stage: Stage
+    dsn: str, race: Race, sql: str, schema: str, learner: pw.Learner | None, stage: Stage
 ) -> dict[str, Any]:
     """In the walled child: reset the table, run one stage, read the table back. Returns
-    {"error": str | None, "counts": {worker: rows}, "order": [workers, by commit],
-    "rows": {key: [version, tools]}}."""
+    {"error": str | None, "gone": str | None, "counts": {worker: rows}, "order": [workers, by
+    commit], "rows": {key: [version, tools]}}; "gone" says a learner connection broke."""
     import psycopg
 
     by_name = {w.name: w for w in race.workers}
-    with psycopg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as admin:
+    with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as admin:
         for key, version in stage.versions:
             POSTGRES.execute(admin, race.set_sql, (version, _start_tools(key, version), key))
-        conns = {
-            n: psycopg.connect(dsn, options=learner_options(schema, role, False))
-            for n in stage.workers
-        }
+        opts = learner_options(schema, False)
+        conns = {n: pw.connect_as(dsn, learner, options=opts) for n in stage.workers}
         counts: dict[str, int] = {}
         order: list[str] = []
         errors: list[str] = []
+        gone: list[str] = []
         lock = threading.Lock()
 
         def write(name: str, commit: bool = True) -> None:
             conn = conns[name]
             try:
-                rows = conn.execute(sql, race.bind(by_name[name], stage.seen)).rowcount
+                rows = _run_learner(conn, sql, race.bind(by_name[name], stage.seen)).rowcount
                 if commit:
                     conn.commit()
             except psycopg.Error as exc:
-                conn.rollback()
+                lost = _lost(conn, exc)
+                if not lost:
+                    conn.rollback()
                 with lock:
-                    errors.append(explain_pg_error(exc, "your statement"))
+                    (gone if lost else errors).append(
+                        lost or explain_pg_error(exc, "your statement")
+                    )
                 return
             with lock:
                 counts[name] = rows
@@ -839,9 +948,16 @@ def _execute(
                         break
                     time.sleep(0.005)
                 if holder in counts:
-                    conns[holder].commit()
-                    with lock:
-                        order.insert(0, holder)
+                    try:
+                        conns[holder].commit()
+                    except psycopg.Error as exc:
+                        lost = _lost(conns[holder], exc)
+                        (gone if lost else errors).append(
+                            lost or explain_pg_error(exc, "your statement")
+                        )
+                    else:
+                        with lock:
+                            order.insert(0, holder)
                 for t in threads:
                     t.join()
             else:
@@ -860,12 +976,25 @@ def _execute(
             for conn in conns.values():
                 conn.close()
         rows = {k: [int(v), str(t)] for k, v, t in admin.execute(race.state_sql).fetchall()}
-    return {"error": errors[0] if errors else None, "counts": counts, "order": order, "rows": rows}
+    missing = [k for k in race.keys if k not in rows]
+    if missing and not errors:
+        errors.append(
+            f"after your statement ran, {race.row(missing[0])} no longer exists: a write may "
+            f"change only {listing(race.updatable)}, never which row it is"
+        )
+    return {
+        "error": errors[0] if errors else None,
+        "gone": gone[0] if gone else None,
+        "counts": counts,
+        "order": order,
+        "rows": rows,
+    }
 
 
 def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage, dict[str, Any]]]:
     """Every stage of `race` on the learner's statement (rendered for psycopg), in one walled
-    child with a connection per worker; stops after a stage whose statement failed."""
+    child with a connection per worker, each as the check's learner role, which may change
+    only `race.updatable`; stops after a stage whose statement failed."""
     dsn = dsn or server_dsn()
     stages = _stages(race)
 
@@ -874,20 +1003,22 @@ def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage
         for key in race.keys:
             race.init(conn, key, START_VERSION, _start_tools(key, START_VERSION))
 
-    with learner_schema(dsn, make, ("select", "insert", "update")) as (schema, role):
+    grant = ("select", "insert")
+    update = {race.table: race.updatable}
+    with learner_schema(dsn, make, grant, update) as (schema, learner):
 
         def task() -> list[dict[str, Any]]:
             done = []
             for stage in stages:
-                done.append(_execute(dsn, race, sql, schema, role, stage))
-                if done[-1]["error"]:
+                done.append(_execute(dsn, race, sql, schema, learner, stage))
+                if done[-1]["error"] or done[-1]["gone"]:
                     break
             return done
 
-        try:
-            results = walls.run_walled(task, seconds=len(stages) * (LOCK_MS / 1000 + 1))
-        except walls.Stopped as exc:
-            raise Wrong(f"your statement {exc}") from None
+        per_stage = LOCK_MS / 1000 + RACE_WAIT_S + 1
+        results = _walled(task, len(stages) * per_stage, "your statement")
+    if results and results[-1]["gone"]:
+        raise _connection_gone(dsn, "your statement", results[-1]["gone"])
     return list(zip(stages, results, strict=False))
 
 
