@@ -9,13 +9,15 @@ against the statement `delivered_frontier` runs, both in one exported snapshot t
 transaction outside the check runs (else `ServerBusy`: on a shared server the check waits,
 then says it could not judge); the writes are raced on real connections.
 
-How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), on its own
-connections into a throwaway schema made for that check and dropped after it, with
-`statement_timeout` and `lock_timeout` set, one statement only (a query runs READ ONLY); as the
-role `labkit_learner` (no login; no rights but those granted on that schema's tables and
-reading the server's activity statistics) when the server's user is a superuser. The role
-guards against accidents, not a determined learner: a session whose user is a superuser may
-switch back (`SET ROLE` is open to it), and the learner's own kernel can run anything anyway.
+How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), as a prepared
+statement (so one command only), on its own connections into a throwaway schema made for that
+check, logged in as that check's own role (`pg_walls`: the learner is the session user, so it
+cannot `SET ROLE` back to the checker's superuser), behind limits it cannot lift from inside
+its statement (time, locks, temp files; on a server on this machine, memory); the roles, all they own and the schema are dropped after the check,
+whatever its outcome. A query runs READ ONLY; the condition check's queries share one time
+budget (`CHECK_MS`). Where the server's user is not a superuser the check makes no role and the
+learner's SQL runs as that user. Backend memory is capped only on a server on this machine;
+the learner's own kernel can run anything anyway.
 """
 
 from __future__ import annotations
