@@ -204,6 +204,23 @@ def test_no_role_schema_or_large_object_is_left_after_a_check(
     assert left_behind(on_server, made) == (0, 0, 0)
 
 
+def test_a_check_drops_the_expired_roles_of_checks_that_never_cleaned_up(on_server: str) -> None:
+    from psycopg import sql
+
+    stale = f"{pw.ROLE_PREFIX}{uuid.uuid4().hex[:12]}"
+    with pg.connect(on_server, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN VALID UNTIL '2000-01-01'").format(sql.Identifier(stale))
+        )
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(stale)))
+        conn.execute("SELECT lo_from_bytea(0, '\\x41')")
+        conn.execute("RESET ROLE")
+    assert exs.guarded_write_ex.check(GUARDED).passed
+    with pg.connect(on_server, autocommit=True) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (stale,))
+        assert left.fetchone()[0] == 0
+
+
 def test_the_learner_role_reads_its_checks_writers_but_no_other_session(
     pg_dsn: str, learner_conn: Any
 ) -> None:

@@ -43,8 +43,8 @@ import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
 from labkit.exercises.kit import Exercise, Wrong, listing, shown, whole
 
-STATEMENT_MS = 2_000
-LOCK_MS = 6_000  # well above RACE_WAIT_S: a waiter outlasts the holder's longest hold
+STATEMENT_MS = pw.STATEMENT_MS
+LOCK_MS = pw.LOCK_MS  # well above RACE_WAIT_S: a waiter outlasts the holder's longest hold
 RACE_WAIT_S = 2.0
 CHECK_MS = 6_000  # the condition check's queries together, over all its situations
 _server: dict[str, str] = {}

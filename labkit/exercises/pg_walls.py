@@ -29,9 +29,11 @@ ROLE_PREFIX = "labkit_learner_"
 CONNECTIONS = 8  # per role: the race opens three at once
 VALID_FOR = dt.timedelta(minutes=10)  # a password that outlives a crashed check expires
 BACKEND_MEMORY_BYTES = 384 * 2**20  # above what the backend had mapped when it started
+STATEMENT_MS = 2_000
+LOCK_MS = 6_000
 ROLE_SETTINGS: dict[str, str] = {
-    "statement_timeout": "2s",
-    "lock_timeout": "6s",
+    "statement_timeout": f"{STATEMENT_MS}ms",
+    "lock_timeout": f"{LOCK_MS}ms",
     "idle_in_transaction_session_timeout": "10s",
     "temp_file_limit": "64MB",  # superuser-only: the learner cannot raise it
     "work_mem": "4MB",
@@ -41,6 +43,10 @@ END_SESSIONS_SQL = (
     "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ANY(:roles)"
 )
 ROLES_LEFT_SQL = "SELECT count(*) FROM pg_roles WHERE rolname = ANY(:roles)"
+# roles of checks that died before their clean-up; no live check's password has expired
+EXPIRED_SQL = (
+    "SELECT rolname FROM pg_roles WHERE starts_with(rolname, :prefix) AND rolvaliduntil < now()"
+)
 DATA_DIR_SQL = "SELECT setting FROM pg_settings WHERE name = 'data_directory'"
 IS_SUPERUSER_SQL = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
 VERSION_NUM_SQL = "SELECT current_setting('server_version_num')::int"
@@ -105,6 +111,7 @@ def make_learner(
     sequence there, and the learner sees its sessions in full (pg_stat_activity)."""
     from psycopg import sql
 
+    sweep_expired(conn)
     tag = uuid.uuid4().hex[:12]
     learner = Learner(
         role=f"{ROLE_PREFIX}{tag}",
@@ -130,8 +137,13 @@ def make_learner(
             )
         if learner.writer:
             w = sql.Identifier(learner.writer)
-            conn.execute(sql.SQL("GRANT ALL ON ALL TABLES IN SCHEMA {} TO {}").format(s, w))
-            conn.execute(sql.SQL("GRANT ALL ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, w))
+            # the learner inherits these, but its queries run READ ONLY
+            conn.execute(
+                sql.SQL("GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    s, w
+                )
+            )
+            conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(s, w))
             # membership only to see the writers' sessions; SET is refused from PostgreSQL 16
             how = (
                 " WITH INHERIT TRUE, SET FALSE"
@@ -156,6 +168,13 @@ def drop_learner(conn: Any, learner: Learner) -> None:
     if POSTGRES.execute(conn, ROLES_LEFT_SQL, {"roles": roles}).fetchone()[0]:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(names))
         conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(names))
+
+
+def sweep_expired(conn: Any) -> None:
+    """Drop the roles of earlier checks that never cleaned up (a killed kernel on a shared
+    server), once their password has expired."""
+    for (role,) in POSTGRES.execute(conn, EXPIRED_SQL, {"prefix": ROLE_PREFIX}).fetchall():
+        drop_learner(conn, Learner(role, None, "", None))
 
 
 def _local_data_dir(conn: Any) -> str | None:
