@@ -178,10 +178,11 @@ def sweep_expired(conn: Any) -> None:
 
 
 def _local_data_dir(conn: Any) -> str | None:
-    """The server's data directory if it runs on this machine (a Unix socket) and this process
-    may set limits on its processes; else None."""
+    """The server's data directory if it may run on this machine (a Unix socket or loopback;
+    `bound_backend` checks each pid before it acts) and this is Linux; else None."""
     host = conn.info.host or ""
-    if not host.startswith("/") or not sys.platform.startswith("linux"):
+    local = host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")
+    if not local or not sys.platform.startswith("linux"):
         return None
     return str(conn.execute(DATA_DIR_SQL).fetchone()[0])
 
