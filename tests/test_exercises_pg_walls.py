@@ -403,3 +403,19 @@ def test_the_learners_statement_is_prepared_so_one_command_only(
     with pytest.raises(psycopg.errors.SyntaxError, match="multiple commands") as caught:
         ex3._run_learner(learner_conn, "SELECT 1; SELECT 2", {})
     assert ex3.explain_pg_error(caught.value, "it").startswith("it must be one statement")
+
+
+def test_a_server_that_refuses_the_checks_login_says_what_to_change(monkeypatch) -> None:
+    """A server whose pg_hba.conf refuses password logins of new roles: one line naming the
+    role and the fix, not feedback on the answer."""
+    import psycopg
+
+    def refused(*args: Any, **kw: Any) -> Any:
+        raise psycopg.OperationalError(
+            f'FATAL: password authentication failed for user "{kw.get("user")}"'
+        )
+
+    learner = pw.Learner(f"{pw.ROLE_PREFIX}x", None, "secret", None)
+    monkeypatch.setattr(psycopg, "connect", refused)
+    with pytest.raises(pw.LearnerLoginRefused, match=r"labkit_learner_x .*pg_hba\.conf"):
+        pw.connect_as("host=127.0.0.1 port=1 dbname=x", learner)
