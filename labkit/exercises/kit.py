@@ -192,7 +192,7 @@ class Exercise:
     def hint(self, level: int = 1) -> Feedback:
         """Hint 1 points the way; each level says more; the last leaves a gap to fill."""
         n = len(self.hints)
-        if isinstance(level, bool) or level not in range(1, n + 1):
+        if type(level) is not int or level not in range(1, n + 1):
             return Feedback("hint", f"there are {n} hints, .hint(1) to .hint({n}), not {level!r}")
         return Feedback("hint", f"({level} of {n}) {self.hints[level - 1]}")
 
