@@ -225,14 +225,16 @@ def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
         cell.scroll_into_view_if_needed()
         wall = []
         for i in range(presses + 1):  # press 0 is the warm-up
-            took = _measure(page, cell, lambda i=i: control.press(cell, i))
+            took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
             if i:
                 wall.append(took)
             time.sleep(PAUSE_S)
         python = _kernel_timings(page, nb.panel_id, control.app, presses)
         rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
-        print(f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
-              flush=True)
+        print(
+            f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
+            flush=True,
+        )
     return rows
 
 
@@ -245,17 +247,18 @@ def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str,
         cell.scroll_into_view_if_needed()
         box = cell.locator(".wb-schedule input")
 
-        def typed(box: Locator = box) -> None:
+        def typed(box: Locator = box, at: Locator = cell) -> None:
             box.fill(SCHEDULE)
-            _arm_again(cell)
+            _arm_again(at)
             box.press("Enter")
 
         cold.append(_measure(page, cell, typed))
         cold_py += _kernel_timings(page, nb.panel_id, "workbench", 1)
         time.sleep(PAUSE_S)
         if run == cold_runs - 1:
+            reset = cell.locator("button.wb-reset")
             for _ in range(warm):
-                _measure(page, cell, lambda: cell.locator("button.wb-reset").click())
+                _measure(page, cell, reset.click)
                 time.sleep(PAUSE_S)
                 warm_wall.append(_measure(page, cell, typed))
                 warm_py += _kernel_timings(page, nb.panel_id, "workbench", 1)
@@ -354,7 +357,9 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
         ],
         ("control", "presses", "p50", "p95", "max", "python p50", "load"),
     )
-    ratios = {f"{r['control']}: p95 / target": float(r["p95_s"]) / float(r["target_s"]) for r in rows}
+    ratios = {
+        f"{r['control']}: p95 / target": float(r["p95_s"]) / float(r["target_s"]) for r in rows
+    }
     targets = {
         f"{r['control']}: p95 under {float(r['target_s']) * 1e3:.0f} ms": float(r["p95_s"])
         < float(r["target_s"])

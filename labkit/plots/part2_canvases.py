@@ -491,12 +491,14 @@ class WorkbenchCanvas:
         lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
         steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
         head_room = max(self._rooms[2], _room(top + 1, 6, 3))
-        if self.fig is None or lanes_room != self._rooms[0]:
+        rooms = (lanes_room, steps_room, head_room)
+        rebuilt = self.fig is None or lanes_room != self._rooms[0]
+        if rebuilt:
             with workbook_style():
                 self._build(lanes_room)
-        self._rooms = (lanes_room, steps_room, head_room)
-        self._frame_key = self._rooms
-        self._set_rooms(steps_room, head_room)
+        if rebuilt or rooms != self._rooms:  # new ticks cost ~15 ms: only when the room grew
+            self._set_rooms(steps_room, head_room)
+        self._rooms = self._frame_key = rooms
         color = COLORS.get(focus, "#444444")
         if color != self.lane_color:
             self.lane_color = color

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from html import escape
@@ -146,39 +147,57 @@ def label_share_bars(
 class FrameCache:
     """Fast PNGs of a figure whose frame (axes, ticks, legend) rarely changes.
 
-    The first render draws everything but the `animated` artists and keeps those pixels; later
-    renders with the same `frame_key` restore them and draw only the animated artists, then
-    encode with light compression. A full Agg draw of ticks and legend text costs ~60 ms; this
-    path costs a few.
+    The first render of a `frame_key` draws everything but the `animated` artists and keeps
+    those pixels; later renders with a key seen before restore them and draw only the animated
+    artists. The last `frames` keys are kept, so a control moved back and forth (a slider
+    nudged left and right) finds both frames. A full Agg draw of ticks and legend text costs
+    ~60 ms; this path costs a few.
     """
 
-    def __init__(self) -> None:
-        self._key: object = None
-        self._background: object = None
+    def __init__(self, frames: int = 6) -> None:
+        self._frames = frames
         self._canvas: FigureCanvasAgg | None = None
+        self._backgrounds: OrderedDict[object, object] = OrderedDict()
 
     def png(self, fig: Figure, animated: Sequence[Artist], frame_key: object, dpi: int) -> bytes:
-        """PNG bytes of `fig` at `dpi`, redrawing the frame only when `frame_key` changes."""
+        """PNG bytes of `fig` at `dpi`, redrawing the frame only for a `frame_key` not kept."""
         for artist in animated:
             artist.set_animated(True)
+        key = (frame_key, dpi)
         with workbook_style():
-            if self._canvas is None or self._canvas.figure is not fig or self._key != frame_key:
+            if self._canvas is None or self._canvas.figure is not fig:
+                self._canvas = FigureCanvasAgg(fig)  # a new figure: nothing kept applies
+                self._backgrounds.clear()
+            canvas = self._canvas
+            fig.set_canvas(canvas)
+            if fig.dpi != dpi:
                 fig.set_dpi(dpi)
-                self._canvas = FigureCanvasAgg(fig)
-                self._canvas.draw()
-                self._background = self._canvas.copy_from_bbox(fig.bbox)
-                self._key = frame_key
+            if key in self._backgrounds:
+                self._backgrounds.move_to_end(key)
+                canvas.restore_region(self._backgrounds[key])
             else:
-                self._canvas.restore_region(self._background)
+                canvas.draw()
+                self._backgrounds[key] = canvas.copy_from_bbox(fig.bbox)
+                while len(self._backgrounds) > self._frames:
+                    self._backgrounds.popitem(last=False)
             for artist in animated:
                 fig.draw_artist(artist)
-            width, height = self._canvas.get_width_height()
-            image = PILImage.frombuffer(
-                "RGBA", (width, height), self._canvas.buffer_rgba(), "raw", "RGBA", 0, 1
-            )
-            buf = io.BytesIO()
-            image.save(buf, format="png", compress_level=1)
-        return buf.getvalue()
+            return widget_png(canvas)
+
+
+def widget_png(canvas: FigureCanvasAgg) -> bytes:
+    """The canvas's pixels as a small PNG, quickly: a 256-colour palette (a workbook figure has
+    fewer distinct colours than that, bar anti-aliased edges, which move by a few levels) and
+    light compression. A third of the bytes of an RGBA PNG, so less to encode, send and decode.
+    """
+    width, height = canvas.get_width_height()
+    image = PILImage.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    palette = image.convert("RGB").quantize(
+        256, method=PILImage.Quantize.FASTOCTREE, dither=PILImage.Dither.NONE
+    )
+    buf = io.BytesIO()
+    palette.save(buf, format="png", compress_level=1)
+    return buf.getvalue()
 
 
 def image_bundle(png: bytes, alt: str) -> dict[str, str]:
