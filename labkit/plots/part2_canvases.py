@@ -322,15 +322,19 @@ class WorkbenchCanvas:
 
     # --- frame ---------------------------------------------------------------------------
 
-    def _build(self, lanes_room: int) -> None:
-        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
+    def _heights(self, lanes_room: int) -> tuple[float, list[float]]:
+        """Figure height (inches) and the grid's height ratios for `lanes_room` lanes."""
         lanes_h = _LANE_H * lanes_room + 0.35
         height = _TOP + lanes_h + _STRIP_H * len(self.designs) + _BOTTOM
+        return height, [lanes_h, *[_STRIP_H] * len(self.designs)]
+
+    def _build(self, lanes_room: int) -> None:
+        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
+        height, ratios = self._heights(lanes_room)
         fig = new_figure(self.width, height)
-        grid = fig.add_gridspec(1 + len(self.designs), 1,
-                                height_ratios=[lanes_h, *[_STRIP_H] * len(self.designs)],
-                                left=0.15, right=0.75, top=1 - _TOP / height,
-                                bottom=_BOTTOM / height, hspace=0.38)
+        self._grid = grid = fig.add_gridspec(1 + len(self.designs), 1, height_ratios=ratios,
+                                             left=0.15, right=0.75, top=1 - _TOP / height,
+                                             bottom=_BOTTOM / height, hspace=0.38)
         self.lanes_ax = lanes = fig.add_subplot(grid[0])
         self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
                        for i, d in enumerate(self.designs)}
@@ -352,6 +356,17 @@ class WorkbenchCanvas:
                      fontsize=7)
         self.fig = fig
         self._make_artists("#555555")
+
+    def _grow(self, lanes_room: int) -> None:
+        """Make the figure tall enough for `lanes_room` lanes in place: the same picture as a
+        `_build`, without building six axes and every artist again (~40% of a cold update)."""
+        height, ratios = self._heights(lanes_room)
+        self.fig.set_size_inches(self.width, height)
+        self._grid.set_height_ratios(ratios)
+        self._grid.update(top=1 - _TOP / height, bottom=_BOTTOM / height)
+        for ax in self.fig.axes:
+            ax.set_subplotspec(ax.get_subplotspec())  # puts the axes where the grid now says
+        self.lanes_ax.set_ylim(lanes_room - 0.4, -0.7)
 
     def _set_rooms(self, steps_room: int, head_room: int) -> None:
         """Axes limits for `steps_room` steps and versions up to `head_room` (no new artists)."""
@@ -495,7 +510,10 @@ class WorkbenchCanvas:
         rebuilt = self.fig is None or lanes_room != self._rooms[0]
         if rebuilt:
             with workbook_style():
-                self._build(lanes_room)
+                if self.fig is None:
+                    self._build(lanes_room)
+                else:
+                    self._grow(lanes_room)
         if rebuilt or rooms != self._rooms:  # new ticks cost ~15 ms: only when the room grew
             self._set_rooms(steps_room, head_room)
         self._rooms = self._frame_key = rooms
