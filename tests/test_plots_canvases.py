@@ -73,6 +73,9 @@ def test_workbench_canvas_grown_in_place_draws_what_a_fresh_one_does() -> None:
     fresh = WorkbenchCanvas(b.designs)
     assert grown.fig.get_size_inches()[1] > small
     assert after == fresh.png(b.runs, b.steps, "callback")
+    for focus in ("lww", "callback", "lww"):  # the focus names the lanes: a frame of its own
+        other = WorkbenchCanvas(b.designs)
+        assert grown.png(b.runs, b.steps, focus) == other.png(b.runs, b.steps, focus)
 
 
 def test_frame_cache_keeps_both_frames_of_a_control_moved_back_and_forth(traces, monkeypatch):

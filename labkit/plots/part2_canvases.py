@@ -306,9 +306,9 @@ class WorkbenchCanvas:
     """The workbench picture: the focus design's requests as lanes (send -> arrival), above
     one strip per design with the catalog head over the steps.
 
-    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
-    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
-    into those artists and `FrameCache` redraws only them.
+    The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
+    the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
+    design in focus; an update moves data into those artists and `FrameCache` redraws only them.
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
@@ -516,7 +516,8 @@ class WorkbenchCanvas:
                     self._grow(lanes_room)
         if rebuilt or rooms != self._rooms:  # new ticks cost ~15 ms: only when the room grew
             self._set_rooms(steps_room, head_room)
-        self._rooms = self._frame_key = rooms
+        self._rooms = rooms
+        self._frame_key = (rooms, focus)  # the lanes' title names the focus: part of the frame
         color = COLORS.get(focus, "#444444")
         if color != self.lane_color:
             self.lane_color = color
@@ -544,7 +545,7 @@ class WorkbenchCanvas:
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
         self._dynamic = [
-            self.lanes_title, self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
+            self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
             *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
