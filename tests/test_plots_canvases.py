@@ -102,3 +102,31 @@ def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one
     a, b = (np.asarray(Image.open(io.BytesIO(x)).convert("RGB"), dtype=int) for x in (small, full))
     assert a.shape == b.shape
     assert (np.abs(a - b).max(axis=2) > 16).mean() < 0.001
+
+
+def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypatch) -> None:
+    from matplotlib.text import Text
+
+    b = ScheduleBuilder()
+    b.load(SCHEDULE_14)
+    full = (dict(b.runs), list(b.steps))
+    b.undo()
+    shorter = (dict(b.runs), list(b.steps))
+    kept = WorkbenchCanvas(b.designs)
+    each_time = WorkbenchCanvas(b.designs)  # the same canvas, its texts drawn on every update
+    png = each_time._frames.png
+    monkeypatch.setattr(
+        each_time._frames,
+        "png",
+        lambda fig, animated, key, dpi, texts=(): png(fig, [*texts, *animated], key, dpi),
+    )
+    drawn: list[Text] = []
+    text_draw = Text.draw
+    monkeypatch.setattr(Text, "draw", lambda self, r: drawn.append(self) or text_draw(self, r))
+    texts_drawn = []
+    for runs, steps in (full, shorter, full, shorter):  # deliver, undo, redo, undo
+        drawn.clear()
+        image = kept.png(runs, steps, "lww")
+        texts_drawn.append(len([t for t in drawn if t in kept._texts and t.get_visible()]))
+        assert image == each_time.png(runs, steps, "lww")
+    assert texts_drawn[0] > texts_drawn[1] > 0 and texts_drawn[2:] == [0, 0]

@@ -309,6 +309,7 @@ class WorkbenchCanvas:
     The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
     the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
     design in focus; an update moves data into those artists and `FrameCache` redraws only them.
+    The lane names, notes and step names are kept drawn per text (`FrameCache`'s `texts`).
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
@@ -319,6 +320,7 @@ class WorkbenchCanvas:
         self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
         self._frames = FrameCache()
         self._dynamic: list[Any] = []
+        self._texts: list[Any] = []
 
     # --- frame ---------------------------------------------------------------------------
 
@@ -544,9 +546,9 @@ class WorkbenchCanvas:
         self.step_names.put(0, -0.12, "start")
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
+        self._texts = [*self.lane_names.texts, *self.notes.texts, *self.step_names.texts]
         self._dynamic = [
-            self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
-            *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
+            self.bars, self.tails, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
         return self.fig  # type: ignore[return-value]
@@ -556,4 +558,4 @@ class WorkbenchCanvas:
         """`update`, then render: the frame is restored, only the data is drawn again."""
         with workbook_style():
             fig = self.update(runs, steps, focus)
-        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi)
+        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi, self._texts)
