@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,9 +273,7 @@ def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str,
 
 def measure(smoke: bool) -> list[dict[str, object]]:
     """Start JupyterLab and Chromium, drive every control, return one row per control."""
-    from playwright.sync_api import sync_playwright
-
-    from tests.browser.jlab import CHROMIUM, copy_workbook, start_lab
+    from tests.browser.jlab import copy_workbook, start_lab
 
     # kernels must import this checkout's labkit, whatever the venv's editable install says
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -282,25 +281,36 @@ def measure(smoke: bool) -> list[dict[str, object]]:
     base = Path(tempfile.mkdtemp(prefix="bench-widget-browser-"))
     server = start_lab(copy_workbook(base / "workbook"), base / "state")
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM))
-            try:
-                context = browser.new_context(viewport={"width": 1400, "height": 1700})
-                context.set_default_timeout(WAIT_MS)
-                context.route("**/*", _local_only)
-                page = context.new_page()
-                rows = _controls(page, server, SMOKE_PRESSES if smoke else PRESSES)
-                rows += _typed(
-                    page,
-                    server,
-                    SMOKE_COLD_RUNS if smoke else COLD_RUNS,
-                    SMOKE_WARM_TYPED if smoke else WARM_TYPED,
-                )
-            finally:
-                browser.close()
+        # Playwright's sync API refuses a thread that already runs one (a pytest session with
+        # the browser tests' fixtures does): drive the page from a thread of its own.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_drive, server, smoke).result()
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.jlab import CHROMIUM
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1700})
+            context.set_default_timeout(WAIT_MS)
+            context.route("**/*", _local_only)
+            page = context.new_page()
+            rows = _controls(page, server, SMOKE_PRESSES if smoke else PRESSES)
+            rows += _typed(
+                page,
+                server,
+                SMOKE_COLD_RUNS if smoke else COLD_RUNS,
+                SMOKE_WARM_TYPED if smoke else WARM_TYPED,
+            )
+        finally:
+            browser.close()
     return rows
 
 
