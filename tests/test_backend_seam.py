@@ -22,8 +22,12 @@ def test_a_sqlite_connection_gets_the_sqlite_dialect_and_statements_unchanged() 
     [
         ("SELECT a FROM t WHERE k = ? AND i > ?", "SELECT a FROM t WHERE k = %s AND i > %s"),
         ("SELECT :key, :base, :key", "SELECT %(key)s, %(base)s, %(key)s"),
-        # literals and quoted names are left alone; a literal % is doubled for psycopg
-        ("SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'", "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'"),
+        # literals and quoted names keep their ? and :name; every % is doubled for psycopg,
+        # inside a literal too (psycopg reads the whole text for placeholders)
+        (
+            "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'",
+            "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%%'",
+        ),
         ("SELECT 5 % 2, x::bigint", "SELECT 5 %% 2, x::bigint"),
     ],
 )
