@@ -38,7 +38,7 @@ import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
-from labkit.exercises.kit import Exercise, Wrong, listing, shown, whole
+from labkit.exercises.kit import Exercise, Wrong, by_label, listing, shown, whole
 
 ROLE = "labkit_learner"
 STATEMENT_MS = 2_000
@@ -259,7 +259,7 @@ def _id_set(value: Any, label: str) -> set[int]:
         or isinstance(value, Mapping)
     ):
         raise Wrong(
-            f"{label}: give a set of row ids, e.g. {{4, 9}} (or set() for none); "
+            f"{label}: give a set of row ids, e.g. {{6, 9}} (or set() for none); "
             f"{shown(value)} is a {type(value).__name__}"
         )
     return {whole(item, f"{label}: each id") for item in value}
@@ -269,9 +269,9 @@ def _orphan_parts(answer: Any) -> dict[str, set[int]]:
     if not isinstance(answer, Mapping):
         raise Wrong(
             "give a dict from interleaving to the set of ids orphaned, e.g. "
-            f"{{'P': {{4, 9}}, 'Q': set()}}; yours is a {type(answer).__name__}"
+            f"{{'P': {{6, 9}}, 'Q': {{7}}}}; yours is a {type(answer).__name__}"
         )
-    keyed = {str(k).strip().upper(): v for k, v in answer.items()}
+    keyed = by_label(answer)
     missing = [k for k in SCRIPTS if k not in keyed]
     if missing:
         raise Wrong(f"give an entry for every interleaving; missing: {listing(missing)}")
@@ -309,8 +309,15 @@ def _check_orphans(answer: Any) -> str:
                 f"(one per insert, counting from 1); {listing(unknown)} never exists"
             )
         extra = sorted(said[label] - real)
-        if extra:
+        if len(extra) == 1 and said[label] == real | set(extra):  # the sole error: name it
             raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
+        if extra:
+            raise Wrong(
+                f"{label}: some of your ids are not orphans: each either ends in a summary "
+                "(committed and delivered before the summarize that passed it) or was never "
+                "passed by the checkpoint. For each id, find the summarize that first moved "
+                "the checkpoint past it and ask whether its writer had committed by then"
+            )
         if said[label] != real:
             raise Wrong(
                 f"{label}: your answer misses at least one orphaned id. Find each summarize "
@@ -318,11 +325,13 @@ def _check_orphans(answer: Any) -> str:
                 "the largest id the worker could see"
             )
         notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")
-        held = set(state.orphans["horizon"])
-        waits.append(f"{label} {listing(sorted(held)) if held else 'nothing'}")
+        held = sorted(state.orphans["horizon"])
+        if held:
+            waits.append(f"id {listing(held)} in {label}")
+    lost = " and ".join(waits) if waits else "no row in either"
     return (
-        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). The xmin horizon "
-        "wait, summarizing beside it, orphaned " + "; ".join(waits) + "."
+        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). In the same runs the "
+        f"xmin horizon wait, which summarized alongside, orphaned {lost}."
     )
 
 
@@ -337,7 +346,7 @@ interleaving_ex = Exercise(
         f"Interleaving Q: {script_text(SCRIPTS['Q'])}. "
         "Which ids does Article 1's rule orphan (delivered, under its checkpoint, in no summary) "
         "in each? Answer a dict of two sets of whole numbers, shaped like "
-        "{'P': {4, 9}, 'Q': set()}."
+        "{'P': {6, 9}, 'Q': {7}} (other ids; set() for none)."
     ),
     checker=_check_orphans,
     hints=(
@@ -346,10 +355,10 @@ interleaving_ex = Exercise(
         "At a summarize, Article 1's rule takes one less than the smallest visible open id, else "
         "the largest visible id. An id is orphaned when that checkpoint passes it while its "
         "writer has not committed: when it appears later, the checkpoint never comes back.",
-        "In P, at step 7 the worker sees ids 2 and 3, both delivered, and nothing open, "
-        "while A still holds ids 1 and 4 unseen: the checkpoint jumps to the largest visible "
-        "id, passing whichever of A's ids lie below it. In Q, at step 6 both writers have "
-        "committed and id 1 is visible but still pending. So {'P': {____}, 'Q': ____}.",
+        "In P, at step 7 the worker sees B's ids, both delivered, and nothing open, while A "
+        "holds ids the worker cannot see: where does the checkpoint go, and which of A's ids "
+        "lie below it? In Q, at step 6: has A committed yet, and is every visible row "
+        "delivered? Then {'P': ____, 'Q': ____}.",
     ),
     solution_text=(
         "answer = {'P': {1}, 'Q': set()}. P: at step 7 the checkpoint jumps to 3 (the largest "
@@ -1142,8 +1151,9 @@ tenant_write_ex = Exercise(
         "Which rows may a write for one tenant change?",
         "Two conditions on the row being updated: it is this worker's tenant, and it still "
         "holds the version the worker read. Both belong in the statement that writes.",
-        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND "
-        "version = :seen",
+        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND ____: "
+        "the previous exercise's guard fills one gap; the column and parameter that pick "
+        "this worker's own row fill the other.",
     ),
     solution_text=(
         "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools "
