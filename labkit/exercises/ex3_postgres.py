@@ -1014,7 +1014,7 @@ def _judge_race(
     out: dict[str, Any],
     start: dict[Any, list],
     turns_ok: bool,
-    unused: tuple[str, ...],
+    unused: tuple[str, ...] = (),
 ) -> None:
     """Racing writers on one read: per row exactly one wins, and every answer reported written
     is in the catalog; else name whose answer was lost, and why."""

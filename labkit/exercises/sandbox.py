@@ -88,10 +88,10 @@ def require_params(
                 f"{what} writes ':{name}' in quotes: that is the text ':{name}', not the "
                 f"parameter; drop the quotes"
             )
+        other = re.search(rf"(?<!\w)[$@]{name}\b", code)
+        if other:
+            raise Wrong(f"{what} writes {other.group(0)}; a parameter here is written :{name}")
         if name in names and not re.search(rf"(?<![:\w]):{name}\b", code):
-            other = re.search(rf"(?<!\w)[$@]{name}\b", code)
-            if other:
-                raise Wrong(f"{what} writes {other.group(0)}; a parameter here is written :{name}")
             raise Wrong(
                 f"{what} never uses :{name}; use the parameter :{name} where its value belongs"
             )
