@@ -264,7 +264,14 @@ def test_condition_wrong_answers_name_the_cause(
     ("sql", "needles"),
     [
         ("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(? AS xid8)", ("named",)),
-        ("SELECT now() > CAST(:start AS timestamptz)", ("never uses :xact",)),
+        (
+            "SELECT now() > CAST(:start AS timestamptz)",
+            ("never uses :xact; compare the transactions still running against :xact",),
+        ),
+        (
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(@xact AS xid8)",
+            ("writes @xact; a parameter here is written :xact",),
+        ),
         ("SELECT CAST(:xact AS xid8) IS NULL OR :other IS NULL", ("uses :other",)),
         ("DELETE FROM conversations WHERE id = CAST(:xact AS bigint)", ("one SELECT or WITH",)),
         ("SELECT 1; SELECT CAST(:xact AS xid8) IS NULL", ("single statement",)),

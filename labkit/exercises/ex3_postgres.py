@@ -120,10 +120,11 @@ def learner_sql(
     starts: tuple[str, ...],
     names: tuple[str, ...],
     optional: tuple[str, ...] = (),
+    advice: Mapping[str, str] | None = None,
 ) -> str:
     """The learner's statement rendered for psycopg, after the checks every answer must pass:
-    a string, one statement, of the right kind, using every one of `names`, and no parameter
-    but those and the `optional` ones."""
+    a string, one statement, of the right kind, using every one of `names` (`advice`: where a
+    missing one goes), and no parameter but those and the `optional` ones."""
     text = sandbox.strip_sql(sql, what)
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
@@ -131,7 +132,7 @@ def learner_sql(
         raise Wrong(f"{what} must be one {kinds} statement; yours starts {shown(text[:20])}")
     if "?" in code or re.search(r"%s|%\(", code):
         raise Wrong(f"use the named parameters {listing(':' + n for n in names)}, not ? or %s")
-    sandbox.require_params(text, names, what, optional)
+    sandbox.require_params(text, names, what, optional, advice)
     known = tuple(dict.fromkeys(names + optional))
     for found in re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", code):
         if found not in known:
@@ -629,7 +630,8 @@ def _ask_in(
 
 
 def _check_condition(sql: Any) -> str:
-    text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
+    advice = {"xact": "compare the transactions still running against :xact"}
+    text = learner_sql(sql, "your query", ("select", "with"), ("xact",), advice=advice)
     dsn = server_dsn()
     moments = _moments()
     with learner_schema(dsn, fr.create_schema, ("select",)) as (schema, role):

@@ -75,11 +75,15 @@ def code_only(text: str) -> str:
 
 
 def require_params(
-    text: str, names: Iterable[str], what: str, optional: Iterable[str] = ()
+    text: str,
+    names: Iterable[str],
+    what: str,
+    optional: Iterable[str] = (),
+    advice: Mapping[str, str] | None = None,
 ) -> None:
     """`Wrong` unless `text` uses every `:name` of `names` as a parameter: a name written in
     quotes (':seen' is text; `optional` ones too) or with another prefix ($shard, @shard) is
-    named as that mistake."""
+    named as that mistake; a missing one gets `advice[name]`, if given, on where it goes."""
     code = code_only(text)
     names = tuple(names)
     for name in (*names, *optional):
@@ -92,9 +96,8 @@ def require_params(
         if other:
             raise Wrong(f"{what} writes {other.group(0)}; a parameter here is written :{name}")
         if name in names and not re.search(rf"(?<![:\w]):{name}\b", code):
-            raise Wrong(
-                f"{what} never uses :{name}; use the parameter :{name} where its value belongs"
-            )
+            where = (advice or {}).get(name, f"use the parameter :{name} where its value belongs")
+            raise Wrong(f"{what} never uses :{name}; {where}")
 
 
 def strip_comments(sql: str) -> str:
