@@ -97,6 +97,16 @@ def test_three_hints_climb_to_a_gap_and_only_the_solution_answers(ex: Exercise) 
     assert not any(secret in h for h in hints), "a hint gives the answer away"
 
 
+def test_the_last_hints_leave_a_real_gap() -> None:
+    """The review found hint 3 one trivial step from the answer: for the orphans it named the
+    ids A holds and where the checkpoint jumps; for the tenant write it left only the tenant
+    condition to fill in beside the whole guard."""
+    orphans = exs.interleaving_ex.hint(3).message
+    assert "ids 1 and 4" not in orphans and "largest visible id" not in orphans
+    tenant = exs.tenant_write_ex.hint(3).message
+    assert tenant.count("____") == 2 and "version = :seen" not in tenant
+
+
 @pytest.mark.parametrize("ex", exs.part3, ids=lambda e: e.name)
 def test_the_question_states_the_answers_shape_with_other_numbers(ex: Exercise) -> None:
     assert "shaped like" in ex.question
