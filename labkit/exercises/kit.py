@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 import operator
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -156,6 +157,42 @@ def whole(value: Any, what: str) -> int:
         raise Wrong(
             f"{what} must be a whole number; {shown(value)} is a {type(value).__name__}"
         ) from None
+
+
+def label_key(key: Any) -> str:
+    """A label as the learner typed it ('a', ' B ') in the form the questions print it."""
+    return str(key).strip().upper()
+
+
+def by_label(answer: Mapping[Any, Any]) -> dict[str, Any]:
+    """The learner's dict with its labels in the questions' form ('a' -> 'A'); `Wrong` if two
+    keys name the same label."""
+    out: dict[str, Any] = {}
+    for key, value in answer.items():
+        label = label_key(key)
+        if label in out:
+            raise Wrong(f"label {label} is given twice; give each label once")
+        out[label] = value
+    return out
+
+
+def _forms(word: str) -> set[str]:
+    """A word and its -s and -ed forms: reject, rejects, rejected; commit, committed."""
+    return {word, word + "s", word + "d", word + "ed", word + word[-1] + "ed"}
+
+
+def word_choice(value: str, choices: Sequence[str]) -> str | None:
+    """The one of `choices` that `value` names, whatever its case, punctuation, spaces, '_' or
+    '-' between the words, and -s or -ed endings ('Rejected.' names 'reject', 'Stale-Watermark'
+    names 'stale_watermark'); None if it names none of them. Every word answer is read so."""
+    said = re.findall(r"[a-z]+", value.lower())
+    for choice in choices:
+        words = re.findall(r"[a-z]+", choice.lower())
+        if len(said) == len(words) and all(
+            s in _forms(w) for s, w in zip(said, words, strict=True)
+        ):
+            return choice
+    return None
 
 
 @dataclass
