@@ -41,7 +41,7 @@ import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
-from labkit.exercises.kit import Exercise, Wrong, listing, shown, whole
+from labkit.exercises.kit import Exercise, Wrong, by_label, listing, shown, whole
 
 STATEMENT_MS = pw.STATEMENT_MS
 LOCK_MS = pw.LOCK_MS  # well above RACE_WAIT_S: a waiter outlasts the holder's longest hold
@@ -125,10 +125,11 @@ def learner_sql(
     starts: tuple[str, ...],
     names: tuple[str, ...],
     optional: tuple[str, ...] = (),
+    advice: Mapping[str, str] | None = None,
 ) -> str:
     """The learner's statement rendered for psycopg, after the checks every answer must pass:
-    a string, one statement, of the right kind, using every one of `names`, and no parameter
-    but those and the `optional` ones."""
+    a string, one statement, of the right kind, using every one of `names` (`advice`: where a
+    missing one goes), and no parameter but those and the `optional` ones."""
     text = sandbox.strip_sql(sql, what)
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
@@ -136,14 +137,13 @@ def learner_sql(
         raise Wrong(f"{what} must be one {kinds} statement; yours starts {shown(text[:20])}")
     if "?" in code or re.search(r"%s|%\(", code):
         raise Wrong(f"use the named parameters {listing(':' + n for n in names)}, not ? or %s")
-    for name in names:
-        if not re.search(rf"(?<![:\w]):{name}\b", code):
-            raise Wrong(f"{what} never uses :{name}; bind it instead of writing a value in")
+    sandbox.require_params(text, names, what, optional, advice)
+    known = tuple(dict.fromkeys(names + optional))
     for found in re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", code):
-        if found not in names + optional:
+        if found not in known:
             raise Wrong(
                 f"{what} uses :{found}, which the check does not bind; the parameters are "
-                f"{listing(':' + n for n in names + optional)}"
+                f"{listing(':' + n for n in known)}"
             )
     return POSTGRES.sql(text)
 
@@ -329,7 +329,7 @@ def _id_set(value: Any, label: str) -> set[int]:
         or isinstance(value, Mapping)
     ):
         raise Wrong(
-            f"{label}: give a set of row ids, e.g. {{4, 9}} (or set() for none); "
+            f"{label}: give a set of row ids, e.g. {{6, 9}} (or set() for none); "
             f"{shown(value)} is a {type(value).__name__}"
         )
     return {whole(item, f"{label}: each id") for item in value}
@@ -339,9 +339,9 @@ def _orphan_parts(answer: Any) -> dict[str, set[int]]:
     if not isinstance(answer, Mapping):
         raise Wrong(
             "give a dict from interleaving to the set of ids orphaned, e.g. "
-            f"{{'P': {{4, 9}}, 'Q': set()}}; yours is a {type(answer).__name__}"
+            f"{{'P': {{6, 9}}, 'Q': {{7}}}}; yours is a {type(answer).__name__}"
         )
-    keyed = {str(k).strip().upper(): v for k, v in answer.items()}
+    keyed = by_label(answer)
     missing = [k for k in SCRIPTS if k not in keyed]
     if missing:
         raise Wrong(f"give an entry for every interleaving; missing: {listing(missing)}")
@@ -379,8 +379,15 @@ def _check_orphans(answer: Any) -> str:
                 f"(one per insert, counting from 1); {listing(unknown)} never exists"
             )
         extra = sorted(said[label] - real)
-        if extra:
+        if len(extra) == 1 and said[label] == real | set(extra):  # the sole error: name it
             raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
+        if extra:
+            raise Wrong(
+                f"{label}: some of your ids are not orphans: each either ends in a summary "
+                "(committed and delivered before the summarize that passed it) or was never "
+                "passed by the checkpoint. For each id, find the summarize that first moved "
+                "the checkpoint past it and ask whether its writer had committed by then"
+            )
         if said[label] != real:
             raise Wrong(
                 f"{label}: your answer misses at least one orphaned id. Find each summarize "
@@ -388,11 +395,13 @@ def _check_orphans(answer: Any) -> str:
                 "the largest id the worker could see"
             )
         notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")
-        held = set(state.orphans["horizon"])
-        waits.append(f"{label} {listing(sorted(held)) if held else 'nothing'}")
+        held = sorted(state.orphans["horizon"])
+        if held:
+            waits.append(f"id {listing(held)} in {label}")
+    lost = " and ".join(waits) if waits else "no row in either"
     return (
-        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). The xmin horizon "
-        "wait, summarizing beside it, orphaned " + "; ".join(waits) + "."
+        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). In the same runs the "
+        f"xmin horizon wait, which summarized alongside, orphaned {lost}."
     )
 
 
@@ -407,7 +416,7 @@ interleaving_ex = Exercise(
         f"Interleaving Q: {script_text(SCRIPTS['Q'])}. "
         "Which ids does Article 1's rule orphan (delivered, under its checkpoint, in no summary) "
         "in each? Answer a dict of two sets of whole numbers, shaped like "
-        "{'P': {4, 9}, 'Q': set()}."
+        "{'P': {6, 9}, 'Q': {7}} (other ids; set() for none)."
     ),
     checker=_check_orphans,
     hints=(
@@ -416,10 +425,10 @@ interleaving_ex = Exercise(
         "At a summarize, Article 1's rule takes one less than the smallest visible open id, else "
         "the largest visible id. An id is orphaned when that checkpoint passes it while its "
         "writer has not committed: when it appears later, the checkpoint never comes back.",
-        "In P, at step 7 the worker sees ids 2 and 3, both delivered, and nothing open, "
-        "while A still holds ids 1 and 4 unseen: the checkpoint jumps to the largest visible "
-        "id, passing whichever of A's ids lie below it. In Q, at step 6 both writers have "
-        "committed and id 1 is visible but still pending. So {'P': {____}, 'Q': ____}.",
+        "In P, at step 7 the worker sees B's ids, both delivered, and nothing open, while A "
+        "holds ids the worker cannot see: where does the checkpoint go, and which of A's ids "
+        "lie below it? In Q, at step 6: has A committed yet, and is every visible row "
+        "delivered? Then {'P': ____, 'Q': ____}.",
     ),
     solution_text=(
         "answer = {'P': {1}, 'Q': set()}. P: at step 7 the checkpoint jumps to 3 (the largest "
@@ -446,6 +455,7 @@ class Moment:
     label: str
     if_pass: str  # the mistake when the learner's condition passes here, wrongly
     if_hold: str  # the mistake when it holds back here, wrongly
+    own: bool = False  # :xact is taken by the asking transaction, which stays open
 
 
 class _Writers:
@@ -596,6 +606,21 @@ def _moments() -> list[tuple[Moment, Callable[[_Writers], None], Callable[[_Writ
             none,
         ),
         (Moment("nothing else is running", "", _NOTHING_OLDER.format(how="")), none, none),
+        (
+            Moment(
+                "the frontier asks inside the transaction that took :xact (delivered_frontier "
+                "called inside a caller's transaction), and nothing else is running",
+                "",
+                "your condition holds the frontier back although no transaction older than "
+                ":xact is running. Here the transaction asking is the one that took :xact: it "
+                "is still running while it asks, so the oldest transaction still running is "
+                ":xact itself, never younger; a frontier that waits for :xact's transaction to "
+                "end waits for ever, since that transaction is the one waiting",
+                own=True,
+            ),
+            none,
+            none,
+        ),
     ]
 
 
@@ -660,14 +685,22 @@ def _ask_in(
     what a wrong answer gets told); until then the check ends its own transactions, waits and
     sets the scene again, so two checks never wait on each other. The query gets what is left
     before `deadline` (time.monotonic()), at most STATEMENT_MS."""
+    import psycopg
+
     rng = random.Random(os.getpid())  # apart, two waiting checks retry at different moments
     for _ in range(QUIET_TRIES):
         writers = _Writers(dsn, schema, learner)
         try:
             before(writers)
-            xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
-            after(writers)
-            shared = export_snapshot(snap)
+            if moment.own:  # as delivered_frontier in a caller's READ COMMITTED transaction
+                snap.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+                xact = str(snap.execute(TAKE_XACT_SQL).fetchone()[0])
+                after(writers)
+                shared = str(snap.execute(EXPORT_SNAPSHOT_SQL).fetchone()[0])
+            else:
+                xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
+                after(writers)
+                shared = export_snapshot(snap)
             running = {int(r[0]) for r in snap.execute(XIP_SQL).fetchall()}
             if not running - writers.xact_ids():
                 may = horizon_passed(snap, xact)
@@ -701,7 +734,8 @@ def _ask_in(
 
 
 def _check_condition(sql: Any) -> str:
-    text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
+    advice = {"xact": "compare the transactions still running against :xact"}
+    text = learner_sql(sql, "your query", ("select", "with"), ("xact",), advice=advice)
     dsn = server_dsn()
     moments = _moments()
     with learner_schema(dsn, fr.create_schema, ("select",), writers=True) as (schema, learner):
@@ -739,8 +773,9 @@ condition_ex = Exercise(
         "fresh transaction id, bound as the text parameter :xact (cast it: CAST(:xact AS xid8)). "
         "Write ONE SELECT returning one boolean: true when the frontier may now pass every id up "
         "to v (no transaction that could still commit one of them is alive), false while it "
-        "must wait. The check asks it in seven situations on a real server, writers open and "
-        "closed around :xact, and compares with delivered_frontier's own test. Answer a string "
+        "must wait. The check asks it in eight situations on a real server (writers open and "
+        "closed around :xact, and once inside the very transaction that took :xact) and "
+        "compares with delivered_frontier's own test. Answer a string "
         'of SQL, shaped like "SELECT now() > CAST(:start AS timestamptz)" (other functions, '
         "other parameter)."
     ),
@@ -872,6 +907,7 @@ class Stage:
     workers: tuple[str, ...]
     seen: int
     how: str
+    title: str  # how feedback names the trial: "the first trial (a current read)"
 
 
 def _stages(race: Race) -> list[Stage]:
@@ -881,11 +917,11 @@ def _stages(race: Race) -> list[Stage]:
     moved = tuple((k, v + 1 if k == first.key else v) for k in race.keys)
     everyone = tuple(w.name for w in race.workers)
     return [
-        Stage("current", fresh, (first.name,), v, "alone"),
-        Stage("stale", moved, (first.name,), v, "alone"),
-        Stage("held", fresh, everyone, v, "held"),
-        Stage("free", fresh, everyone, v, "free"),
-        Stage("free again", fresh, everyone, v, "free"),
+        Stage("current", fresh, (first.name,), v, "alone", "the first trial (a current read)"),
+        Stage("stale", moved, (first.name,), v, "alone", "the second trial (a stale read)"),
+        Stage("held", fresh, everyone, v, "held", "the third trial (a race, one writer first)"),
+        Stage("free", fresh, everyone, v, "free", "the fourth trial (a race, all at once)"),
+        Stage("free again", fresh, everyone, v, "free", "the fifth trial (a race, all at once)"),
     ]
 
 
@@ -1033,18 +1069,39 @@ def _all(items: Iterable[Any]) -> str:
     return "both" if len(list(items)) == 2 else "all"
 
 
-def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any, list]) -> None:
+def _compares_version(sql: str) -> bool:
+    """Does the statement's WHERE mention both the row's version and :seen (however it
+    compares them)?"""
+    where = re.split(r"(?i)\bwhere\b", sandbox.code_only(sql), maxsplit=1)[1:]
+    return bool(where) and bool(
+        re.search(r"(?i)\bversion\b", where[0]) and re.search(r"%\(seen\)s", where[0])
+    )
+
+
+def _judge_alone(
+    race: Race,
+    stage: Stage,
+    out: dict[str, Any],
+    start: dict[Any, list],
+    sql: str,
+    unused: tuple[str, ...],
+) -> None:
     """A lone writer: with a current read it writes its own row once; with a stale one, nothing."""
     (name,) = stage.workers
     worker = next(w for w in race.workers if w.name == name)
     rows, n = out["rows"], out["counts"].get(name, 0)
     others = [k for k in race.keys if k != worker.key and rows[k] != start[k]]
     if others:
+        why = (
+            f"Your statement never uses {listing(':' + p for p in unused)}, so it cannot pick "
+            f"the worker's own {race.noun}"
+            if unused
+            else f"Your WHERE matched every {race.noun} whose version was {stage.seen}"
+        )
         raise Wrong(
-            f"worker {name}'s write for {race.row(worker.key)} also overwrote the row of "
-            f"{race.row(others[0])} with its answer: that row's own update was lost. Your "
-            f"WHERE matched every {race.noun} whose version was {stage.seen}; a write must "
-            f"touch its own {race.noun}'s row only"
+            f"worker {name}'s write for {race.row(worker.key)} overwrote the row of "
+            f"{race.row(others[0])} with its answer: that row's own update was lost. {why}; a "
+            f"write must touch its own {race.noun}'s row only"
         )
     mine = rows[worker.key]
     if stage.name == "stale":
@@ -1052,8 +1109,15 @@ def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any,
             raise Wrong(
                 f"worker {name} read version {stage.seen}, but another worker has since committed "
                 f"version {stage.seen + 1}; {name}'s write still went through and replaced that "
-                "answer: the lost update. Your WHERE does not compare the version in the row "
-                "with the version the worker read (:seen)"
+                "answer: the lost update. "
+                + (
+                    "Your WHERE compares the row's version with :seen, but the comparison "
+                    "still lets a write through after another worker moved the version past "
+                    ":seen"
+                    if _compares_version(sql)
+                    else "Your WHERE does not compare the version in the row with the version "
+                    "the worker read (:seen)"
+                )
             )
         return
     if n == 0:
@@ -1080,7 +1144,12 @@ def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any,
 
 
 def _judge_race(
-    race: Race, stage: Stage, out: dict[str, Any], start: dict[Any, list], turns_ok: bool
+    race: Race,
+    stage: Stage,
+    out: dict[str, Any],
+    start: dict[Any, list],
+    turns_ok: bool,
+    unused: tuple[str, ...] = (),
 ) -> None:
     """Racing writers on one read: per row exactly one wins, and every answer reported written
     is in the catalog; else name whose answer was lost, and why."""
@@ -1120,10 +1189,22 @@ def _judge_race(
                 + cause
             )
         if not won:
+            forgot = (
+                f": your statement never uses {listing(':' + p for p in unused)}, so it cannot "
+                "pick the worker's own row"
+                if unused
+                else ""
+            )
+            if len(mine) == 1:
+                raise Wrong(
+                    f"worker {mine[0].name}'s write for {race.row(key)} changed nothing, though "
+                    f"{mine[0].name} read the current version {stage.seen} and no other worker "
+                    f"wrote that row{forgot or ': check which rows your WHERE picks'}"
+                )
             raise Wrong(
                 f"workers {_who(w.name for w in mine)} {_all(mine)} read version {stage.seen} of "
-                f"{race.row(key)} and none of their writes went through: a guard must let "
-                "exactly one of them win"
+                f"{race.row(key)} and none of their writes went through"
+                f"{forgot or ': a guard must let exactly one of them win'}"
             )
         if rows[key][0] != stage.seen + 1:
             raise Wrong(
@@ -1136,17 +1217,19 @@ def _check_write(race: Race, sql: Any) -> str:
     starts = ("update", "with", "insert")
     # :tenant is left optional, so a write that forgets it is raced and shown what it loses
     text = learner_sql(sql, "your statement", starts, ("seen", "tools"), race.params)
+    code = sandbox.code_only(text)
+    unused = tuple(p for p in race.params if f"%({p})s" not in code)
     turns_ok = False
     rounds = 0
     for stage, out in race_write(race, text):
         if out["error"]:
-            raise Wrong(f"in the {stage.name} trial, {out['error']}")
+            raise Wrong(f"in {stage.title}, {out['error']}")
         start = {k: [v, _start_tools(k, v)] for k, v in stage.versions}
         if stage.how == "alone":
-            _judge_alone(race, stage, out, start)
+            _judge_alone(race, stage, out, start, text, unused)
             turns_ok = turns_ok or stage.name == "stale"
         else:
-            _judge_race(race, stage, out, start, turns_ok)
+            _judge_race(race, stage, out, start, turns_ok, unused)
             rounds += 1
     n = len(race.workers)
     return (
@@ -1203,8 +1286,9 @@ tenant_write_ex = Exercise(
         "Which rows may a write for one tenant change?",
         "Two conditions on the row being updated: it is this worker's tenant, and it still "
         "holds the version the worker read. Both belong in the statement that writes.",
-        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND "
-        "version = :seen",
+        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND ____: "
+        "the previous exercise's guard fills one gap; the column and parameter that pick "
+        "this worker's own row fill the other.",
     ),
     solution_text=(
         "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools "
