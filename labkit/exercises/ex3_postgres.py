@@ -44,8 +44,11 @@ from labkit.backend import POSTGRES
 from labkit.exercises.kit import Exercise, Wrong, by_label, listing, shown, whole
 
 STATEMENT_MS = pw.STATEMENT_MS
-LOCK_MS = pw.LOCK_MS  # well above RACE_WAIT_S: a waiter outlasts the holder's longest hold
+LOCK_MS = pw.LOCK_MS
+# The held race's first writer holds its row at most RACE_WAIT_S; the others' statements wait
+# behind it, so their statement and lock time limits leave as much again to spare.
 RACE_WAIT_S = 2.0
+RACE_STATEMENT_MS = STATEMENT_MS + int(2 * RACE_WAIT_S * 1000)
 CHECK_MS = 6_000  # the condition check's queries together, over all its situations
 _server: dict[str, str] = {}
 
@@ -941,7 +944,7 @@ def _execute(
     with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as admin:
         for key, version in stage.versions:
             POSTGRES.execute(admin, race.set_sql, (version, _start_tools(key, version), key))
-        opts = learner_options(schema, False)
+        opts = learner_options(schema, False, RACE_STATEMENT_MS)
         conns = {n: pw.connect_as(dsn, learner, options=opts) for n in stage.workers}
         counts: dict[str, int] = {}
         order: list[str] = []
@@ -961,7 +964,7 @@ def _execute(
                     conn.rollback()
                 with lock:
                     (gone if lost else errors).append(
-                        lost or explain_pg_error(exc, "your statement")
+                        lost or explain_pg_error(exc, "your statement", RACE_STATEMENT_MS)
                     )
                 return
             with lock:
@@ -991,7 +994,7 @@ def _execute(
                     except psycopg.Error as exc:
                         lost = _lost(conns[holder], exc)
                         (gone if lost else errors).append(
-                            lost or explain_pg_error(exc, "your statement")
+                            lost or explain_pg_error(exc, "your statement", RACE_STATEMENT_MS)
                         )
                     else:
                         with lock:
@@ -1053,7 +1056,7 @@ def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage
                     break
             return done
 
-        per_stage = LOCK_MS / 1000 + RACE_WAIT_S + 1
+        per_stage = max(LOCK_MS, RACE_STATEMENT_MS) / 1000 + RACE_WAIT_S + 1
         results = _walled(task, len(stages) * per_stage, "your statement")
     if results and results[-1]["gone"]:
         raise _connection_gone(dsn, "your statement", results[-1]["gone"])
