@@ -3,10 +3,13 @@
 Each check makes its own LOGIN roles (`make_learner`) and connects AS them, so the learner is
 the session user: `SET ROLE`, `set_config('role', ...)` and `SET SESSION AUTHORIZATION` cannot
 climb to the checker's superuser. The learner role has no attribute and no membership but, in
-the condition exercise, in the check's writer role (to see its writers' sessions); its
-settings (`ROLE_SETTINGS`) cap time, locks, temp files and sort memory, and `temp_file_limit`
-cannot be raised by it. Where the server runs on this machine and the checker may, each
-learner backend's address space is capped too (`bound_backend`, an OS limit on that process).
+the condition exercise, in the check's writer role (to see, and so to signal, its writers'
+sessions; it inherits their INSERT and UPDATE, which its READ ONLY queries cannot use; before
+PostgreSQL 16 it may also SET ROLE to it). Its settings (`ROLE_SETTINGS`) are defaults: a
+statement cannot disarm the time limits already running for it, nor raise `temp_file_limit`
+(superuser-only), but it could raise `work_mem`; so where the server runs on this machine and
+the checker may, each learner backend's address space is capped too (`bound_backend`, an OS
+limit on that process).
 `drop_learner` ends the roles' sessions and drops everything they own (large objects too)
 after every check. What stays unbounded: backend memory on a server on another machine (no
 PostgreSQL setting caps it), and disk written inside one statement's time limit by large
