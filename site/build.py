@@ -3,7 +3,8 @@
 1. Stage into OUT/src what the site shows, laid out as in the repository so every relative
    link resolves: the README (the front page), CONTRIBUTING, the docs pages and figures,
    notebooks/NN_*.ipynb, the exercise solution notebooks and their student copies (answers
-   blanked, as `make exercises` writes them; shown as a learner gets them, not executed).
+   blanked, as `make exercises` writes them; shown as a learner gets them, not executed). The
+   solutions are pages in no navigation, linked from the instructor page only.
 2. Execute the lessons and the solutions in place, a few kernels at a time; part three's share
    one PostgreSQL server (`labkit.pg.server()`, passed on as LABKIT_PG_DSN). Each widget's
    output becomes its first view, drawn from the widget state as its cell left it
@@ -42,7 +43,6 @@ PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
 )
 # The worked answers' section: last in the navigation, after the reference, and linked from no
 # page a learner works through (a student page says where the answers are but does not link).
-ANSWERS = "Answers (for instructors)"
 # The reference pages: these docs first, in this order, then any other docs/*.md by name.
 REFERENCE_DOCS = ("glossary", "instructor", "benchmarks", "figures")
 NUMBER = re.compile(r"^(?:ex)?(\d\d)_")
@@ -97,7 +97,8 @@ def stage(src: Path) -> list[Path]:
 
 
 def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -> str:
-    """The site's navigation: the learning path, the reference pages, then the answers."""
+    """The site's navigation: the learning path, then the reference pages. The worked answers
+    are in no navigation (orphan pages): only the instructor page links them."""
     placed = {n for _, numbers in PARTS for n in numbers}
     if set(lessons) - placed:
         raise BuildError(
@@ -120,7 +121,6 @@ def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -
     docs = sorted(p.stem for p in (src / "docs").glob("*.md"))
     docs = [d for d in REFERENCE_DOCS if d in docs] + [d for d in docs if d not in REFERENCE_DOCS]
     blocks.append(("Reference", ["run-it-yourself", *(f"docs/{d}" for d in docs), "CONTRIBUTING"]))
-    blocks.append((ANSWERS, [doc(p) for p in exercises.values()]))
     return "".join(
         f"\n\n```{{toctree}}\n:caption: {caption}\n:hidden:\n\n" + "\n".join(entries) + "\n```\n"
         for caption, entries in blocks
@@ -140,7 +140,7 @@ def _link_exercise_pairs(solutions: dict[int, Path], student_dir: Path) -> None:
                 student,
                 "Check each answer with `.check()`; when stuck, climb `.hint(1)` to "
                 "`.hint(3)` before `.solution()`. The worked answers are for "
-                f"instructors, in the last section of this site, '{ANSWERS}'.",
+                "instructors: the instructor page links them, and nothing a learner follows does.",
             ),
             (
                 solution,
@@ -150,6 +150,7 @@ def _link_exercise_pairs(solutions: dict[int, Path], student_dir: Path) -> None:
         ):
             nb = nbformat.read(path, as_version=4)
             if path == solution:
+                nb.metadata["orphan"] = True  # in no navigation: only the instructor page links it
                 first = nb.cells[0]
                 first.source = re.sub(r"^# Exercises\b", "# Solutions", first.source, count=1)
                 if not first.source.startswith("# Solutions"):

@@ -1,5 +1,6 @@
-"""The site's page list keeps the worked answers out of a learner's path (issue 23): they come
-last in the navigation, under their own caption, and no lesson or student page links to them.
+"""The site's page list keeps the worked answers out of a learner's path (issue 23): they are in
+no navigation (orphan pages), the instructor page links each of them, and no lesson or student
+page does.
 Checked on the staged sources, without executing or rendering anything, so it runs in the
 ordinary test loop."""
 
@@ -27,11 +28,13 @@ def test_answers_come_last_and_no_learner_page_links_to_them(tmp_path: Path) -> 
     src = tmp_path / "src"
     build.stage(src)
     trees = captions((src / "index.md").read_text(encoding="utf-8"))
-    assert [c for c, _ in trees][-2:] == ["Reference", build.ANSWERS]
-    answers = trees[-1][1]
-    assert answers and all(e.startswith("exercises/solutions/") for e in answers)
-    for caption, entries in trees[:-1]:
+    assert [c for c, _ in trees][-1] == "Reference"
+    for caption, entries in trees:
         assert not any(e.startswith("exercises/solutions/") for e in entries), caption
+    instructor = (src / "docs" / "instructor.md").read_text(encoding="utf-8")
+    for path in src.glob("exercises/solutions/*.ipynb"):
+        assert nbformat.read(path, as_version=4).metadata.get("orphan") is True, path.name
+        assert f"(../exercises/solutions/{path.name})" in instructor, path.name
     learner_pages = [*src.glob("notebooks/*.ipynb"), *src.glob("exercises/student/*.ipynb")]
     assert len(learner_pages) >= 12
     for path in learner_pages:
