@@ -224,47 +224,53 @@ def connect_as(dsn: str, learner: Learner | None, role: str | None = None, **kw:
 def bound_backend(conn: Any, learner: Learner) -> bool:
     """Cap the address space of `conn`'s server process at what it has now plus
     `BACKEND_MEMORY_BYTES` (an allocation past it is PostgreSQL's "out of memory" error).
-    Only on a local server, for a process whose working directory is the server's data
-    directory (so the pid is really that backend); True if the cap is in place."""
-    if learner.data_dir is None:
+    Only on a local Linux server (prlimit and /proc), for a process whose working directory is
+    the server's data directory (so the pid is really that backend); True if the cap is in
+    place. Elsewhere the role's own limits (work_mem, temp_file_limit, timeouts) still hold."""
+    if learner.data_dir is None or not sys.platform.startswith("linux"):
         return False
-    pid = conn.info.backend_pid
-    try:
-        if os.path.realpath(f"/proc/{pid}/cwd") != os.path.realpath(learner.data_dir):
-            return False
-        with open(f"/proc/{pid}/statm") as f:
-            pages = int(f.read().split()[0])
-        owner = os.stat(f"/proc/{pid}").st_uid
-    except (OSError, ValueError):
-        return False
-    cap = pages * os.sysconf("SC_PAGE_SIZE") + BACKEND_MEMORY_BYTES
-    return _prlimit_as(pid, owner, cap)
+    return _bound_linux_backend(conn.info.backend_pid, learner.data_dir)
 
 
-def _prlimit_as(pid: int, owner: int, cap: int) -> bool:
-    """Set RLIMIT_AS of process `pid` to `cap`. The kernel lets only the process's own user
-    do it (without CAP_SYS_RESOURCE), so root does it from a throwaway child that becomes
-    `owner` first; any other user only for its own processes."""
-    import resource
+if sys.platform.startswith("linux"):
 
-    if os.geteuid() == owner:
+    def _bound_linux_backend(pid: int, data_dir: str) -> bool:
+        """`bound_backend` for backend `pid` of the server in `data_dir`, on Linux."""
         try:
-            resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
-        except OSError:
+            if os.path.realpath(f"/proc/{pid}/cwd") != os.path.realpath(data_dir):
+                return False
+            with open(f"/proc/{pid}/statm") as f:
+                pages = int(f.read().split()[0])
+            owner = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError):
             return False
-        return True
-    if os.geteuid() != 0:
-        return False
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the forked child, which only exits
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(os.stat(f"/proc/{pid}").st_gid)
-            os.setuid(owner)
-            resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+        cap = pages * os.sysconf("SC_PAGE_SIZE") + BACKEND_MEMORY_BYTES
+        return _prlimit_as(pid, owner, cap)
+
+    def _prlimit_as(pid: int, owner: int, cap: int) -> bool:
+        """Set RLIMIT_AS of process `pid` to `cap`. The kernel lets only the process's own user
+        do it (without CAP_SYS_RESOURCE), so root does it from a throwaway child that becomes
+        `owner` first; any other user only for its own processes."""
+        import resource
+
+        if os.geteuid() == owner:
+            try:
+                resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
+            except OSError:
+                return False
+            return True
+        if os.geteuid() != 0:
+            return False
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the forked child, which only exits
+            code = 1
+            try:
+                os.setgroups([])
+                os.setgid(os.stat(f"/proc/{pid}").st_gid)
+                os.setuid(owner)
+                resource.prlimit(pid, resource.RLIMIT_AS, (cap, cap))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        return os.waitstatus_to_exitcode(status) == 0
