@@ -52,13 +52,18 @@ class Inbox:
 
     async def handle(self, request: web.Request) -> web.Response:
         """Check one answer and queue it; 400/410/413 with one line if refused."""
-        raw = await request.content.read(MAX_ANSWER_BYTES + 1)
+        raw = bytearray()
+        while len(raw) <= MAX_ANSWER_BYTES:  # read no more than one byte past the limit
+            chunk = await request.content.read(MAX_ANSWER_BYTES + 1 - len(raw))
+            if not chunk:
+                break
+            raw += chunk
         if self.closed:
             return self.refuse(410, "answer refused: the loop is closed; nothing was written")
         if len(raw) > MAX_ANSWER_BYTES:
             return self.refuse(413, f"answer refused: over the {MAX_ANSWER_BYTES} byte limit")
         try:
-            answer = parse_answer(raw)
+            answer = parse_answer(bytes(raw))
         except AnswerError as exc:
             return self.refuse(400, str(exc))
         self.events.put_nowait(("deliver", answer))

@@ -1,0 +1,235 @@
+"""labkit.remote: the planner service on loopback and the designs run against it for real.
+
+Latencies are milliseconds so each run takes about a second; faults are chosen so that what a
+test expects is certain: `inverted` and `retry_after_commit` strike every loop once at a
+seeded base (span 1: at version 1), `duplicate_rate=1.0` sends every answer twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import aiohttp
+import pytest
+
+import labkit.catalog.versions as catalog
+from labkit.db import connect
+from labkit.designs.simulator import COLUMNS, simulate
+from labkit.remote import PlannerUnreachable, run, serve, set_faults, status
+from labkit.remote.control import check_loopback, faults
+from labkit.remote.faults import FaultSwitch
+from labkit.remote.inbox import Inbox
+from labkit.remote.wire import MAX_ANSWER_BYTES, AnswerError, parse_answer
+
+ALL_FAULTS = ["inverted", "duplicate", "stale_body", "retry_after_commit", "stall"]
+KNOBS = {"latency": 0.02, "duplicate_rate": 1.0, "span": 1, "stall_time": 0.1}
+SAFE = [("ballot", 1), ("fenced", 3), ("cas", 1), ("pipelined", 3)]
+
+
+@pytest.fixture(scope="module")
+def faulty() -> str:
+    with serve(faults=ALL_FAULTS, seed=4, **KNOBS) as url:
+        yield url
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_answers_while_open_and_stops_on_exit_even_when_the_body_raises() -> None:
+    with pytest.raises(KeyError), serve() as url:
+        assert status(url)["requests"] == 0
+        raise KeyError("the notebook cell failed")
+    with pytest.raises(PlannerUnreachable, match=url):
+        status(url)
+
+
+def test_faults_are_switched_while_the_service_runs_and_refused_when_unknown() -> None:
+    with serve(faults=["duplicate"], seed=1) as url:
+        assert faults(url) == {"faults": ["duplicate"], "seed": 1}
+        assert set_faults(url, ["stall", "inverted"], seed=7) == {
+            "faults": ["inverted", "stall"],
+            "seed": 7,
+        }
+        with pytest.raises(ValueError, match="unknown fault"):
+            set_faults(url, ["gremlins"])
+        with pytest.raises(ValueError, match="loop fault"):
+            set_faults(url, ["crash"])
+        assert faults(url)["faults"] == ["inverted", "stall"]
+
+
+def test_the_fault_switch_is_seeded_and_strikes_each_loop_once() -> None:
+    a, b = FaultSwitch(["inverted", "stall"], seed=3), FaultSwitch(["inverted", "stall"], seed=3)
+    assert a.offsets == b.offsets
+    target = a.target("inverted", "x")
+    assert not a.take("inverted", target - 1, "x")
+    assert a.take("inverted", target, "x") and not a.take("inverted", target + 1, "x")
+    assert a.take("inverted", target, "y")  # another loop meets the fault too
+    a.arm(["inverted"], seed=3, heads={"x": 10})
+    assert a.target("inverted", "x") >= 11 and a.take("inverted", a.target("inverted", "x"), "x")
+
+
+@pytest.mark.parametrize(("design", "window"), SAFE)
+def test_safe_designs_never_fall_and_build_each_version_on_the_one_before(
+    faulty: str, tmp_path, design: str, window: int
+) -> None:
+    store = tmp_path / "store.db"
+    result = run(design, faulty, ticks=8, window=window, store=store, name=f"safe-{design}")
+    trace = result.trace
+    assert set(COLUMNS) | {"wall"} <= set(trace.columns)
+    struck = set(trace["fault"].dropna())
+    assert {"inverted", "duplicate"} <= struck  # the faults really hit this run
+    assert result.reader_falls == [] and result.reader_polls > 0
+    assert result.summary.rewinds == 0 and result.summary.overwrites == 0
+    assert result.summary.kept == result.summary.commits == 8
+    assert int(trace["committed"].fillna(False).astype(bool).sum()) == 8
+    if design != "cas":  # the ballot designs' store is the catalog log itself
+        conn = connect(store)
+        assert catalog.verify(conn) == 8  # contiguous, each version based on the one before
+        conn.close()
+
+
+@pytest.mark.parametrize("design", ["callback", "lww"])
+def test_unguarded_designs_show_falls_to_an_independent_reader(
+    faulty: str, tmp_path, design: str
+) -> None:
+    result = run(design, faulty, ticks=10, store=tmp_path / "store.db", name=f"bad-{design}")
+    assert result.reader_falls, "the reader process saw no fall"
+    assert all(f.after < f.before for f in result.reader_falls)
+    assert result.summary.rewinds >= 1
+
+
+def test_run_summary_has_the_simulators_fields(faulty: str) -> None:
+    real = run("ballot", faulty, ticks=3, name="fields").summary
+    simulated = simulate("ballot", ticks=3)
+    assert set(real.as_dict()) >= {
+        "commits",
+        "kept",
+        "rejects",
+        "throughput",
+        "latency_p50",
+        "latency_p95",
+        "wasted_per_commit",
+        "rewinds",
+    }
+    assert set(simulated.columns) <= set(run("cas", faulty, ticks=2, name="cols").trace.columns)
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (json.dumps({"request_id": "1"}).encode(), "'request_id' must be an integer"),
+        (json.dumps({"request_id": True, "ballot_id": 1}).encode(), "must be an integer"),
+        (
+            json.dumps(
+                {
+                    "request_id": 1,
+                    "ballot_id": 1,
+                    "observed_watermark": 0,
+                    "base_version": 0,
+                    "tools": "x",
+                }
+            ).encode(),
+            "'tools' must be a list",
+        ),
+        (
+            json.dumps(
+                {
+                    "request_id": 1,
+                    "ballot_id": 1,
+                    "observed_watermark": 0,
+                    "base_version": 0,
+                    "tools": [],
+                    "updated_at": "noon",
+                }
+            ).encode(),
+            "'updated_at'",
+        ),
+        (b'{"request_id": NaN}', "not JSON"),
+        (b"[" + b"0," * MAX_ANSWER_BYTES + b"0]", "limit"),
+    ],
+)
+def test_a_bad_answer_is_refused_in_one_line(raw: bytes, says: str) -> None:
+    with pytest.raises(AnswerError, match=says) as info:
+        parse_answer(raw)
+    assert "\n" not in str(info.value)
+
+
+def test_the_inbox_refuses_bad_answers_and_everything_after_the_loop_closed() -> None:
+    good = {
+        "request_id": 1,
+        "ballot_id": 1,
+        "observed_watermark": 0,
+        "base_version": 0,
+        "tools": ["a"],
+        "updated_at": 1.0,
+    }
+
+    async def scenario() -> tuple[list[int], list[tuple]]:
+        events: asyncio.Queue = asyncio.Queue()
+        inbox = Inbox(events)
+        url = await inbox.start()
+        codes = []
+        async with aiohttp.ClientSession() as session:
+            for body in (
+                b"{",
+                json.dumps({**good, "base_version": "0"}).encode(),
+                b"x" * (MAX_ANSWER_BYTES + 10),
+                json.dumps(good).encode(),
+            ):
+                async with session.post(url, data=body) as reply:
+                    codes.append(reply.status)
+            inbox.close()
+            async with session.post(url, data=json.dumps(good).encode()) as reply:
+                codes.append(reply.status)
+                assert "loop is closed" in await reply.text()
+        await inbox.stop()
+        return codes, [events.get_nowait() for _ in range(events.qsize())]
+
+    codes, events = asyncio.run(scenario())
+    assert codes == [400, 400, 413, 204, 410]
+    assert [e[0] for e in events] == ["refused", "refused", "refused", "deliver"]
+
+
+def test_an_answer_after_the_loop_closed_writes_nothing(tmp_path) -> None:
+    # a stall answer lands while the closed loop still listens (drain): refused, not applied
+    with serve(faults=["stall"], latency=0.01, span=1, stall_time=0.3) as url:
+        store = tmp_path / "store.db"
+        result = run("ballot", url, ticks=3, store=store, drain=0.6, name="closing")
+        assert any("loop is closed" in line for line in result.refused)
+        conn = connect(store)
+        assert catalog.verify(conn) == 3
+        conn.close()
+
+
+def test_an_unreachable_planner_is_one_line_naming_its_url() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(PlannerUnreachable) as info:
+        run("ballot", url, ticks=1, connect_timeout=0.5)
+    assert url in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["http://example.com:80", "https://127.0.0.1:5", "127.0.0.1:8"])
+def test_only_loopback_urls_are_called(url: str) -> None:
+    with pytest.raises(ValueError, match="loopback only"):
+        check_loopback(url)
+
+
+@pytest.mark.postgres
+def test_the_ballot_design_on_postgresql_never_falls(faulty: str, pg_dsn: str) -> None:
+    from psycopg.conninfo import make_conninfo
+
+    from labkit.pg import instance as pg
+
+    with pg.scratch_schema(pg_dsn, prefix="remote") as schema:
+        dsn = make_conninfo(pg_dsn, options=pg.search_path_option(schema))
+        result = run("ballot", faulty, ticks=5, dsn=dsn, name="pg-ballot")
+        assert result.reader_falls == [] and result.summary.kept == 5
+        with pg.connect(dsn) as conn:
+            assert catalog.verify(conn) == 5
