@@ -5,8 +5,8 @@ what to send and what an answer does; this driver sends each request to the serv
 HTTP, arms a real timer per request, and feeds the answers the service posts back (late,
 twice, stale) and the timers that fire into the design one at a time, on one asyncio loop.
 The safe designs write through `WatermarkLoop` on a SQLite file (or PostgreSQL with a DSN);
-the unguarded ones overwrite one head row (`labkit.remote.mirror`). A separate reader process
-(`labkit.remote.reader`) polls the store the whole time. The trace has the simulator's
+the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separate reader process
+(`labkit.catalog.head_watch`) polls the store the whole time. The trace has the simulator's
 columns (times in seconds since the start) plus `wall`; the summary is the simulator's
 (`labkit.designs.run_stats.summarize_rows`), so throughput is commits per second.
 
@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 import aiohttp
 import pandas as pd
 
-import labkit.remote.mirror as mirror
+import labkit.catalog.head_row as head_row
 from labkit import db
+from labkit.catalog.head_watch import Fall, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
@@ -37,7 +38,6 @@ from labkit.designs.run_stats import RunSummary, summarize_rows
 from labkit.designs.simulator import COLUMNS
 from labkit.remote.control import PlannerUnreachable, check_loopback, config
 from labkit.remote.inbox import Inbox
-from labkit.remote.reader import Fall, ReaderProcess
 from labkit.remote.wire import Answer, request_body
 
 TRACE_COLUMNS = [*COLUMNS, "wall"]
@@ -195,7 +195,7 @@ class _Driver:
 
     def publish(self) -> None:
         if self.mirror is not None:
-            mirror.publish(self.mirror, *self.d.read_head())
+            head_row.publish(self.mirror, *self.d.read_head())
 
     async def on_deliver(self, answer: Answer) -> None:
         req, resp = self.match(answer), answer.response
@@ -351,7 +351,7 @@ def run(
     def work(stop: threading.Event) -> RemoteRun:
         made, mirror_conn = _build(design, window, ticks, path, dsn)
         if mirror_conn is not None:
-            mirror.create(mirror_conn, *made.read_head())
+            head_row.create(mirror_conn, *made.read_head())
         kind = "catalog" if isinstance(made, BallotDesign) else "mirror"
         reader = ReaderProcess(kind, path, dsn=dsn, poll=poll)
         driver = _Driver(

@@ -1,8 +1,10 @@
-"""The independent reader: a separate process that polls a store's head for the whole run and
-records every fall (a head lower than the one it read just before).
+"""An independent reader in a process of its own: it polls a store's head for as long as it
+runs and records every fall (a head lower than the one it read just before). `labkit.remote`
+runs one beside each loop; it lives here, light to import, so it starts in a blink.
 
-Run as ``python -m labkit.remote.reader KIND TARGET POLL_S``: KIND is ``catalog`` (a safe
-design's catalog log) or ``mirror`` (an unguarded design's head row), TARGET a SQLite file, or
+Run as ``python -m labkit.catalog.head_watch KIND TARGET POLL_S``: KIND is ``catalog`` (a safe
+design's catalog log) or ``mirror`` (an unguarded design's head row, `labkit.catalog.head_row`),
+TARGET a SQLite file, or
 ``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
 command line). It prints ``ready``, then one JSON line ``[wall, before, after]`` per fall,
 and on end of input ``done POLLS``. `ReaderProcess` starts and stops it.
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import labkit.catalog.head_row as head_row
 import labkit.catalog.versions as catalog
-import labkit.remote.mirror as mirror
 from labkit.db import connect_readonly
 
 KINDS = ("catalog", "mirror")
@@ -50,7 +52,7 @@ def _open(target: str) -> Any:
 def watch(kind: str, target: str, poll: float) -> None:
     """The reader process's body: poll until stdin closes, printing each fall as it happens."""
     conn = _open(target)
-    head = catalog.head if kind == "catalog" else (lambda c: mirror.read(c)[0])
+    head = catalog.head if kind == "catalog" else (lambda c: head_row.read(c)[0])
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     previous, polls = head(conn), 0
@@ -81,7 +83,7 @@ class ReaderProcess:
             env[DSN_VARIABLE] = dsn
         target = "-" if dsn is not None else str(store)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labkit.remote.reader", kind, target, repr(poll)],
+            [sys.executable, "-m", "labkit.catalog.head_watch", kind, target, repr(poll)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
