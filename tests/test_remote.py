@@ -233,3 +233,23 @@ def test_the_ballot_design_on_postgresql_never_falls(faulty: str, pg_dsn: str) -
         assert result.reader_falls == [] and result.summary.kept == 5
         with pg.connect(dsn) as conn:
             assert catalog.verify(conn) == 5
+
+
+def test_the_service_draws_what_the_simulator_draws_for_the_same_seed(tmp_path) -> None:
+    """Same seed, same knobs: each request meets the same host, and a targeted fault strikes
+    the same base version, in the simulator and on the real service."""
+    ticks, seed = 8, 3
+    sim = simulate("ballot", ["stall"], seed, ticks=ticks, latency=1.0)
+    with serve(faults=["stall"], seed=seed, latency=0.01, span=ticks - 3) as url:
+        real = run("ballot", url, ticks=ticks, seed=seed, store=tmp_path / "s.db").trace
+
+    def sends(trace):
+        rows = trace[trace["event"] == "send"]
+        return rows.set_index("request_id")
+
+    sim_sends, real_sends = sends(sim), sends(real)
+    stalled = sim_sends[sim_sends["fault"] == "stall"]["base_version"].tolist()
+    assert stalled == real_sends[real_sends["fault"] == "stall"]["base_version"].tolist()
+    first = [r for r in sim_sends.index if r in real_sends.index][:4]
+    assert len(first) == 4
+    assert sim_sends.loc[first, "host"].tolist() == real_sends.loc[first, "host"].tolist()

@@ -163,6 +163,15 @@ class _Driver:
                 f"({type(exc).__name__})"
             ) from None
 
+    async def goodbye(self) -> None:
+        """Tell the service this loop is gone, so it stops trying to deliver to it (a killed
+        loop never says it: the service keeps its answers for a restart)."""
+        try:
+            async with self.session.delete(f"{self.url}/loops/{self.name}"):
+                pass
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            pass  # the service is gone too: nothing is owed any more
+
     async def send_all(self, reqs: list[Request]) -> None:
         """Send `reqs` at once (W hedged calls are W requests in flight), one timer each."""
         if not reqs:
@@ -251,12 +260,14 @@ class _Driver:
                 await asyncio.sleep(self.drain)
             for timer in self.timers:
                 timer.cancel()
+            await self.goodbye()
             await inbox.stop()
             await self.session.close()
         self.refused = inbox.refused
         return self.rows
 
     async def loop_until_done(self) -> None:
+        self.t0 = time.monotonic()  # the clock starts at the first send, as the simulator's
         if self.restart:
             self.row(self.now(), "restart", fault="crash")
         loop = asyncio.get_running_loop()

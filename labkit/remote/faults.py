@@ -32,19 +32,35 @@ def check_service_faults(faults: Collection[str]) -> tuple[str, ...]:
 class FaultSwitch:
     """The faults on, their targets and which of them already struck since the last switch."""
 
-    def __init__(self, faults: Collection[str] = (), seed: int = 0, span: int = 5) -> None:
-        if span < 1:
-            raise ValueError(f"span must be >= 1, got {span!r}")
+    def __init__(
+        self,
+        faults: Collection[str] = (),
+        seed: int = 0,
+        span: int = 5,
+        rng: random.Random | None = None,
+    ) -> None:
+        """`rng` draws the first targets (the service passes its `Random(seed)` after drawing
+        the hosts' skews, as the simulator does, so that with `span` = ticks - 3 both pick the
+        same targets); later switches draw from their own seeded generator."""
+        if isinstance(span, bool) or not isinstance(span, int) or span < 1:
+            raise ValueError(f"span must be an integer >= 1, got {span!r}")
         self.span = span
-        self.arm(faults, seed, heads={})
+        self.arms = 0
+        self.arm(faults, seed, heads={}, rng=rng)
 
-    def arm(self, faults: Collection[str], seed: int, heads: Mapping[str, int]) -> None:
+    def arm(
+        self,
+        faults: Collection[str],
+        seed: int,
+        heads: Mapping[str, int],
+        rng: random.Random | None = None,
+    ) -> None:
         """Switch to `faults`, each targeted one aimed within `span` versions above the head
         each loop has now (`heads`, by loop name)."""
         self.faults = frozenset(check_service_faults(faults))
         self.seed = seed
-        self.arms = getattr(self, "arms", -1) + 1
-        rng = random.Random(f"{seed}:faults:{self.arms}")
+        self.arms += 1
+        rng = rng or random.Random(f"{seed}:faults:{self.arms}")
         self.offsets = pick_targets(rng, self.faults, self.span + 3)
         self.origins = dict(heads)
         self.hit: set[tuple[str, str]] = set()

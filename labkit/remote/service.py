@@ -2,7 +2,8 @@
 late, out of order and at least once, with the simulator's latency draw and fault classes.
 
 Endpoints: `POST /loops/{name}` registers a loop's callback URL (a restarted loop registers
-again and is then owed what its dead predecessor was; a fresh one starts from nothing); `POST /plan` accepts a request (202,
+again and is then owed what its dead predecessor was; a fresh one starts from nothing) and
+`DELETE /loops/{name}` is a loop's goodbye (what it is still owed is dropped); `POST /plan` accepts a request (202,
 with the host and the fault it drew) and the answer is POSTed to the loop's callback when it
 is ready; `GET`/`PUT /faults` reads or switches the faults while running; `GET /config` the
 knobs; `GET /status` what happened so far.
@@ -49,6 +50,7 @@ class _Loop:
     cache a stale body is answered from)."""
 
     callback: str | None = None
+    closed: bool = False  # the loop said goodbye: what it is still owed is dropped
     seed: int = 0
     head: int = 0
     tools: dict[int, tuple[Any, ...]] = field(default_factory=dict)
@@ -77,12 +79,12 @@ class Planner:
         self,
         cfg: PlannerConfig,
         switch: FaultSwitch,
-        seed: int,
+        skews: list[float],
         retry_every: float,
         redeliver_for: float,
     ) -> None:
         self.cfg, self.switch = cfg, switch
-        self.skews = host_skews(random.Random(seed), cfg.hosts, cfg.clock_skew)
+        self.skews = skews
         self.fast_host = max(range(cfg.hosts), key=self.skews.__getitem__)
         self.retry_every, self.redeliver_for = retry_every, redeliver_for
         self.loops: dict[str, _Loop] = {}
@@ -162,6 +164,9 @@ class Planner:
         await asyncio.sleep(delay)
         give_up = time.monotonic() + self.redeliver_for
         while True:
+            if self.loops[name].closed:
+                self.counts["dropped"] += 1
+                return
             status = await self.post(self.loops[name].callback, body)
             if status is not None and 200 <= status < 300:
                 self.counts["delivered"] += 1
@@ -235,7 +240,14 @@ def _app(planner: Planner) -> web.Application:
             planner.loops.pop(name, None)
             planner.switch.forget(name)
         loop = planner.loops.setdefault(name, _Loop())
-        loop.callback, loop.seed = callback, seed
+        loop.callback, loop.seed, loop.closed = callback, seed, False
+        return web.Response(status=204)
+
+    @routes.delete("/loops/{name}")
+    async def goodbye(request: web.Request) -> web.Response:
+        loop = planner.loops.get(request.match_info["name"])
+        if loop is not None:
+            loop.callback, loop.closed = None, True
         return web.Response(status=204)
 
     @routes.post("/plan")
@@ -351,7 +363,10 @@ def serve(
     Times are seconds: `latency` is the mean of the simulator's lognormal draw (shape `sigma`),
     `clock_skew` each host's clock offset bound (default half a latency, as the simulator's
     0.5 units), `stall_time` the extra delay of `stall` (default 8 latencies). `faults` are the
-    simulator's classes but `crash`; `seed` draws the hosts' skews and the fault targets. The
+    simulator's classes but `crash`; `seed` draws the hosts' skews and the fault targets, each
+    within `span` versions of the start (with `span` = ticks - 3 and a `run` of the same seed,
+    the very targets, hosts and latencies `simulate` draws). An undelivered answer is tried
+    again every `retry_every` seconds (default a latency) for `redeliver_for` seconds. The
     server stops when the block ends, by an error or an interrupt too.
     """
     cfg = PlannerConfig(
@@ -362,9 +377,11 @@ def serve(
         clock_skew=0.5 * latency if clock_skew is None else clock_skew,
         stall_time=stall_time,
     )
-    switch = FaultSwitch(faults, seed, span)
+    rng = random.Random(seed)  # skews, then the first targets: the simulator's order
+    skews = host_skews(rng, cfg.hosts, cfg.clock_skew)
+    switch = FaultSwitch(faults, seed, span, rng=rng)
     every = latency if retry_every is None else retry_every
-    server = _ServerThread(Planner(cfg, switch, seed, every, redeliver_for))
+    server = _ServerThread(Planner(cfg, switch, skews, every, redeliver_for))
     url = server.start_serving()
     try:
         yield url
