@@ -18,7 +18,7 @@ import pandas as pd
 import labkit.designs.simulator as simulator
 from labkit.designs.registry import ALL_DESIGNS
 from labkit.designs.run_stats import RunSummary
-from labkit.remote.driver import run
+from labkit.remote.driver import RemoteRun, run
 from labkit.remote.service import serve
 
 # (metric, how a simulated value becomes seconds: multiply by latency ** power)
@@ -43,8 +43,8 @@ def measure(
     ticks: int = 20,
     latency: float = 0.05,
     window: int = 3,
-) -> dict[tuple[str, int], tuple[RunSummary, RunSummary]]:
-    """(simulated, real) summaries per (design, seed). One service per seed (its seed draws
+) -> dict[tuple[str, int], tuple[RunSummary, RemoteRun]]:
+    """The simulated summary and the real run per (design, seed). One service per seed (its seed draws
     the skews and the targets), with `span` = ticks - 3 so both pick the same targets."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="labkit-compare-") as tmp:
@@ -62,15 +62,15 @@ def measure(
                         store=store,
                         name=f"compare-{design}-{seed}",
                     )
-                    out[(design, seed)] = (sim.summary, real.summary)
+                    out[(design, seed)] = (sim.summary, real)
     return out
 
 
 def side_by_side(
-    pairs: dict[tuple[str, int], tuple[RunSummary, RunSummary]], latency: float
+    pairs: dict[tuple[str, int], tuple[RunSummary, RemoteRun]], latency: float
 ) -> pd.DataFrame:
     """One row per design: each metric simulated (in seconds) and real, averaged over seeds
-    (rewinds summed), and real / simulated."""
+    (rewinds summed), real / simulated, and the falls the real runs' reader processes saw."""
     rows = []
     for design in dict.fromkeys(d for d, _ in pairs):
         mine = [pair for (d, _), pair in pairs.items() if d == design]
@@ -78,9 +78,10 @@ def side_by_side(
         for metric, power in METRICS:
             combine = sum if metric == "rewinds" else _mean
             sim = combine([getattr(s, metric) * latency**power for s, _ in mine])
-            real = combine([getattr(r, metric) for _, r in mine])
+            real = combine([getattr(r.summary, metric) for _, r in mine])
             row[f"{metric} sim"] = round(sim, 4)
             row[f"{metric} real"] = round(real, 4)
             row[f"{metric} real/sim"] = round(real / sim, 2) if sim else None
+        row["reader_falls real"] = sum(len(r.reader_falls) for _, r in mine)
         rows.append(row)
     return pd.DataFrame(rows)
