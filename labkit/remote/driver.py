@@ -63,24 +63,16 @@ class RemoteRun:
 def _build(
     name: str, window: int, ticks: int, store: Path | None, dsn: str | None
 ) -> tuple[Design, Any]:
-    """The design and the connection other processes read it through (None: the design's own)."""
+    """The design, and for an unguarded one the connection its head row is written through."""
+    conn = None
     if dsn is not None:
         from labkit.pg.instance import connect
 
         conn = connect(dsn, autocommit=True)
-        if name in ("callback", "lww", "cas"):
-            return make_design(name, ticks=ticks), conn
-        if name == "pipelined":
-            from labkit.designs.pipelined import PipelinedDesign
-
-            return PipelinedDesign(conn, window=window, ticks=ticks), None
-        if name == "fenced" and window < 2:
-            raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
-        return BallotDesign(conn, window=1 if name == "ballot" else window, ticks=ticks), None
-    design = make_design(name, window=window, ticks=ticks, path=store)
+    design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
     if isinstance(design, BallotDesign):
         return design, None
-    return design, db.connect(store)
+    return design, conn if conn is not None else db.connect(store)
 
 
 def _close(design: Design, mirror_conn: Any) -> None:
