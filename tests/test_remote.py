@@ -253,3 +253,9 @@ def test_the_service_draws_what_the_simulator_draws_for_the_same_seed(tmp_path) 
     first = [r for r in sim_sends.index if r in real_sends.index][:4]
     assert len(first) == 4
     assert sim_sends.loc[first, "host"].tolist() == real_sends.loc[first, "host"].tolist()
+
+
+@pytest.mark.parametrize("name", ["a/b", "", "x" * 101, "sp ace"])
+def test_a_loop_name_that_is_no_url_segment_is_refused_before_any_call(name: str) -> None:
+    with pytest.raises(ValueError, match="loop name"):
+        run("ballot", f"http://127.0.0.1:{_free_port()}", ticks=1, name=name)

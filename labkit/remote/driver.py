@@ -17,6 +17,7 @@ answers to calls a dead process made are judged by them when the service redeliv
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import threading
 import time
@@ -42,6 +43,7 @@ from labkit.remote.wire import Answer, request_body
 
 TRACE_COLUMNS = [*COLUMNS, "wall"]
 T = TypeVar("T")
+LOOP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a path segment of the service's URLs
 BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused before any decision
 
 
@@ -339,6 +341,9 @@ def run(
     """
     check_design(design)
     url = check_loopback(url)
+    name = name or f"loop-{design}-{seed}"
+    if not isinstance(name, str) or not LOOP_NAME.fullmatch(name):
+        raise ValueError(f"loop name {name!r}: use letters, digits, '.', '_' or '-' (1-100)")
     if store is not None and dsn is not None:
         raise ValueError("run() takes a SQLite store or a PostgreSQL dsn, not both")
     knobs = config(url, timeout=connect_timeout)
@@ -361,7 +366,7 @@ def run(
             made,
             mirror_conn,
             url,
-            name=name or f"loop-{design}-{seed}",
+            name=name,
             seed=seed,
             timeout=knobs["timeout"] if timeout is None else timeout,
             deadline=deadline,
