@@ -259,3 +259,19 @@ def test_the_service_draws_what_the_simulator_draws_for_the_same_seed(tmp_path) 
 def test_a_loop_name_that_is_no_url_segment_is_refused_before_any_call(name: str) -> None:
     with pytest.raises(ValueError, match="loop name"):
         run("ballot", f"http://127.0.0.1:{_free_port()}", ticks=1, name=name)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "says"),
+    [
+        ({"ticks": 0}, "ticks"),
+        ({"ticks": 2.5}, "ticks"),
+        ({"window": 0}, "window"),
+        ({"deadline": 0}, "deadline"),
+        ({"timeout": -1}, "timeout"),
+    ],
+)
+def test_bad_run_knobs_are_refused_before_any_call(knobs: dict, says: str) -> None:
+    args = {"ticks": 1, **knobs}
+    with pytest.raises((TypeError, ValueError), match=says):
+        run("ballot", f"http://127.0.0.1:{_free_port()}", **args)

@@ -30,7 +30,7 @@ import aiohttp
 import pandas as pd
 
 import labkit.catalog.head_row as head_row
-from labkit import db
+from labkit import backend, db
 from labkit.catalog.head_watch import Fall, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
@@ -341,7 +341,17 @@ def run(
     """
     check_design(design)
     url = check_loopback(url)
-    name = name or f"loop-{design}-{seed}"
+    ticks = backend.int_arg(ticks, "run(): ticks", low=1)
+    window = backend.int_arg(window, "run(): window", low=1)
+    seed = backend.int_arg(seed, "run(): seed")
+    for knob, value in (
+        ("deadline", deadline),
+        ("connect_timeout", connect_timeout),
+        ("timeout", 1.0 if timeout is None else timeout),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"run(): {knob} must be a number > 0, got {value!r}")
+    name = f"loop-{design}-{seed}" if name is None else name
     if not isinstance(name, str) or not LOOP_NAME.fullmatch(name):
         raise ValueError(f"loop name {name!r}: use letters, digits, '.', '_' or '-' (1-100)")
     if store is not None and dsn is not None:

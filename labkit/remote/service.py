@@ -2,11 +2,11 @@
 late, out of order and at least once, with the simulator's latency draw and fault classes.
 
 Endpoints: `POST /loops/{name}` registers a loop's callback URL (a restarted loop registers
-again and is then owed what its dead predecessor was; a fresh one starts from nothing) and
-`DELETE /loops/{name}` is a loop's goodbye (what it is still owed is dropped); `POST /plan` accepts a request (202,
-with the host and the fault it drew) and the answer is POSTed to the loop's callback when it
-is ready; `GET`/`PUT /faults` reads or switches the faults while running; `GET /config` the
-knobs; `GET /status` what happened so far.
+again and is then owed what its dead predecessor was; a fresh one starts from nothing);
+`DELETE /loops/{name}` is a loop's goodbye (what it is still owed is dropped); `POST /plan`
+accepts a request (202, with the host and the fault it drew) and the answer is POSTed to the
+loop's callback when it is ready; `GET`/`PUT /faults` reads or switches the faults while
+running; `GET /config` the knobs; `GET /status` what happened so far.
 
 Delivery is at-least-once: an answer whose callback does not respond (the loop is down) is
 tried again every `retry_every` seconds for `redeliver_for` seconds, then dropped; a 4xx from
@@ -64,7 +64,7 @@ class _Loop:
 class _Held:
     """An answer the planner sits on until the loop's head reaches `until`."""
 
-    loop: str
+    loop: _Loop
     until: int
     req: Request
     resp: Response
@@ -110,30 +110,29 @@ class Planner:
         fault = "stale_body" if stale else None
         if self.switch.take("inverted", base, name):
             resp = respond(loop, req, None, stale=stale)  # type: ignore[arg-type]
-            self.held.append(_Held(name, resp.base_version + 2, req, resp, "inverted", rng))
+            self.held.append(_Held(loop, resp.base_version + 2, req, resp, "inverted", rng))
             fault = "inverted"
         else:
             stamp = time.time() + latency + self.skews[host]
             resp = respond(loop, req, stamp, stale=stale)  # type: ignore[arg-type]
             if self.switch.take("stall", base, name):
                 fault = "stall"
-                self.later(name, latency + self.cfg.stall_, req, resp, host, fault)
+                self.later(loop, latency + self.cfg.stall_, req, resp, host, fault)
             else:
-                self.later(name, latency, req, resp, host, fault)
+                self.later(loop, latency, req, resp, host, fault)
             if dup:
-                self.later(name, latency2, req, resp, host, "duplicate")
+                self.later(loop, latency2, req, resp, host, "duplicate")
             if self.switch.take("retry_after_commit", base, name):
                 fault = fault or "retry_after_commit"
                 self.held.append(
-                    _Held(name, resp.base_version + 2, req, resp, "retry_after_commit", rng)
+                    _Held(loop, resp.base_version + 2, req, resp, "retry_after_commit", rng)
                 )
-        self.release(name)
+        self.release(loop)
         return host, fault
 
-    def release(self, name: str) -> None:
-        """Send the held answers of loop `name` whose head has moved far enough."""
-        head = self.loops[name].head
-        ready = [h for h in self.held if h.loop == name and head >= h.until]
+    def release(self, loop: _Loop) -> None:
+        """Send the held answers of `loop` whose head has moved far enough."""
+        ready = [h for h in self.held if h.loop is loop and loop.head >= h.until]
         self.held = [h for h in self.held if h not in ready]
         for h in ready:
             delay = draw_latency(h.rng, self.cfg.latency, self.cfg.sigma)
@@ -141,33 +140,39 @@ class Planner:
             if h.fault == "inverted":  # finished late, stamped late by the fastest clock
                 host = self.fast_host
                 resp = dataclasses.replace(resp, updated_at=time.time() + delay + self.skews[host])
-            self.later(name, delay, h.req, resp, host, h.fault)
+            self.later(loop, delay, h.req, resp, host, h.fault)
+
+    def close(self, loop: _Loop) -> None:
+        """`loop` is gone for good: what it is still owed is dropped, held answers included."""
+        loop.callback, loop.closed = None, True
+        self.held = [h for h in self.held if h.loop is not loop]
 
     def later(
         self,
-        name: str,
+        loop: _Loop,
         delay: float,
         req: Request,
         resp: Response,
         host: int | None,
         fault: str | None,
     ) -> None:
-        """Deliver one answer to loop `name` after `delay` seconds (at least once)."""
+        """Deliver one answer to `loop` after `delay` seconds (at least once)."""
         task = asyncio.get_running_loop().create_task(
-            self.deliver(name, delay, answer_body(req.request_id, resp, host, fault))
+            self.deliver(loop, delay, answer_body(req.request_id, resp, host, fault))
         )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def deliver(self, name: str, delay: float, body: bytes) -> None:
-        """POST `body` to the loop's current callback; retry while it does not respond."""
+    async def deliver(self, loop: _Loop, delay: float, body: bytes) -> None:
+        """POST `body` to the loop's current callback (a restarted loop's, if it died and came
+        back); retry while it does not respond; drop it once the loop said goodbye."""
         await asyncio.sleep(delay)
         give_up = time.monotonic() + self.redeliver_for
         while True:
-            if self.loops[name].closed:
+            if loop.closed:
                 self.counts["dropped"] += 1
                 return
-            status = await self.post(self.loops[name].callback, body)
+            status = await self.post(loop.callback, body)
             if status is not None and 200 <= status < 300:
                 self.counts["delivered"] += 1
                 return
@@ -236,8 +241,8 @@ def _app(planner: Planner) -> web.Application:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise web.HTTPBadRequest(text=f"'seed' must be an integer, got {seed!r}")
         name = request.match_info["name"]
-        if body.get("fresh"):  # a new run under an old name starts from nothing
-            planner.loops.pop(name, None)
+        if body.get("fresh") and name in planner.loops:  # a new run under an old name
+            planner.close(planner.loops.pop(name))  # owes nothing of the old one's
             planner.switch.forget(name)
         loop = planner.loops.setdefault(name, _Loop())
         loop.callback, loop.seed, loop.closed = callback, seed, False
@@ -247,7 +252,7 @@ def _app(planner: Planner) -> web.Application:
     async def goodbye(request: web.Request) -> web.Response:
         loop = planner.loops.get(request.match_info["name"])
         if loop is not None:
-            loop.callback, loop.closed = None, True
+            planner.close(loop)
         return web.Response(status=204)
 
     @routes.post("/plan")
