@@ -7,9 +7,11 @@ seeded base (span 1: at version 1), `duplicate_rate=1.0` sends every answer twic
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import json
 import socket
+import threading
 
 import aiohttp
 import pytest
@@ -40,10 +42,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_answers_while_open_and_stops_on_exit_even_when_the_body_raises() -> None:
-    with pytest.raises(KeyError), serve() as url:
+@pytest.mark.parametrize("stop", [KeyError, KeyboardInterrupt])
+def test_serve_answers_while_open_and_stops_on_exit_even_when_the_body_raises(stop) -> None:
+    with pytest.raises(stop), serve() as url:
         assert status(url)["requests"] == 0
-        raise KeyError("the notebook cell failed")
+        raise stop("the notebook cell failed or was interrupted")
     with pytest.raises(PlannerUnreachable, match=url):
         status(url)
 
@@ -222,17 +225,43 @@ def test_only_loopback_urls_are_called(url: str) -> None:
 
 
 @pytest.mark.postgres
-def test_the_ballot_design_on_postgresql_never_falls(faulty: str, pg_dsn: str) -> None:
+@pytest.mark.parametrize("design", ["ballot", "callback"])
+def test_on_postgresql_the_ballot_never_falls_and_the_callback_does(
+    faulty: str, pg_dsn: str, design: str
+) -> None:
     from psycopg.conninfo import make_conninfo
 
     from labkit.pg import instance as pg
 
     with pg.scratch_schema(pg_dsn, prefix="remote") as schema:
         dsn = make_conninfo(pg_dsn, options=pg.search_path_option(schema))
-        result = run("ballot", faulty, ticks=5, dsn=dsn, name="pg-ballot")
-        assert result.reader_falls == [] and result.summary.kept == 5
+        result = run(design, faulty, ticks=10, dsn=dsn, name=f"pg-{design}")
+        if design == "callback":
+            assert result.reader_falls, "the reader process saw no fall on PostgreSQL"
+            return
+        assert result.reader_falls == [] and result.summary.kept == 10
         with pg.connect(dsn) as conn:
-            assert catalog.verify(conn) == 5
+            assert catalog.verify(conn) == 10
+
+
+def test_an_interrupted_run_stops_cleanly_and_keeps_its_commits(tmp_path) -> None:
+    """Ctrl-C in the caller's thread while the loop runs: the loop stops at once (a
+    `truncated` row would be its last) and what it committed stays, contiguous."""
+    store = tmp_path / "store.db"
+    with serve(latency=0.01) as url:
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run("ballot", url, ticks=10**6, store=store, name="interrupted")
+        finally:
+            timer.cancel()
+        assert status(url)["requests"] > 0
+    conn = connect(store)
+    try:
+        assert catalog.verify(conn) >= 1
+    finally:
+        conn.close()
 
 
 def test_the_service_draws_what_the_simulator_draws_for_the_same_seed(tmp_path) -> None:

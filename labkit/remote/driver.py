@@ -302,7 +302,8 @@ def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event) -> T
     worker = threading.Thread(target=body, name="labkit-remote-loop", daemon=True)
     worker.start()
     try:
-        worker.join()
+        while worker.is_alive():  # short waits, so an interrupt is handled at once
+            worker.join(0.1)
     except KeyboardInterrupt:
         stop.set()
         worker.join()
