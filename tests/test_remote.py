@@ -304,3 +304,29 @@ def test_bad_run_knobs_are_refused_before_any_call(knobs: dict, says: str) -> No
     args = {"ticks": 1, **knobs}
     with pytest.raises((TypeError, ValueError), match=says):
         run("ballot", f"http://127.0.0.1:{_free_port()}", **args)
+
+
+def test_a_fault_switched_on_mid_run_strikes_that_run(tmp_path) -> None:
+    """The service starts clean; after the loop's third commit the faults are switched on
+    from outside, and they strike the same run above the head it had then."""
+    switched: list[int] = []
+
+    def switch_after_three(row: dict) -> None:
+        if row["committed"] and not switched and row["head_version"] >= 3:
+            switched.append(int(row["head_version"]))
+            set_faults(url, ["inverted", "retry_after_commit"], seed=2)
+
+    with serve(latency=0.02, span=1) as url:
+        result = run(
+            "callback",
+            url,
+            ticks=12,
+            store=tmp_path / "s.db",
+            name="switched",
+            progress=switch_after_three,
+        )
+    sends = result.trace[result.trace["event"] == "send"]
+    struck = sends[sends["fault"].notna()]
+    assert switched and not struck.empty
+    assert (struck["base_version"] >= switched[0]).all()  # none before the switch
+    assert result.summary.rewinds >= 1
