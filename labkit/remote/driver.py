@@ -71,7 +71,12 @@ def _build(
         from labkit.pg.instance import connect
 
         conn = connect(dsn, autocommit=True)
-    design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
+    try:
+        design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
     if isinstance(design, BallotDesign):
         return design, None
     return design, conn if conn is not None else db.connect(store)
