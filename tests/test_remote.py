@@ -20,7 +20,7 @@ import labkit.catalog.versions as catalog
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS, simulate
 from labkit.remote import PlannerUnreachable, run, serve, set_faults, status
-from labkit.remote.control import check_loopback, faults
+from labkit.remote.control import call, check_loopback, faults
 from labkit.remote.faults import FaultSwitch
 from labkit.remote.inbox import Inbox
 from labkit.remote.wire import MAX_ANSWER_BYTES, AnswerError, parse_answer
@@ -63,6 +63,24 @@ def test_faults_are_switched_while_the_service_runs_and_refused_when_unknown() -
         with pytest.raises(ValueError, match="loop fault"):
             set_faults(url, ["crash"])
         assert faults(url)["faults"] == ["inverted", "stall"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "says"),
+    [
+        ("/loops/x", [1], "JSON object"),
+        ("/loops/x", {"callback": "http://example.com:80/answer"}, "loopback only"),
+        ("/loops/x", {"callback": "http://127.0.0.1:9/answer", "seed": "7"}, "'seed'"),
+        ("/plan", {"loop": "x", "request_id": "1"}, "'request_id' must be an integer"),
+        ("/plan", {"loop": "", "request_id": 1}, "'loop'"),
+    ],
+)
+def test_the_service_refuses_bad_requests_in_one_line(path: str, body, says: str) -> None:
+    with serve() as url:
+        with pytest.raises(ValueError, match=says) as info:
+            call(url, path, body, method="POST")
+        assert "\n" not in str(info.value)
+        assert status(url)["requests"] == 0
 
 
 def test_the_fault_switch_is_seeded_and_strikes_each_loop_once() -> None:

@@ -23,7 +23,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,11 +224,14 @@ def _app(planner: Planner) -> web.Application:
     """The HTTP face of `planner`; a bad body gets 400 and one line."""
     routes = web.RouteTableDef()
 
-    async def body_of(request: web.Request) -> Any:
+    async def body_of(request: web.Request) -> dict[str, Any]:
         try:
-            return await request.json()
+            body = await request.json()
         except ValueError:
             raise web.HTTPBadRequest(text="request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text="request body must be a JSON object")
+        return body
 
     @routes.post("/loops/{name}")
     async def register(request: web.Request) -> web.Response:
@@ -278,7 +281,7 @@ def _app(planner: Planner) -> web.Application:
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise ValueError(f"'seed' must be an integer, got {seed!r}")
             planner.switch.arm(body.get("faults", ()), seed, heads)
-        except (ValueError, AttributeError) as exc:
+        except ValueError as exc:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return await faults(request)
 
@@ -350,7 +353,7 @@ class _ServerThread(threading.Thread):
 
 @contextmanager
 def serve(
-    faults: Any = (),
+    faults: Collection[str] = (),
     seed: int = 0,
     hosts: int = 3,
     *,
