@@ -356,3 +356,24 @@ def test_a_fault_switched_on_mid_run_strikes_that_run(tmp_path) -> None:
     assert switched and not struck.empty
     assert (struck["base_version"] >= switched[0]).all()  # none before the switch
     assert result.summary.rewinds >= 1
+
+
+def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
+    import time
+
+    import labkit.catalog.head_row as head_row
+    from labkit.catalog.head_watch import ReaderProcess
+
+    store = tmp_path / "head.db"
+    conn = connect(store)
+    head_row.create(conn, 0, "h0")
+    reader = ReaderProcess("mirror", store, poll=0.001)
+    try:
+        for version in (1, 2, 5, 3, 4, 2):
+            head_row.publish(conn, version, f"h{version}")
+            time.sleep(0.2)  # far longer than a poll, so the reader sees each value
+    finally:
+        falls = reader.stop()
+        conn.close()
+    assert [(f.before, f.after) for f in falls] == [(5, 3), (4, 2)]
+    assert reader.polls > 0
