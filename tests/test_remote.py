@@ -173,6 +173,11 @@ def test_run_summary_has_the_simulators_fields(faulty: str) -> None:
             "'updated_at'",
         ),
         (b'{"request_id": NaN}', "not JSON"),
+        (
+            b'{"request_id": 1, "ballot_id": 1, "observed_watermark": 0, "base_version": 0,'
+            b' "tools": [1e400]}',
+            "cannot be stored",
+        ),
         (b"[" + b"0," * MAX_ANSWER_BYTES + b"0]", "limit"),
     ],
 )

@@ -208,7 +208,7 @@ class _Driver:
     async def on_deliver(self, answer: Answer) -> None:
         req, resp = self.match(answer), answer.response
         t = self.now()
-        decision = self.d.on_response(req, resp, t)
+        decision = self.d.on_response(req, resp, t)  # `parse_answer` let only storable ones in
         self.publish()
         self.row(
             t,

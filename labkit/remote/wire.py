@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.catalog.versions as catalog
 from labkit.catalog.loop import Response
 from labkit.designs.design import Request
 
@@ -108,6 +109,10 @@ def parse_answer(raw: bytes) -> Answer:
         tools = body.get("tools")
         if not isinstance(tools, list):
             raise ValueError(f"answer: 'tools' must be a list, got {type(tools).__name__}")
+        try:
+            catalog.tools_json(tools)  # the catalog's own rule for a storable body
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"answer: 'tools' cannot be stored ({exc})") from None
         stamp = body.get("updated_at")
         if stamp is not None and (
             isinstance(stamp, bool)
