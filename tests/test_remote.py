@@ -15,6 +15,8 @@ import threading
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import labkit.catalog.versions as catalog
 from labkit.db import connect
@@ -382,3 +384,42 @@ def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
         conn.close()
     assert [(f.before, f.after) for f in falls] == [(5, 3), (4, 2)]
     assert reader.polls > 0
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+_fields = (
+    "request_id",
+    "ballot_id",
+    "observed_watermark",
+    "base_version",
+    "tools",
+    "updated_at",
+    "base_hash",
+    "host",
+    "fault",
+)
+
+
+_shaped = st.fixed_dictionaries(
+    {k: st.integers(-(2**70), 2**70) for k in _fields[:4]},
+    optional={"tools": st.lists(_json, max_size=3) | _json, "updated_at": _json},
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.binary(max_size=64)
+    | st.dictionaries(st.sampled_from(_fields), _json).map(lambda d: json.dumps(d).encode())
+    | _shaped.map(lambda d: json.dumps(d).encode())
+)
+def test_any_bytes_are_an_answer_or_a_one_line_refusal(raw: bytes) -> None:
+    try:
+        answer = parse_answer(raw)
+    except AnswerError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert catalog.tools_hash(answer.response.tools)  # what it lets in, the store can hold
