@@ -20,6 +20,7 @@ NAMES = (
     "frontier_lookup",
     "trigger_poll",
     "widget_latency",
+    "widget_browser",
     "ballot_throughput",
     "explorers",
     "arrival_search",

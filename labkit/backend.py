@@ -33,8 +33,9 @@ class UnsupportedBackend(TypeError):
     """A function was handed a connection of a backend it does not support (one line)."""
 
 
-# A statement's tokens: string literals and quoted names pass through untouched, `?` and
-# `:name` are placeholders, a literal `%` must be doubled for psycopg.
+# A statement's tokens: string literals and quoted names keep their `?` and `:name`, `?` and
+# `:name` elsewhere are placeholders, and every `%` (in a literal too: psycopg reads the whole
+# text for placeholders, quotes or not) is doubled.
 _TOKENS = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|(\?)|(?<![:\w]):([A-Za-z_]\w*)|(%)""")
 
 
@@ -44,7 +45,7 @@ def _to_pyformat(sql: str) -> str:
 
     def one(m: re.Match[str]) -> str:
         if m.group(1):
-            return m.group(1)
+            return m.group(1).replace("%", "%%")
         if m.group(2):
             return "%s"
         if m.group(3):
@@ -122,11 +123,15 @@ def text_arg(value: Any, name: str, where: str, max_bytes: int = 1024) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{where}: {name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
-        raise ValueError(f"{where}: {name} contains a NUL character, which PostgreSQL text cannot hold")
+        raise ValueError(
+            f"{where}: {name} contains a NUL character, which PostgreSQL text cannot hold"
+        )
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ValueError(f"{where}: {name} contains a lone surrogate, not valid Unicode text") from None
+        raise ValueError(
+            f"{where}: {name} contains a lone surrogate, not valid Unicode text"
+        ) from None
     if size > max_bytes:
         raise ValueError(f"{where}: {name} is {size} bytes; at most {max_bytes}")
     return value

@@ -140,6 +140,29 @@ def pg_dsn() -> Iterator[str]:
         cm.__exit__(None, None, None)
 
 
+@pytest.fixture(scope="session")
+def quiet_pg_dsn(pg_dsn: str) -> Iterator[str]:
+    """A server no other test run shares, for checks that judge only while no transaction
+    outside them runs (part three's condition exercise): pg_dsn's own embedded server, or, where
+    LABKIT_PG_DSN names a shared one, a private embedded server (skipped if none can start)."""
+    from labkit.pg import instance as pg
+
+    if not os.environ.get(pg.ENV):
+        yield pg_dsn
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(pg.ENV)
+        cm = pg.server()
+        try:
+            dsn = cm.__enter__()
+        except pg.PgUnavailable as exc:
+            pytest.skip(f"{pg.ENV} names a shared server and no private one could start: {exc}")
+    try:
+        yield dsn
+    finally:
+        cm.__exit__(None, None, None)
+
+
 @pytest.fixture
 def pg_schema(pg_dsn: str) -> Iterator[str]:
     """A fresh schema on the session's server for one test, dropped afterwards."""

@@ -22,8 +22,12 @@ def test_a_sqlite_connection_gets_the_sqlite_dialect_and_statements_unchanged() 
     [
         ("SELECT a FROM t WHERE k = ? AND i > ?", "SELECT a FROM t WHERE k = %s AND i > %s"),
         ("SELECT :key, :base, :key", "SELECT %(key)s, %(base)s, %(key)s"),
-        # literals and quoted names are left alone; a literal % is doubled for psycopg
-        ("SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'", "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'"),
+        # literals and quoted names keep their ? and :name; every % is doubled for psycopg,
+        # inside a literal too (psycopg reads the whole text for placeholders)
+        (
+            "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%'",
+            "SELECT '?', 'it''s :x', \"a?b\" WHERE s LIKE 'x%%'",
+        ),
         ("SELECT 5 % 2, x::bigint", "SELECT 5 %% 2, x::bigint"),
     ],
 )
@@ -52,3 +56,16 @@ def test_one_statement_runs_on_sqlite_through_the_dialect() -> None:
     d.executemany(conn, "INSERT INTO t (k) VALUES (?)", [("b",), ("c",)])
     assert new == 1
     assert d.execute(conn, "SELECT COUNT(*) FROM t WHERE k > :low", {"low": "a"}).fetchone() == (2,)
+
+
+@pytest.mark.postgres
+def test_a_literal_percent_runs_on_postgres_with_parameters(pg_dsn: str) -> None:
+    """psycopg reads placeholders in the whole text, quotes or not: an undoubled % inside a
+    literal was refused ("only '%s', '%b', '%t' are allowed as placeholders")."""
+    from labkit.pg import instance as pg
+
+    with pg.connect(pg_dsn) as conn:
+        row = backend.POSTGRES.execute(
+            conn, "SELECT 'answer 5' LIKE 'answer%', 7 % 2, CAST(:v AS int)", {"v": 3}
+        ).fetchone()
+    assert row == (True, 1, 3)

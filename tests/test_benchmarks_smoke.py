@@ -31,6 +31,8 @@ EXPECTED_ROWS = {
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
     "pg_ballots": 4,
+    # six controls pressed, and the typed schedule cold and warm
+    "widget_browser": 8,
     # six designs with every planner fault (smoke: no fault-free set), then one load row
     "remote_vs_sim": 6 + 1,
 }
@@ -45,6 +47,8 @@ def _run(name: str, out: Path):
     module = importlib.import_module(f"benchmarks.{name}")
     if name == "widget_latency" and not module.available():
         pytest.skip("the widget apps are not in labkit.widgets yet")
+    if name == "widget_browser" and not module.available():
+        pytest.skip("needs /usr/bin/chromium and Playwright (apt-get install -y chromium)")
     from labkit.pg.instance import PgUnavailable
 
     try:
@@ -55,9 +59,13 @@ def _run(name: str, out: Path):
         pytest.skip(f"no PostgreSQL server: {exc}")
 
 
-# The pg_* benchmarks start their own PostgreSQL server (labkit.pg.server).
+# The pg_* benchmarks start their own PostgreSQL server (labkit.pg.server); widget_browser
+# starts JupyterLab and Chromium and runs three notebooks (about a minute and a half).
+MARKS = {"widget_browser": [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]}
 SMOKE_RUNS = [
-    pytest.param(name, marks=[pytest.mark.postgres] if name.startswith("pg_") else [])
+    pytest.param(
+        name, marks=[pytest.mark.postgres] if name.startswith("pg_") else MARKS.get(name, [])
+    )
     for name in NAMES
 ]
 

@@ -24,7 +24,7 @@ from labkit.ballot import Response
 from labkit.catalog.loop import Outcome
 from labkit.designs.schedules import format_schedule, parse_step
 from labkit.exercises import ex1_frontier, ex2_ballots
-from labkit.exercises.kit import Exercise
+from labkit.exercises.kit import Exercise, word_choice
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ PREDICT = {"frontier": 3, "max_watermark": 5}
         ({"frontier": 1, "max_watermark": 5}, "counted a failed row as still open"),
         ({"frontier": 0, "max_watermark": 5}, "already delivered"),
         ({"frontier": 2, "max_watermark": 5}, "already delivered"),
-        ({"frontier": 4, "max_watermark": 5}, "stops one short of the first row"),
+        ({"frontier": 4, "max_watermark": 5}, "that row is still pending, so it can still change"),
         ({"frontier": 5, "max_watermark": 5}, "passes a row that is still pending"),
         ({"frontier": 6, "max_watermark": 6}, "passes a row that is still pending"),
         ({"frontier": 3, "max_watermark": 3}, "gap-free rule's answer again"),
@@ -254,19 +254,32 @@ def verdict_named(verdict: str, message: str) -> bool:
     return re.search(rf"\b{verdict}\b", message) is not None
 
 
+# Phrases that would settle a question for the learner, so give the decision away: "every
+# question passes" means commit, "no longer in flight" unknown_ballot, "no longer owns the
+# watermark" / "the head has moved to" stale_watermark, "but the head is" stale_base.
+SETTLES = (
+    "every question passes",
+    "no longer in flight",
+    "no longer owns",
+    "has moved to",
+    "but the head is",
+    "never reserved",
+)
+
+
 @pytest.mark.parametrize(
     ("label", "said", "cause"),
     [
-        ("A", "commit", "ballot 1 is no longer in flight (it committed version 1)"),
-        ("A", "stale_watermark", "no longer in flight"),
+        ("A", "commit", "re-check the first question for ballot 1: which ballots are in flight"),
+        ("A", "stale_watermark", "after ballot 1's commit of version 1?"),
         ("B", "stale_watermark", "ballot 3 still owns the watermark"),
-        ("B", "commit", "the body is based on version 0, but the head is 1"),
-        ("C", "stale_base", "which is the head: every question passes"),
+        ("B", "commit", "re-check the third question for ballot 3: its body is based on version 0"),
+        ("C", "stale_base", "re-check the third question for ballot 4"),
         ("C", "stale_watermark", "ballot 4 still owns the watermark"),
-        ("D", "stale_base", "ballot 2 observed watermark 0, but the head has moved to 2"),
-        ("D", "unknown_ballot", "ballot 2 is still in flight"),
-        ("E", "commit", "ballot 3 observed watermark 1, but the head has moved to 2"),
-        ("E", "unknown_ballot", "ballot 3 is still in flight"),
+        ("D", "stale_base", "re-check the second question for ballot 2"),
+        ("D", "unknown_ballot", "did one of them happen to ballot 2 before this response"),
+        ("E", "commit", "re-check the second question for ballot 3"),
+        ("E", "unknown_ballot", "re-check the first question for ballot 3"),
     ],
 )
 def test_verdicts_name_the_failed_question_not_the_verdict(
@@ -276,6 +289,27 @@ def test_verdicts_name_the_failed_question_not_the_verdict(
         exs.rejection_reasons_ex, {**VERDICTS, label: said}, f"response {label}", cause
     )
     assert not verdict_named(VERDICTS[label], message), message
+    assert not any(phrase in message for phrase in SETTLES), message
+
+
+@pytest.mark.parametrize(
+    ("ex", "right"), [("rejection_reasons_ex", "VERDICTS"), ("crash_verdicts_ex", "AFTER_RESTART")]
+)
+def test_no_wrong_verdict_is_told_a_phrase_that_settles_its_question(ex: str, right: str) -> None:
+    """The review's case: cycling blind through the four decisions reached a pass in 8-9
+    tries because the feedback said "every question passes" (commit), "no longer in flight"
+    (unknown_ballot) and so on. Every wrong decision for every label now points at the
+    question to re-check and settles none."""
+    answers = globals()[right]
+    for label, verdict in answers.items():
+        if label == "X":
+            continue
+        for said in ("commit", "unknown_ballot", "stale_watermark", "stale_base"):
+            if said == verdict:
+                continue
+            message = refused(getattr(exs, ex), {**answers, label: said}, f"response {label}")
+            assert not verdict_named(verdict, message), message
+            assert not any(phrase in message for phrase in SETTLES), message
 
 
 @pytest.mark.parametrize(
@@ -283,13 +317,13 @@ def test_verdicts_name_the_failed_question_not_the_verdict(
     [
         ({"X": 3}, "handed out before the crash"),
         ({"X": 1}, "a restart never reuses one"),
-        ({"X": 5}, "nothing was reserved between"),
+        ({"X": 5}, "X is too high: count the reservations since the first ballot"),
         ({"X": 0}, "start at 1"),
-        ({"A": "stale_watermark"}, "the restarted loop abandoned it"),
-        ({"B": "unknown_ballot"}, "ballot 3 is still in flight"),
+        ({"A": "stale_watermark"}, "in flight after the restart, when the new loop abandoned"),
+        ({"B": "unknown_ballot"}, "re-check the first question for ballot 3"),
         ({"B": "stale_watermark"}, "ballot 3 still owns the watermark"),
-        ({"C": "commit"}, "the head has moved to 2"),
-        ({"D": "commit"}, "it committed at B"),
+        ({"C": "commit"}, "re-check the second question for ballot 4"),
+        ({"D": "commit"}, "which ballots are in flight after response B?"),
     ],
 )
 def test_restart_names_the_cause_not_the_answer(change: dict[str, Any], cause: str) -> None:
@@ -297,8 +331,10 @@ def test_restart_names_the_cause_not_the_answer(change: dict[str, Any], cause: s
     (label,) = change
     if label == "X":
         assert not token(AFTER_RESTART["X"]).search(message), message
+        assert "between ballot" not in message, message  # "nothing reserved between 3 and X"
     else:
         assert not verdict_named(AFTER_RESTART[label], message), message
+        assert not any(phrase in message for phrase in SETTLES), message
 
 
 @pytest.mark.parametrize(
@@ -356,6 +392,10 @@ CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deli
         ("replay", "a late body is never applied"),
         ("reject, then replay", "both replays went out before any late answer landed"),
         ("Reject, then replay", "A replay is a new request for work still wanted"),
+        # a wrong decision in another word form keeps its diagnosis, not a format error
+        ("reject then replay", "both replays went out before any late answer landed"),
+        ("Rejected, then replayed.", "both replays went out before any late answer landed"),
+        ("replayed", "a late body is never applied"),
         ("compensate", "nothing to compensate"),
     ],
 )
@@ -364,6 +404,34 @@ def test_closing_decision_names_the_cause_not_the_decision(decision: str, cause:
     the ballot trace both replays come before any late answer is refused."""
     message = refused(exs.closing_question_ex, {"schedule": CLOSING, "decision": decision}, cause)
     assert not re.search(r"\breject\b", message, re.IGNORECASE), message
+
+
+def test_a_schedule_of_one_step_says_how_to_separate_steps() -> None:
+    message = refused(exs.lww_rewind_ex, "deliver 1", "is one step")
+    assert "';' (or ',' or a new line)" in message
+    assert "not a str of one step" not in message
+
+
+def test_the_same_label_twice_is_named() -> None:
+    refused(exs.rejection_reasons_ex, {**VERDICTS, "a": "unknown_ballot"}, "label A is given twice")
+
+
+@pytest.mark.parametrize(
+    ("value", "choices", "named"),
+    [
+        ("Rejected.", ("reject", "replay"), "reject"),
+        ("reject then replay", ("reject", "reject, then replay"), "reject, then replay"),
+        ("Stale-Watermark", ("commit", "stale_watermark"), "stale_watermark"),
+        ("COMMITTED", ("commit",), "commit"),
+        ("stale", ("stale_base", "stale_watermark"), None),
+        ("reject and replay", ("reject", "reject, then replay"), None),
+    ],
+)
+def test_one_reading_of_word_answers_everywhere(
+    value: str, choices: tuple[str, ...], named: str | None
+) -> None:
+    """Every word answer (ex04/06 decisions, ex05's closing decision) goes through one reader."""
+    assert word_choice(value, choices) == named
 
 
 # --- every correct form passes -------------------------------------------------------------
@@ -427,7 +495,12 @@ ALTERNATIVES: list[tuple[Exercise, Any]] = [
     ),
     (exs.rejection_reasons_ex, {**VERDICTS, "C": Outcome(4, True, None, 2)}),
     (exs.rejection_reasons_ex, {**VERDICTS, "A": Outcome(1, False, "unknown_ballot", 1)}),
+    (exs.rejection_reasons_ex, {k.lower(): v for k, v in VERDICTS.items()}),  # labels: any case
     (exs.crash_verdicts_ex, AFTER_RESTART),
+    (
+        exs.crash_verdicts_ex,
+        {" x": 4, **{k.lower(): v for k, v in AFTER_RESTART.items() if k != "X"}},
+    ),
     (exs.crash_verdicts_ex, {**AFTER_RESTART, "X": np.int64(4), "B": None}),
     (exs.crash_verdicts_ex, {**AFTER_RESTART, "X": pd.Series([4]).iloc[0], "B": "committed"}),
     (exs.apply_rule_ex, decide),
@@ -438,6 +511,10 @@ ALTERNATIVES: list[tuple[Exercise, Any]] = [
     (exs.closing_question_ex, {"schedule": CLOSING, "decision": "reject"}),
     (exs.closing_question_ex, (CLOSING, " Reject ")),
     (exs.closing_question_ex, {"schedule": "; ".join(CLOSING), "decision": "Reject."}),
+    (exs.closing_question_ex, {"schedule": ", ".join(CLOSING), "decision": "rejected"}),
+    (exs.closing_question_ex, {"schedule": "\n".join(CLOSING), "decision": "Rejects"}),
+    (exs.lww_rewind_ex, ", ".join(LWW)),
+    (exs.lww_rewind_ex, "\n".join(LWW) + "\n"),
     (
         exs.closing_question_ex,
         {

@@ -45,7 +45,7 @@ def test_hint_solution_and_html() -> None:
     assert str(EX.hint()) == str(EX.hint(1)) == "Hint: (1 of 2) a number"
     assert str(EX.hint(2)) == "Hint: (2 of 2) six times seven"
     assert "2 hints" in str(EX.hint(0)) and "2 hints" in str(EX.hint(True))
-    assert "2 hints" in str(EX.hint(3))
+    assert "2 hints" in str(EX.hint(3)) and "2 hints" in str(EX.hint(1.0))
     assert str(EX.solution()) == "Solution: (the answer) 42"
     html = Feedback("incorrect", "a <b> & c\nd")._repr_html_()
     assert "&lt;b&gt; &amp; c<br>d" in html and "#b22222" in html

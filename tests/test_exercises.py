@@ -3,6 +3,7 @@ shows a traceback; the solution notebooks check out and their student copies sta
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -289,7 +290,7 @@ def test_the_learners_own_errors_are_feedback_while_labkit_errors_are_not(monkey
         ({"frontier": 5, "max_watermark": 5}, "passes a row that is still pending"),
         (
             {"frontier": 4, "max_watermark": 5},
-            "id 4 is still pending: the frontier stops one short",
+            "that row is still pending, so it can still change; the frontier cannot include it",
         ),
         ({"frontier": 3, "max_watermark": 6}, "id 6 is pending: MAX(id) WHERE status='delivered'"),
         ({"frontier": 3, "max_watermark": 3}, "gap-free rule's answer again"),
@@ -369,7 +370,9 @@ def test_notebook_03_index_does_not_pass_the_variant() -> None:
         ([1, 2], "your ids cover MAX's first jump; after 'deliver #5' MAX coverage jumped to 5"),
         ({1, 2, 4}, "first 2 jumps; after 'deliver #7'"),
         ({6}, "after 'deliver #3' MAX coverage jumped to 3 while ids below it were still open"),
-        ({1, 2, 3, 4, 6}, "id 3 is not an orphan"),
+        ({1, 2, 3, 4, 6}, "id 3 is not an orphan"),  # the sole error: naming it is safe
+        ({1, 2, 3, 4, 5, 6, 7}, "some of your ids are not orphans"),
+        ({1, 2, 3}, "some of your ids are not orphans"),  # an extra id and missing ones
         ({1, 2, 4, 6, 9}, "there is no id 9"),
         (4, "set of ids"),
         (["1"], "not the text '1'"),
@@ -387,11 +390,12 @@ def test_max_orphans_messages(answer: Any, needle: str) -> None:
     [
         ({"B": "stale_watermark"}, "response B (ballot 3, observed watermark 1, base 0)"),
         ({"B": "stale_watermark"}, "ballot 3 still owns the watermark"),
-        ({"E": "commit"}, "ballot 3 observed watermark 1, but the head has moved to 2"),
-        ({"E": "unknown_ballot"}, "ballot 3 is still in flight"),
-        ({"A": None}, "ballot 1 is no longer in flight (it committed version 1)"),
-        ({"D": "stale_base"}, "observed watermark 0, but the head has moved to 2"),
-        ({"C": "stale_base"}, "which is the head: every question passes"),
+        ({"E": "commit"}, "re-check the second question for ballot 3"),
+        ({"E": "unknown_ballot"}, "re-check the first question for ballot 3"),
+        ({"A": None}, "which ballots are in flight after ballot 1's commit of version 1?"),
+        ({"D": "stale_base"}, "re-check the second question for ballot 2"),
+        ({"C": "stale_base"}, "re-check the third question for ballot 4"),
+        ({"C": "Stale-Base."}, "re-check the third question for ballot 4"),
         ({"C": "stale"}, "'stale' is not a decision"),
         ({"C": 1}, "not a int"),
     ],
@@ -412,11 +416,11 @@ def test_rejection_reasons_accept_none_for_commit() -> None:
     ("change", "needle"),
     [
         ({"X": 3}, "ballot 3 was handed out before the crash"),
-        ({"X": 5}, "nothing was reserved between ballot 3 and X"),
-        ({"A": "stale_watermark"}, "ballot 2 is no longer in flight (the restarted loop abandoned"),
+        ({"X": 5}, "X is too high: count the reservations since the first ballot, across"),
+        ({"A": "stale_watermark"}, "after the restart, when the new loop abandoned ballot 2?"),
         ({"B": "stale_watermark"}, "ballot 3 still owns the watermark: it observed 1"),
-        ({"C": "commit"}, "ballot 4 observed watermark 1, but the head has moved to 2"),
-        ({"D": "commit"}, "ballot 3 is no longer in flight (it committed at B)"),
+        ({"C": "commit"}, "re-check the second question for ballot 4"),
+        ({"D": "commit"}, "which ballots are in flight after response B?"),
         ({"X": True}, "True is a bool"),
         ({"X": "4"}, "not the text '4': drop the quotes"),
     ],
@@ -601,3 +605,76 @@ def test_student_copies_start_not_attempted(path: Path, tmp_path: Path) -> None:
     assert "BEGIN SOLUTION" not in text and "= ____  # your answer here" in text
     nb = execute_notebook(copy, timeout=CELL_TIMEOUT, cwd=tmp_path)
     assert_every_check_says(nb, BLANK, lesson_of(copy))
+
+
+def test_deleting_what_is_named_does_not_find_the_orphans() -> None:
+    """The review's case: start with every id and drop the one each message names; that found
+    the answer in 4 tries. With more than one wrong id no id is named, so the loop stalls."""
+    said = set(range(1, 8))
+    for _ in range(8):
+        fb = exs.max_orphans_ex.check(said)
+        if fb.passed:
+            break
+        named = re.search(r"id (\d+) is not an orphan", fb.message)
+        if not named:
+            break
+        said.discard(int(named.group(1)))
+    assert not fb.passed, fb
+    assert "some of your ids are not orphans" in fb.message
+
+
+def test_max_orphans_shape_example_holds_no_orphan() -> None:
+    example = re.search(r"shaped like (\{[\d, ]+\})", exs.max_orphans_ex.question)
+    assert example, exs.max_orphans_ex.question
+    assert not eval(example.group(1)) & {1, 2, 4, 6}  # noqa: S307 - our own literal
+    assert "{2, 9}" not in exs.max_orphans_ex.check("1, 2").message
+
+
+LAST_FINISHED = (
+    "SELECT COALESCE((SELECT MAX(c.id) FROM conversations c WHERE c.channel_key = :shard "
+    "AND c.id > :base AND NOT EXISTS (SELECT 1 FROM conversations o WHERE o.channel_key = :shard "
+    "AND o.id > :base AND o.id <= c.id AND o.status IN ('pending', 'leased', 'running', "
+    "'retrying'))), :base)"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "needle"),
+    [
+        (  # the last finished row of the shard, not the boundary below the first open row
+            LAST_FINISHED,
+            "ids of other shards in between count as passed",
+        ),
+        (FRONTIER_SQL.replace(":shard", "$shard"), "writes $shard; a parameter here is written"),
+        (FRONTIER_SQL.replace(":shard", "@shard"), "writes @shard"),
+        (FRONTIER_SQL.replace(":base", "0"), "never uses :base; use the parameter :base"),
+        (
+            FRONTIER_SQL.replace("channel_key = :shard", "channel_key = ':shard'", 1),
+            "':shard' in quotes: that is the text",
+        ),
+    ],
+)
+def test_frontier_sql_misdiagnoses_fixed(sql: str, needle: str) -> None:
+    fb = wrong(exs.frontier_sql_ex, sql, needle)
+    assert "every row between it and the shard's end is finished" not in fb.message
+    assert "instead of writing" not in fb.message
+
+
+@pytest.mark.parametrize(
+    ("sql", "in_list"),
+    [
+        (
+            "CREATE INDEX i ON conversations(tenant, channel_key, id)"
+            " WHERE status IN ('running', 'pending', 'retrying')",
+            True,
+        ),
+        (
+            "CREATE INDEX i ON conversations(tenant, channel_key, id)"
+            " WHERE status = 'pending' OR status = 'retrying' OR status = 'running'",
+            False,
+        ),
+    ],
+)
+def test_index_in_list_advice_only_for_an_in_list(sql: str, in_list: bool) -> None:
+    fb = wrong(exs.partial_index_ex, sql, "does not use i", "implies the index's")
+    assert ("for an IN list" in fb.message) is in_list, fb.message

@@ -1,14 +1,16 @@
-"""Embedded servers start from a copy of one initialised data directory (`instance._template`):
+"""Embedded servers start from a copy of one initialised data directory (`labkit.pg.template`):
 a copy is a server of its own, the template never changes, and a template that is not one this
-code finished, or that lost files since, is never trusted."""
+code finished, that others could change, or that lost files since is never trusted."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from labkit.pg import instance as pg
+from labkit.pg import template as pg_template
 
 pytestmark = pytest.mark.postgres
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def template_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "template"
-    monkeypatch.setattr(pg, "template_dir", lambda: where)
+    monkeypatch.setattr(pg_template, "template_dir", lambda: where)
     return where
 
 
@@ -37,7 +39,7 @@ def _count_rows(dsn: str) -> int:
 
 def test_copies_are_servers_of_their_own_and_the_template_never_changes(template_at: Path) -> None:
     with pg.server() as first:
-        assert (template_at / pg.TEMPLATE_MARK).is_file()
+        assert (template_at / pg_template.MARK).is_file()
         before = _listing(template_at)
         with pg.server() as second:
             assert first != second
@@ -45,23 +47,41 @@ def test_copies_are_servers_of_their_own_and_the_template_never_changes(template
             assert _count_rows(second) == 1  # the first server's table is not here
         assert _count_rows(first) == 2
     assert _listing(template_at) == before
+    if hasattr(os, "geteuid"):  # as root too, only this user owns it (not the server's user)
+        assert template_at.stat().st_uid == os.geteuid()
+        assert all(p.stat().st_uid == os.geteuid() for p in template_at.rglob("*"))
 
 
-def test_a_directory_without_the_mark_is_not_used(template_at: Path) -> None:
-    template_at.mkdir(mode=0o700)
-    (template_at / "PG_VERSION").write_text("planted\n")
+def test_a_directory_others_can_write_is_left_alone_and_not_used(template_at: Path) -> None:
+    template_at.mkdir()
+    (template_at / pg_template.MARK).write_text("planted\n")
+    template_at.chmod(0o777)
     with pg.server() as dsn:
         assert _count_rows(dsn) == 1
-    assert sorted(p.name for p in template_at.iterdir()) == ["PG_VERSION"]  # left as found
+    assert sorted(p.name for p in template_at.iterdir()) == [pg_template.MARK]  # as found
 
 
-def test_a_template_that_lost_files_is_replaced(template_at: Path) -> None:
+def test_one_of_ours_that_lost_its_mark_is_made_again(template_at: Path) -> None:
+    template_at.mkdir(mode=0o700)
+    (template_at / "PG_VERSION").write_text("half a template\n")
+    with pg.server() as dsn:
+        assert _count_rows(dsn) == 1
+    assert (template_at / pg_template.MARK).is_file()
+    assert (template_at / "global" / "pg_control").is_file()
+
+
+@pytest.mark.parametrize(
+    "lost", ["PG_VERSION", "base/5/1259"], ids=["fails to start", "starts, cannot serve"]
+)
+def test_a_template_that_lost_files_is_discarded_and_the_start_still_works(
+    template_at: Path, lost: str
+) -> None:
     with pg.server():
         pass
-    (template_at / "PG_VERSION").unlink()  # as a temp cleaner might
+    (template_at / lost).unlink()  # as a temp cleaner might
     with pg.server() as dsn:
         assert _count_rows(dsn) == 1
-    assert not template_at.exists() or (template_at / "PG_VERSION").is_file()
+    assert not template_at.exists()  # discarded; the next start makes a new one
 
 
 def test_a_template_owned_by_another_user_is_refused(
@@ -69,10 +89,6 @@ def test_a_template_owned_by_another_user_is_refused(
 ) -> None:
     with pg.server():
         pass
-    if not hasattr(pg.os, "geteuid"):
-        pytest.skip("no POSIX owners on this platform")
-    monkeypatch.setattr(pg.os, "geteuid", lambda: 4242)
-    import pwd
-
-    monkeypatch.setattr(pwd, "getpwnam", lambda name: (_ for _ in ()).throw(KeyError(name)))
-    assert pg._template(None) is None
+    assert pg_template.template(None) == template_at
+    monkeypatch.setattr(pg_template, "_my_ids", lambda: (4242, 4242))
+    assert pg_template.template(None) is None

@@ -56,3 +56,77 @@ def test_workbench_canvas_blit_redraws_changes() -> None:
     assert first != second
     b.undo()
     assert canvas.png(b.runs, b.steps, "ballot") == first
+
+
+SCHEDULE_14 = ("timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
+               "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9")
+
+
+def test_workbench_canvas_grown_in_place_draws_what_a_fresh_one_does() -> None:
+    b = ScheduleBuilder()
+    b.use_preset("inverted")
+    grown = WorkbenchCanvas(b.designs)
+    grown.png(b.runs, b.steps, "callback")
+    small = grown.fig.get_size_inches()[1]
+    b.load(SCHEDULE_14)  # more lanes than the figure has room for: it grows taller
+    after = grown.png(b.runs, b.steps, "callback")
+    fresh = WorkbenchCanvas(b.designs)
+    assert grown.fig.get_size_inches()[1] > small
+    assert after == fresh.png(b.runs, b.steps, "callback")
+    for focus in ("lww", "callback", "lww"):  # the focus names the lanes: a frame of its own
+        other = WorkbenchCanvas(b.designs)
+        assert grown.png(b.runs, b.steps, focus) == other.png(b.runs, b.steps, focus)
+
+
+def test_frame_cache_keeps_both_frames_of_a_control_moved_back_and_forth(traces, monkeypatch):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    full_draws = []
+    draw = FigureCanvasAgg.draw
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda self: full_draws.append(1) or draw(self))
+    canvas = FiveDesignsCanvas()
+    images = [canvas.png(traces, "lww", scale=s, at_least=(30.0 * s, 20.0)) for s in (1, 2)]
+    for _ in range(2):  # back and forth: both frames are kept, neither is drawn again
+        assert [canvas.png(traces, "lww", scale=s, at_least=(30.0 * s, 20.0)) for s in (1, 2)] == (
+            images
+        )
+    assert images[0] != images[1] and len(full_draws) == 2
+
+
+def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one(traces):
+    canvas = FiveDesignsCanvas()
+    small = canvas.png(traces, "ballot")
+    full = png_bytes(canvas.fig, dpi=80)
+    image = Image.open(io.BytesIO(small))
+    assert image.mode == "P" and len(small) < len(full) / 2
+    a, b = (np.asarray(Image.open(io.BytesIO(x)).convert("RGB"), dtype=int) for x in (small, full))
+    assert a.shape == b.shape
+    assert (np.abs(a - b).max(axis=2) > 16).mean() < 0.001
+
+
+def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypatch) -> None:
+    from matplotlib.text import Text
+
+    b = ScheduleBuilder()
+    b.load(SCHEDULE_14)
+    full = (dict(b.runs), list(b.steps))
+    b.undo()
+    shorter = (dict(b.runs), list(b.steps))
+    kept = WorkbenchCanvas(b.designs)
+    each_time = WorkbenchCanvas(b.designs)  # the same canvas, its texts drawn on every update
+    png = each_time._frames.png
+    monkeypatch.setattr(
+        each_time._frames,
+        "png",
+        lambda fig, animated, key, dpi, texts=(): png(fig, [*texts, *animated], key, dpi),
+    )
+    drawn: list[Text] = []
+    text_draw = Text.draw
+    monkeypatch.setattr(Text, "draw", lambda self, r: drawn.append(self) or text_draw(self, r))
+    texts_drawn = []
+    for runs, steps in (full, shorter, full, shorter):  # deliver, undo, redo, undo
+        drawn.clear()
+        image = kept.png(runs, steps, "lww")
+        texts_drawn.append(len([t for t in drawn if t in kept._texts and t.get_visible()]))
+        assert image == each_time.png(runs, steps, "lww")
+    assert texts_drawn[0] > texts_drawn[1] > 0 and texts_drawn[2:] == [0, 0]

@@ -76,6 +76,23 @@ def test_timeline_canvas_reuses_its_frame(seed_timeline) -> None:
     assert len([ln for ln in again.axes[0].get_lines() if ln.get_gid() == "frontier"]) == 1
 
 
+def test_timeline_marks_moved_in_place_draw_what_fresh_marks_do(seed_timeline) -> None:
+    """A widget's canvas moves new data into its marks; the picture is a fresh canvas's."""
+    other = run_scenario(scenario_from_order([5, 5, 1, 5, 5, 5], [3, 1, 2, 4, 5, 6]))
+    moved = pf.TimelineCanvas(live_text=False)
+    moved.render(seed_timeline, step=12)
+    marks = list(moved._marks)
+    for timeline, step in ((seed_timeline, 3), (seed_timeline, 8), (other, 4), (seed_timeline, 0)):
+        moved.render(timeline, step=step)
+        fresh = pf.TimelineCanvas(live_text=False)
+        fresh.render(timeline, step=step)
+        assert moved.png() == fresh.png(), (step, "moved marks draw another picture")
+    moved.render(seed_timeline, step=12)
+    again = list(moved._marks)
+    moved.render(seed_timeline, step=5)
+    assert moved._marks == again != marks  # the same artists, moved (a new frame made new ones)
+
+
 def test_timeline_rejects_unknown_shard(seed_timeline) -> None:
     with pytest.raises(ValueError, match="nope"):
         pf.timeline_figure(seed_timeline, shard="nope")

@@ -27,11 +27,11 @@ def _ids(answer: Any, what: str) -> set[int]:
     of Python ints."""
     if isinstance(answer, int | str) or not isinstance(answer, Iterable):
         raise Wrong(
-            f"give {what} as a set of ids, e.g. {{2, 9}} (or set() for none), "
+            f"give {what} as a set of ids, e.g. {{8, 9}} (or set() for none), "
             f"not a {type(answer).__name__}"
         )
     if isinstance(answer, Mapping):
-        raise Wrong(f"give {what} as a set of ids, e.g. {{2, 9}}, not a dict")
+        raise Wrong(f"give {what} as a set of ids, e.g. {{8, 9}}, not a dict")
     return {whole(item, f"each id in {what}") for item in answer}
 
 
@@ -168,7 +168,16 @@ def _explain_frontier_miss(rows: list[tuple[int, str]], base: int, got: Any, wan
             "it stayed at the base although every row above it is finished: when nothing above "
             "the base is open, the frontier moves up to the largest id there"
         )
-    return "your frontier stops early: every row between it and the shard's end is finished"
+    if got in {i for i, _ in rows} and want not in {i for i, _ in rows}:
+        return (
+            "it stops at the last finished row of this shard before the first open one. The "
+            "frontier is a boundary one below the first open row, not the last finished row of "
+            "the shard: ids of other shards in between count as passed"
+        )
+    return (
+        "your frontier stops early: the rows of this shard just above it are finished, so the "
+        "frontier passes them"
+    )
 
 
 def _check_frontier_sql(sql: Any) -> str:
@@ -178,9 +187,7 @@ def _check_frontier_sql(sql: Any) -> str:
         raise Wrong("the answer must be a single SELECT (or WITH ... SELECT) query")
     if "?" in code:
         raise Wrong("use the named parameters :shard and :base instead of ?")
-    for name in ("shard", "base"):
-        if not re.search(rf":{name}\b", code):
-            raise Wrong(f"the query never uses :{name}; bind it instead of writing values in")
+    sandbox.require_params(text, ("shard", "base"), "your query")
     conn, cases = _build_frontier_cases()
     results = sandbox.run_each(
         conn, sql, [{"shard": shard, "base": base} for shard, _, base in cases]
@@ -279,8 +286,8 @@ def _frontier_mistake(said: int, statuses: dict[int, str], want: int) -> str:
             statuses[i] not in fr.NON_TERMINAL for i in range(1, said)
         ):
             return (
-                f"id {said} is still {statuses[said]}: the frontier stops one short of the "
-                "first row that can still change"
+                f"that row is still {statuses[said]}, so it can still change; the frontier "
+                "cannot include it"
             )
         return (
             "your frontier passes a row that is still pending: look at the last step of the "
@@ -396,6 +403,9 @@ def _index_db() -> sqlite3.Connection:
     return conn
 
 
+INDEX_SQL_SQL = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?"
+
+
 def _indexes(conn: sqlite3.Connection) -> dict[str, bool]:
     """Index name -> partial? for the conversations table."""
     return {
@@ -419,10 +429,16 @@ def _check_partial_index(sql: Any) -> str:
     if f"INDEX {name} " not in plan + " ":
         extra = ""
         if partial:
+            made = conn.execute(INDEX_SQL_SQL, (name,)).fetchone()[0]
+            where = re.split(r"(?i)\bwhere\b", sandbox.code_only(made), maxsplit=1)[-1]
             extra = (
-                ". SQLite uses a partial index only when the query's WHERE implies the index's; "
-                "for an IN list that means the same values in the same order as the query's "
-                "('pending', 'retrying', 'running')"
+                ". SQLite uses a partial index only when the query's WHERE implies the index's"
+                + (
+                    "; for an IN list that means the same values in the same order as the "
+                    "query's ('pending', 'retrying', 'running')"
+                    if re.search(r"(?i)\bin\s*\(", where)
+                    else ": copy the query's status condition as it is written"
+                )
             )
         raise Wrong(f"SQLite does not use {name}: the plan is still {plan!r}{extra}")
     if not plan.startswith("SEARCH"):
@@ -517,13 +533,19 @@ def _check_max_orphans(answer: Any) -> str:
     if set(model["max"]["orphans"]) != want:
         raise RuntimeError(f"explorer and SQLite disagree on MAX's orphans: {model} vs {want}")
     missing, extra = sorted(want - said), sorted(said - want)
-    if extra:  # the learner's own ids first: naming them gives nothing away
-        i = extra[0]
-        if i not in ORDER_IDS:
-            raise Wrong(f"there is no id {i}; the shard holds ids 1..{len(ORDER_IDS)}")
+    if extra:
+        outside = [i for i in extra if i not in ORDER_IDS]
+        if outside:
+            raise Wrong(f"there is no id {outside[0]}; the shard holds ids 1..{len(ORDER_IDS)}")
+        if len(extra) == 1 and not missing:  # the sole error: naming it gives nothing away
+            raise Wrong(
+                f"id {extra[0]} is not an orphan: it was already delivered when MAX coverage "
+                "passed it, so a summary covered it"
+            )
         raise Wrong(
-            f"id {i} is not an orphan: it was already delivered when MAX coverage passed it, "
-            "so a summary covered it"
+            "some of your ids are not orphans: they were already delivered when MAX coverage "
+            "passed them, so a summary covered them. Look at when each id was delivered, "
+            "compared with the jump of MAX that passed it"
         )
     if missing:
         jumps = _max_jumps(timeline)
@@ -548,7 +570,7 @@ max_orphans_ex = Exercise(
         f"Seven rows in one shard, priorities {list(ORPHAN_PRIORITIES)} (ids 1..7). They finish "
         f"in the order {list(ORPHAN_ORDER)}, and after every finish the summarizer runs under "
         "the MAX rule (cover up to MAX(delivered)). Which ids end up orphans: delivered, yet in "
-        "no summary? Answer a set of ids, shaped like {2, 9} (other ids), or set() for none."
+        "no summary? Answer a set of ids, shaped like {8, 9} (other ids), or set() for none."
     ),
     checker=_check_max_orphans,
     hints=(

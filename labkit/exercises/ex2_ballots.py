@@ -19,7 +19,17 @@ from labkit.catalog.rule import REASONS
 from labkit.db import connect
 from labkit.designs.arrival_orders import ScheduleResult, run_schedule
 from labkit.designs.schedules import Kind, ScheduleError
-from labkit.exercises.kit import Call, Exercise, Wrong, learner_calls, listing, shown, whole
+from labkit.exercises.kit import (
+    Call,
+    Exercise,
+    Wrong,
+    by_label,
+    learner_calls,
+    listing,
+    shown,
+    whole,
+    word_choice,
+)
 
 COMMIT = "commit"
 
@@ -39,10 +49,8 @@ def _normalize_reason(value: Any, label: str) -> str:
             f"{label}: a decision is a string ('commit' or a reason) or None, not a "
             f"{type(value).__name__}"
         )
-    word = re.sub(r"[\s-]+", "_", value.strip().lower())
-    if word in ("commit", "committed", "commits"):
-        return COMMIT
-    if word in REASONS:
+    word = word_choice(value, (COMMIT, *REASONS))
+    if word is not None:
         return word
     raise Wrong(
         f"{label}: {shown(value)} is not a decision; use 'commit' (or None) or one of {list(REASONS)}"
@@ -56,6 +64,47 @@ def _inflight(loop: WatermarkLoop) -> dict[int, int]:
 
 # apply()'s questions in order; a decision is the first question a response fails.
 _RANK = {"unknown_ballot": 0, "stale_watermark": 1, "stale_base": 2, COMMIT: 3}
+
+
+_NTH = ("first", "second", "third")
+
+
+def _recheck(said: str, actual: str, resp: Response, past: dict) -> str:
+    """For a predicted verdict: which of apply()'s questions to re-check, as a question to ask
+    of the state; it answers neither that question nor the decision (`past`: ballot id -> the
+    event that may have ended its flight)."""
+    b = resp.ballot_id
+    question = min(_RANK[said], _RANK[actual])
+    if question == 1 and actual != "stale_watermark":
+        return (
+            f"ballot {b} still owns the watermark: it observed {resp.observed_watermark}, "
+            f"which is still the head, and the response echoes it. That question passes; look "
+            "at the next one"
+        )
+
+    if question == 0 and actual != "unknown_ballot":
+        ask = (
+            "which events take a ballot out of flight, and did one of them happen to ballot "
+            f"{b} before this response, a restart included? (A refusal does so only once the "
+            "head has passed the ballot's watermark.)"
+        )
+    elif question == 0:
+        ask = (
+            f"which ballots are in flight after {past[b]}?"
+            if b in past
+            else "which ballot ids have been reserved so far?"
+        )
+    elif question == 1:
+        ask = (
+            "which watermark did it observe, what is the head when this response arrives, "
+            "and what does the response echo?"
+        )
+    else:
+        ask = (
+            f"its body is based on version {resp.base_version}; what is the head when this "
+            "response arrives? Count the commits before it."
+        )
+    return f"re-check the {_NTH[question]} question for ballot {b}: {ask}"
 
 
 def _mistake(said: str, actual: str, resp: Response, head: int, inflight: dict, past: dict) -> str:
@@ -118,7 +167,7 @@ def _reject_loop(_: Path) -> tuple[WatermarkLoop, dict[int, str]]:
     loop.apply(Response(1, 0, 0, ("search",)))
     loop.reserve()
     loop.reserve()
-    return loop, {1: "it committed version 1"}
+    return loop, {1: "ballot 1's commit of version 1"}
 
 
 REJECT = VerdictScenario(
@@ -148,7 +197,10 @@ def _crash_loop(tmp: Path) -> tuple[WatermarkLoop, dict[int, str]]:
     conn.close()  # the process dies here; nothing of it survives but the file
     loop = WatermarkLoop(connect(path), window=3)
     loop.abandon(2)
-    return loop, {1: "it committed version 1", 2: "the restarted loop abandoned it"}
+    return loop, {
+        1: "ballot 1's commit of version 1",
+        2: "the restart, when the new loop abandoned ballot 2",
+    }
 
 
 CRASH = VerdictScenario(
@@ -180,8 +232,8 @@ def _new_ballot_mistake(key: str, said: Any, ballot_id: int) -> str:
         )
     if said > ballot_id:
         return (
-            f"{key}: the store's counter moves by one per reservation, and nothing was reserved "
-            f"between ballot {before} and {key}"
+            f"{key} is too high: count the reservations since the first ballot, across the "
+            "restart; the store's counter moves by one per reservation"
         )
     return f"{key}: ballot ids start at 1 and only grow"
 
@@ -192,6 +244,7 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
             f"give a dict from label to decision, shaped like {{'P': 'stale_base', 'Q': "
             f"'commit'}} (other labels), not a {type(answer).__name__}"
         )
+    answer = by_label(answer)
     keys = [*([scenario.new_ballot_key] if scenario.new_ballot_key else []), *scenario.responses]
     missing = [k for k in keys if k not in answer]
     if missing:
@@ -207,21 +260,17 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
                     raise Wrong(_new_ballot_mistake(key, said, ballot.ballot_id))
             for label, resp in scenario.responses.items():
                 said = _normalize_reason(answer[label], label)
-                head, inflight = loop.head_version(), _inflight(loop)
                 out = loop.apply(resp)
                 actual = COMMIT if out.committed else str(out.reason)
                 if said != actual:
-                    why = _mistake(said, actual, resp, head, inflight, past)
+                    why = _recheck(said, actual, resp, past)
                     raise Wrong(
                         f"response {label} (ballot {resp.ballot_id}, observed watermark "
                         f"{resp.observed_watermark}, base {resp.base_version}): not {said!r}: "
                         f"{why}"
                     )
                 if resp.ballot_id not in _inflight(loop):
-                    past.setdefault(
-                        resp.ballot_id,
-                        f"it committed at {label}" if out.committed else f"fenced out at {label}",
-                    )
+                    past.setdefault(resp.ballot_id, f"response {label}")
             head = loop.head_version()
         finally:
             loop.conn.close()
@@ -307,15 +356,18 @@ HOST_SKEWS: dict[int, float] = {rid: -10.0 for rid in range(1, 40, 2)}
 
 def _steps(answer: Any, what: str = "the schedule") -> list[str]:
     """A schedule as a list of step texts: a list or tuple of strings or `Step`s, or one string
-    with the steps separated by ';' as `format_schedule` prints them."""
-    if isinstance(answer, str) and ";" in answer:
-        answer = [step.strip() for step in answer.split(";") if step.strip()]
-    if isinstance(answer, str) or not isinstance(answer, Sequence):
+    with the steps separated by ';' as `format_schedule` prints them (',' or new lines too: no
+    step holds one)."""
+    if isinstance(answer, str) and re.search(r"[;,\n]", answer):
+        answer = [step.strip() for step in re.split(r"[;,\n]", answer) if step.strip()]
+    if isinstance(answer, str):
         raise Wrong(
-            f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], or as one "
-            f"string with ';' between the steps; not a {type(answer).__name__} of one step"
-            if isinstance(answer, str)
-            else f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
+            f"{what} {shown(answer)} is one step; give a list of steps, e.g. ['deliver 1', "
+            "'timeout', ...], or one string with ';' (or ',' or a new line) between the steps"
+        )
+    if not isinstance(answer, Sequence):
+        raise Wrong(
+            f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
             f"{type(answer).__name__}"
         )
     if not answer:
@@ -453,8 +505,8 @@ def _check_closing(answer: Any) -> str:
         raise Wrong(
             f"the decision is a string, one of {list(DECISIONS)}, not a {type(decision).__name__}"
         )
-    said = " ".join(decision.strip().strip(".!").lower().replace(",", ", ").split())
-    if said not in DECISIONS:
+    said = word_choice(decision, DECISIONS)
+    if said is None:
         raise Wrong(f"the decision must be one of {list(DECISIONS)}, not {shown(decision)}")
     if said == "compensate":
         raise Wrong(

@@ -9,13 +9,15 @@ against the statement `delivered_frontier` runs, both in one exported snapshot t
 transaction outside the check runs (else `ServerBusy`: on a shared server the check waits,
 then says it could not judge); the writes are raced on real connections.
 
-How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), on its own
-connections into a throwaway schema made for that check and dropped after it, with
-`statement_timeout` and `lock_timeout` set, one statement only (a query runs READ ONLY); as the
-role `labkit_learner` (no login; no rights but those granted on that schema's tables and
-reading the server's activity statistics) when the server's user is a superuser. The role
-guards against accidents, not a determined learner: a session whose user is a superuser may
-switch back (`SET ROLE` is open to it), and the learner's own kernel can run anything anyway.
+How learner SQL runs (`pg_query`, `race_write`): in a walled child (`walls`), as a prepared
+statement (so one command only), on its own connections into a throwaway schema made for that
+check, logged in as that check's own role (`pg_walls`: the learner is the session user, so it
+cannot `SET ROLE` back to the checker's superuser), behind limits it cannot lift from inside
+its statement (time, locks, temp files; on a server on this machine, memory); the roles, all they own and the schema are dropped after the check,
+whatever its outcome. A query runs READ ONLY; the condition check's queries share one time
+budget (`CHECK_MS`). Where the server's user is not a superuser the check makes no role and the
+learner's SQL runs as that user. Backend memory is capped only on a server on this machine;
+the learner's own kernel can run anything anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.exercises.pg_walls as pw
 import labkit.exercises.sandbox as sandbox
 import labkit.exercises.walls as walls
 import labkit.frontier.log as fr
@@ -38,13 +41,21 @@ import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
-from labkit.exercises.kit import Exercise, Wrong, listing, shown, whole
+from labkit.exercises.kit import Exercise, Wrong, by_label, listing, shown, whole
 
-ROLE = "labkit_learner"
-STATEMENT_MS = 2_000
-LOCK_MS = 3_000
-RACE_WAIT_S = 3.0
+STATEMENT_MS = pw.STATEMENT_MS
+LOCK_MS = pw.LOCK_MS
+# The held race's first writer holds its row at most RACE_WAIT_S; the others' statements wait
+# behind it, so their statement and lock time limits leave as much again to spare.
+RACE_WAIT_S = 2.0
+RACE_STATEMENT_MS = STATEMENT_MS + int(2 * RACE_WAIT_S * 1000)
+CHECK_MS = 6_000  # the condition check's queries together, over all its situations
 _server: dict[str, str] = {}
+
+
+class CheckFailed(RuntimeError):
+    """The check itself could not run (its process died, its own connection broke): not the
+    learner's doing; the message says what to do."""
 
 
 def use_server(dsn: str | None) -> None:
@@ -62,7 +73,6 @@ def server_dsn() -> str:
 
 # --- the walls around learner SQL on PostgreSQL ---------------------------------------------
 
-IS_SUPERUSER_SQL = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
 WAITING_SQL = (
     "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids) AND wait_event_type = 'Lock'"
 )
@@ -70,47 +80,45 @@ WAITING_SQL = (
 
 @contextmanager
 def learner_schema(
-    dsn: str, make: Callable[[Any], None], grant: tuple[str, ...]
-) -> Iterator[tuple[str, str | None]]:
-    """A throwaway schema whose tables `make(conn)` creates, with `grant` (e.g. ("select",)) on
-    them for the learner role: yields (schema, role, or None where the server's user may not
-    make roles). Dropped afterwards, with its tables and every grant on them."""
-    from psycopg import errors, sql
-
+    dsn: str,
+    make: Callable[[Any], None],
+    grant: tuple[str, ...],
+    update: dict[str, tuple[str, ...]] | None = None,
+    writers: bool = False,
+) -> Iterator[tuple[str, pw.Learner | None]]:
+    """A throwaway schema whose tables `make(conn)` creates, and this check's own roles
+    (`pg_walls.make_learner`: `grant` on its tables, UPDATE of the `update` columns, a writer
+    role if `writers`): yields (schema, learner, or None where the server's user is not a
+    superuser). The roles and all they own are dropped afterwards, then the schema."""
     with pg.scratch_schema(dsn, prefix="ex") as schema:
         with pg.connect(dsn, options=pg.search_path_option(schema)) as conn:
             make(conn)
             conn.commit()
             conn.autocommit = True
-            role = ROLE if conn.execute(IS_SUPERUSER_SQL).fetchone()[0] else None
-            if role:
-                try:
-                    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-                except (errors.DuplicateObject, errors.UniqueViolation):
-                    pass  # made by an earlier check (roles belong to the whole server)
-                # reading other sessions' activity is part of some answers (pg_stat_activity)
-                conn.execute(sql.SQL("GRANT pg_read_all_stats TO {}").format(sql.Identifier(role)))
-                names = sql.Identifier(schema), sql.Identifier(role)
-                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*names))
-                rights = sql.SQL(", ").join(sql.SQL(p.upper()) for p in grant)
-                conn.execute(
-                    sql.SQL("GRANT {} ON ALL TABLES IN SCHEMA {} TO {}").format(rights, *names)
-                )
-        yield schema, role  # dropping the schema drops its tables and every grant on them
+            learner = (
+                pw.make_learner(conn, schema, grant, update, writers)
+                if pw.may_make_roles(conn)
+                else None
+            )
+        try:
+            yield schema, learner
+        finally:
+            if learner is not None:
+                with pg.connect(dsn, autocommit=True, options="-c lock_timeout=10s") as conn:
+                    pw.drop_learner(conn, learner)
 
 
-def learner_options(schema: str, role: str | None, read_only: bool) -> str:
-    """The libpq options of a learner connection: its schema, its limits, its role."""
+def learner_options(schema: str, read_only: bool, statement_ms: int = STATEMENT_MS) -> str:
+    """The libpq options of a learner connection: its schema and its limits (the role's own
+    settings repeat them, for a server where the check could make no role)."""
     opts = [
         pg.search_path_option(schema),
-        f"-c statement_timeout={STATEMENT_MS}",
+        f"-c statement_timeout={statement_ms}",
         f"-c lock_timeout={LOCK_MS}",
         "-c idle_in_transaction_session_timeout=10000",
     ]
     if read_only:
         opts.append("-c default_transaction_read_only=on")
-    if role:
-        opts.append(f"-c role={role}")
     return " ".join(opts)
 
 
@@ -120,10 +128,11 @@ def learner_sql(
     starts: tuple[str, ...],
     names: tuple[str, ...],
     optional: tuple[str, ...] = (),
+    advice: Mapping[str, str] | None = None,
 ) -> str:
     """The learner's statement rendered for psycopg, after the checks every answer must pass:
-    a string, one statement, of the right kind, using every one of `names`, and no parameter
-    but those and the `optional` ones."""
+    a string, one statement, of the right kind, using every one of `names` (`advice`: where a
+    missing one goes), and no parameter but those and the `optional` ones."""
     text = sandbox.strip_sql(sql, what)
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
@@ -131,30 +140,40 @@ def learner_sql(
         raise Wrong(f"{what} must be one {kinds} statement; yours starts {shown(text[:20])}")
     if "?" in code or re.search(r"%s|%\(", code):
         raise Wrong(f"use the named parameters {listing(':' + n for n in names)}, not ? or %s")
-    for name in names:
-        if not re.search(rf"(?<![:\w]):{name}\b", code):
-            raise Wrong(f"{what} never uses :{name}; bind it instead of writing a value in")
+    sandbox.require_params(text, names, what, optional, advice)
+    known = tuple(dict.fromkeys(names + optional))
     for found in re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", code):
-        if found not in names + optional:
+        if found not in known:
             raise Wrong(
                 f"{what} uses :{found}, which the check does not bind; the parameters are "
-                f"{listing(':' + n for n in names + optional)}"
+                f"{listing(':' + n for n in known)}"
             )
     return POSTGRES.sql(text)
 
 
-def explain_pg_error(exc: Exception, what: str) -> str:
+def explain_pg_error(exc: Exception, what: str, statement_ms: int = STATEMENT_MS) -> str:
     """One line for the learner: which limit stopped `what`, or what PostgreSQL said."""
     import psycopg
 
     msg = " ".join(str(exc).split())
     msg = msg if len(msg) <= 300 else msg[:299] + "…"
     if isinstance(exc, psycopg.errors.QueryCanceled):
-        return f"{what} ran longer than {STATEMENT_MS / 1000:g} s, so PostgreSQL stopped it"
+        if statement_ms < STATEMENT_MS:
+            return (
+                f"{what} used up the {CHECK_MS / 1000:g} s all its runs in this check may take "
+                "together, so PostgreSQL stopped it"
+            )
+        return f"{what} ran longer than {statement_ms / 1000:g} s, so PostgreSQL stopped it"
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return f"{what} waited longer than {LOCK_MS / 1000:g} s for a lock, so it was stopped"
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return f"{what} may only read here: PostgreSQL refused a write ({msg})"
+    if isinstance(exc, psycopg.errors.OutOfMemory):
+        return f"{what} needed more memory than the check allows, so PostgreSQL stopped it"
+    if isinstance(exc, psycopg.errors.ConfigurationLimitExceeded):
+        return f"{what} wrote more temporary data than the check allows ({msg})"
+    if "multiple commands" in msg:
+        return f"{what} must be one statement; PostgreSQL found more than one ({msg})"
     if "could not determine data type of parameter" in msg:
         return (
             f"PostgreSQL could not tell the type of a parameter in {what} ({msg}): cast it, "
@@ -163,6 +182,54 @@ def explain_pg_error(exc: Exception, what: str) -> str:
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return f"{what} touched something the exercise does not open to it: {msg}"
     return f"PostgreSQL could not run {what}: {msg}"
+
+
+def _run_learner(conn: Any, sql: str, params: Mapping[str, Any]) -> Any:
+    """The learner's statement on `conn` as a prepared statement: PostgreSQL refuses more than
+    one command in one, whatever quoting hides a `;` from `learner_sql`'s look at the text."""
+    return conn.execute(sql, dict(params), prepare=True)
+
+
+def _lost(conn: Any, exc: Exception) -> str | None:
+    """If `exc` broke `conn` itself (the server or its session ended), say so in one line."""
+    if conn.broken or conn.closed:
+        return " ".join(str(exc).split())[:300] or type(exc).__name__
+    return None
+
+
+def _connection_gone(dsn: str, what: str, reason: str) -> Exception:
+    """What a connection lost mid-check means: the server is gone (`PgUnavailable`), or, if it
+    still answers, the learner's statement ended its own session (`Wrong`)."""
+    try:
+        pg.probe(dsn)
+    except pg.PgUnavailable as exc:
+        return pg.PgUnavailable(
+            f"PostgreSQL stopped answering during the check ({reason}); {exc}. Restart the "
+            f"kernel to start a fresh server (or check {pg.ENV}), then run the check again"
+        )
+    return Wrong(
+        f"the session {what} ran in was ended while it ran ({reason}); a statement that ends "
+        "sessions cannot be judged"
+    )
+
+
+def _walled(task: Callable[[], Any], seconds: float, what: str) -> Any:
+    """`walls.run_walled(task)`, where what stops the learner's statement is a `Wrong` and a
+    check process that dies without a cause of the learner's is `CheckFailed`."""
+    try:
+        return walls.run_walled(task, seconds=seconds)
+    except (walls.TimeLimit, walls.MemoryLimit) as exc:
+        raise Wrong(f"{what} {exc}") from None
+    except walls.Crashed as exc:
+        raise CheckFailed(
+            f"the check's own process {exc}, not because of {what}; run the check again"
+        ) from None
+    except walls.Raised as exc:
+        if exc.type_name in ("PgUnavailable", "LearnerLoginRefused"):
+            raise pg.PgUnavailable(exc.message) from None
+        raise CheckFailed(
+            f"the check failed on its own side ({exc}), not because of {what}; run it again"
+        ) from None
 
 
 def _plain(value: Any) -> list[Any]:
@@ -174,40 +241,45 @@ def _plain(value: Any) -> list[Any]:
 def pg_query(
     dsn: str,
     schema: str,
-    role: str | None,
+    learner: pw.Learner | None,
     sql: str,
     params: Mapping[str, Any],
     what: str,
     snapshot: str | None = None,
+    statement_ms: int = STATEMENT_MS,
 ) -> list[list[list[Any]]]:
-    """Run the learner's query once in a walled child, READ ONLY, in the exported `snapshot`
-    if one is named (so it sees exactly what the checker's own statement saw); at most two rows
-    back, each value as [type name, value]. Whatever stops it becomes a `Wrong` naming `what`."""
+    """Run the learner's query once in a walled child as the check's learner role, READ ONLY,
+    in the exported `snapshot` if one is named (so it sees exactly what the checker's own
+    statement saw); at most two rows back, each value as [type name, value]. What stops the
+    query becomes a `Wrong` naming `what`; a server or check that fails does not."""
 
-    def task() -> list[list[list[Any]]] | str:
+    def task() -> dict[str, Any]:
         import psycopg
         from psycopg import sql as pgsql
 
-        try:
-            with psycopg.connect(dsn, options=learner_options(schema, role, True)) as conn:
-                if snapshot is not None:
-                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                    conn.execute(
-                        pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot))
-                    )
-                rows = conn.execute(sql, dict(params)).fetchmany(2)
+        opts = learner_options(schema, True, statement_ms)
+        with pw.connect_as(dsn, learner, options=opts) as conn:
+            if snapshot is not None:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                conn.execute(
+                    pgsql.SQL("SET TRANSACTION SNAPSHOT {}").format(pgsql.Literal(snapshot))
+                )
+            try:
+                rows = _run_learner(conn, sql, params).fetchmany(2)
                 conn.rollback()
-        except psycopg.Error as exc:
-            return explain_pg_error(exc, what)
-        return [[_plain(v) for v in row] for row in rows]
+            except psycopg.Error as exc:
+                gone = _lost(conn, exc)
+                if gone:
+                    return {"gone": gone}
+                return {"wrong": explain_pg_error(exc, what, statement_ms)}
+        return {"rows": [[_plain(v) for v in row] for row in rows]}
 
-    try:
-        out = walls.run_walled(task, seconds=STATEMENT_MS / 1000 + 2)
-    except walls.Stopped as exc:
-        raise Wrong(f"{what} {exc}") from None
-    if isinstance(out, str):
-        raise Wrong(out)
-    return out
+    out = _walled(task, statement_ms / 1000 + 2, what)
+    if "gone" in out:
+        raise _connection_gone(dsn, what, out["gone"])
+    if "wrong" in out:
+        raise Wrong(out["wrong"])
+    return out["rows"]
 
 
 # --- lesson 07: predict from a written interleaving which rows Article 1's rule orphans -----
@@ -260,7 +332,7 @@ def _id_set(value: Any, label: str) -> set[int]:
         or isinstance(value, Mapping)
     ):
         raise Wrong(
-            f"{label}: give a set of row ids, e.g. {{4, 9}} (or set() for none); "
+            f"{label}: give a set of row ids, e.g. {{6, 9}} (or set() for none); "
             f"{shown(value)} is a {type(value).__name__}"
         )
     return {whole(item, f"{label}: each id") for item in value}
@@ -270,9 +342,9 @@ def _orphan_parts(answer: Any) -> dict[str, set[int]]:
     if not isinstance(answer, Mapping):
         raise Wrong(
             "give a dict from interleaving to the set of ids orphaned, e.g. "
-            f"{{'P': {{4, 9}}, 'Q': set()}}; yours is a {type(answer).__name__}"
+            f"{{'P': {{6, 9}}, 'Q': {{7}}}}; yours is a {type(answer).__name__}"
         )
-    keyed = {str(k).strip().upper(): v for k, v in answer.items()}
+    keyed = by_label(answer)
     missing = [k for k in SCRIPTS if k not in keyed]
     if missing:
         raise Wrong(f"give an entry for every interleaving; missing: {listing(missing)}")
@@ -310,8 +382,15 @@ def _check_orphans(answer: Any) -> str:
                 f"(one per insert, counting from 1); {listing(unknown)} never exists"
             )
         extra = sorted(said[label] - real)
-        if extra:
+        if len(extra) == 1 and said[label] == real | set(extra):  # the sole error: name it
             raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
+        if extra:
+            raise Wrong(
+                f"{label}: some of your ids are not orphans: each either ends in a summary "
+                "(committed and delivered before the summarize that passed it) or was never "
+                "passed by the checkpoint. For each id, find the summarize that first moved "
+                "the checkpoint past it and ask whether its writer had committed by then"
+            )
         if said[label] != real:
             raise Wrong(
                 f"{label}: your answer misses at least one orphaned id. Find each summarize "
@@ -319,11 +398,13 @@ def _check_orphans(answer: Any) -> str:
                 "the largest id the worker could see"
             )
         notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")
-        held = set(state.orphans["horizon"])
-        waits.append(f"{label} {listing(sorted(held)) if held else 'nothing'}")
+        held = sorted(state.orphans["horizon"])
+        if held:
+            waits.append(f"id {listing(held)} in {label}")
+    lost = " and ".join(waits) if waits else "no row in either"
     return (
-        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). The xmin horizon "
-        "wait, summarizing beside it, orphaned " + "; ".join(waits) + "."
+        "both match a real run on PostgreSQL (" + "; ".join(notes) + "). In the same runs the "
+        f"xmin horizon wait, which summarized alongside, orphaned {lost}."
     )
 
 
@@ -338,7 +419,7 @@ interleaving_ex = Exercise(
         f"Interleaving Q: {script_text(SCRIPTS['Q'])}. "
         "Which ids does Article 1's rule orphan (delivered, under its checkpoint, in no summary) "
         "in each? Answer a dict of two sets of whole numbers, shaped like "
-        "{'P': {4, 9}, 'Q': set()}."
+        "{'P': {6, 9}, 'Q': {7}} (other ids; set() for none)."
     ),
     checker=_check_orphans,
     hints=(
@@ -347,10 +428,10 @@ interleaving_ex = Exercise(
         "At a summarize, Article 1's rule takes one less than the smallest visible open id, else "
         "the largest visible id. An id is orphaned when that checkpoint passes it while its "
         "writer has not committed: when it appears later, the checkpoint never comes back.",
-        "In P, at step 7 the worker sees ids 2 and 3, both delivered, and nothing open, "
-        "while A still holds ids 1 and 4 unseen: the checkpoint jumps to the largest visible "
-        "id, passing whichever of A's ids lie below it. In Q, at step 6 both writers have "
-        "committed and id 1 is visible but still pending. So {'P': {____}, 'Q': ____}.",
+        "In P, at step 7 the worker sees B's ids, both delivered, and nothing open, while A "
+        "holds ids the worker cannot see: where does the checkpoint go, and which of A's ids "
+        "lie below it? In Q, at step 6: has A committed yet, and is every visible row "
+        "delivered? Then {'P': ____, 'Q': ____}.",
     ),
     solution_text=(
         "answer = {'P': {1}, 'Q': set()}. P: at step 7 the checkpoint jumps to 3 (the largest "
@@ -377,18 +458,26 @@ class Moment:
     label: str
     if_pass: str  # the mistake when the learner's condition passes here, wrongly
     if_hold: str  # the mistake when it holds back here, wrongly
+    own: bool = False  # :xact is taken by the asking transaction, which stays open
 
 
 class _Writers:
     """Writer connections into the check's schema, each a transaction the check opens and ends."""
 
-    def __init__(self, dsn: str, schema: str) -> None:
-        self.dsn, self.schema = dsn, schema
+    def __init__(self, dsn: str, schema: str, learner: pw.Learner | None = None) -> None:
+        self.dsn, self.schema, self.learner = dsn, schema, learner
         self.conns: dict[str, Any] = {}
 
     def conn(self, name: str) -> Any:
+        """Writer `name`'s connection, as the check's writer role (whose sessions the learner
+        may see) where the check made one."""
         if name not in self.conns:
-            self.conns[name] = pg.connect(self.dsn, options=pg.search_path_option(self.schema))
+            opts = pg.search_path_option(self.schema)
+            if self.learner is not None and self.learner.writer:
+                role = self.learner.writer
+                self.conns[name] = pw.connect_as(self.dsn, self.learner, role, options=opts)
+            else:
+                self.conns[name] = pg.connect(self.dsn, options=opts)
         return self.conns[name]
 
     def insert(self, name: str) -> int:
@@ -403,8 +492,19 @@ class _Writers:
         return {int(str(x)) for x in found if x is not None}
 
     def end_all(self) -> None:
+        """Roll every writer back; a session ended from outside stays ended (see `ended`)."""
+        import psycopg
+
         for conn in self.conns.values():
-            conn.rollback()
+            try:
+                conn.rollback()
+            except psycopg.OperationalError:
+                conn.close()
+
+    def ended(self) -> list[str]:
+        """The writers whose sessions were ended from outside (the learner's role may signal
+        them: it sees them in pg_stat_activity through its membership)."""
+        return [name for name, conn in self.conns.items() if conn.broken or conn.closed]
 
     def close(self) -> None:
         for conn in self.conns.values():
@@ -509,6 +609,21 @@ def _moments() -> list[tuple[Moment, Callable[[_Writers], None], Callable[[_Writ
             none,
         ),
         (Moment("nothing else is running", "", _NOTHING_OLDER.format(how="")), none, none),
+        (
+            Moment(
+                "the frontier asks inside the transaction that took :xact (delivered_frontier "
+                "called inside a caller's transaction), and nothing else is running",
+                "",
+                "your condition holds the frontier back although no transaction older than "
+                ":xact is running. Here the transaction asking is the one that took :xact: it "
+                "is still running while it asks, so the oldest transaction still running is "
+                ":xact itself, never younger; a frontier that waits for :xact's transaction to "
+                "end waits for ever, since that transaction is the one waiting",
+                own=True,
+            ),
+            none,
+            none,
+        ),
     ]
 
 
@@ -561,29 +676,54 @@ def _ask_in(
     after: Callable[[_Writers], None],
     dsn: str,
     schema: str,
-    role: str | None,
+    learner: pw.Learner | None,
     text: str,
     ref: Any,
     snap: Any,
+    deadline: float | None = None,
 ) -> tuple[bool, list[list[list[Any]]]]:
     """Set the moment's scene, then ask delivered_frontier's test and the learner's query in
     one snapshot. The scene is judged only when no transaction outside the check is running
     (on a shared server an older one would hold every moment back, a younger one would change
     what a wrong answer gets told); until then the check ends its own transactions, waits and
-    sets the scene again, so two checks never wait on each other."""
+    sets the scene again, so two checks never wait on each other. The query gets what is left
+    before `deadline` (time.monotonic()), at most STATEMENT_MS."""
+    import psycopg
+
     rng = random.Random(os.getpid())  # apart, two waiting checks retry at different moments
     for _ in range(QUIET_TRIES):
-        writers = _Writers(dsn, schema)
+        writers = _Writers(dsn, schema, learner)
         try:
             before(writers)
-            xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
-            after(writers)
-            shared = export_snapshot(snap)
+            if moment.own:  # as delivered_frontier in a caller's READ COMMITTED transaction
+                snap.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+                xact = str(snap.execute(TAKE_XACT_SQL).fetchone()[0])
+                after(writers)
+                shared = str(snap.execute(EXPORT_SNAPSHOT_SQL).fetchone()[0])
+            else:
+                xact = str(ref.execute(TAKE_XACT_SQL).fetchone()[0])
+                after(writers)
+                shared = export_snapshot(snap)
             running = {int(r[0]) for r in snap.execute(XIP_SQL).fetchall()}
             if not running - writers.xact_ids():
                 may = horizon_passed(snap, xact)
+                left = STATEMENT_MS
+                if deadline is not None:
+                    left = min(left, int((deadline - time.monotonic()) * 1000))
+                if left < 1:
+                    raise Wrong(
+                        f"your query used up the {CHECK_MS / 1000:g} s all its runs in this "
+                        "check may take together"
+                    )
                 params = {"xact": xact}
-                return may, pg_query(dsn, schema, role, text, params, "your query", shared)
+                rows = pg_query(dsn, schema, learner, text, params, "your query", shared, left)
+                writers.end_all()
+                if writers.ended():
+                    raise Wrong(
+                        "your query ended sessions the check had opened beside it (its "
+                        f"writers {listing(writers.ended())}); a condition only reads"
+                    )
+                return may, rows
         finally:
             snap.rollback()
             writers.end_all()
@@ -597,17 +737,21 @@ def _ask_in(
 
 
 def _check_condition(sql: Any) -> str:
-    text = learner_sql(sql, "your query", ("select", "with"), ("xact",))
+    advice = {"xact": "compare the transactions still running against :xact"}
+    text = learner_sql(sql, "your query", ("select", "with"), ("xact",), advice=advice)
     dsn = server_dsn()
     moments = _moments()
-    with learner_schema(dsn, fr.create_schema, ("select",)) as (schema, role):
+    with learner_schema(dsn, fr.create_schema, ("select",), writers=True) as (schema, learner):
         opts = pg.search_path_option(schema)
         with (
             pg.connect(dsn, autocommit=True, options=opts) as ref,
             pg.connect(dsn, options=opts) as snap,
         ):
+            deadline = time.monotonic() + CHECK_MS / 1000
             for moment, before, after in moments:
-                may, rows = _ask_in(moment, before, after, dsn, schema, role, text, ref, snap)
+                may, rows = _ask_in(
+                    moment, before, after, dsn, schema, learner, text, ref, snap, deadline
+                )
                 if len(rows) != 1 or len(rows[0]) != 1:
                     cols = len(rows[0]) if rows else 0
                     raise Wrong(
@@ -632,8 +776,9 @@ condition_ex = Exercise(
         "fresh transaction id, bound as the text parameter :xact (cast it: CAST(:xact AS xid8)). "
         "Write ONE SELECT returning one boolean: true when the frontier may now pass every id up "
         "to v (no transaction that could still commit one of them is alive), false while it "
-        "must wait. The check asks it in seven situations on a real server, writers open and "
-        "closed around :xact, and compares with delivered_frontier's own test. Answer a string "
+        "must wait. The check asks it in eight situations on a real server (writers open and "
+        "closed around :xact, and once inside the very transaction that took :xact) and "
+        "compares with delivered_frontier's own test. Answer a string "
         'of SQL, shaped like "SELECT now() > CAST(:start AS timestamptz)" (other functions, '
         "other parameter)."
     ),
@@ -694,6 +839,7 @@ class Race:
     state_sql: str  # every row: key, version, tools
     set_sql: str  # (version, tools, key)
     params: tuple[str, ...]
+    updatable: tuple[str, ...] = ("version", "tools")  # the columns a write may change
 
     def row(self, key: Any) -> str:
         return "the catalog" if len(self.keys) == 1 else f"tenant {key!r}"
@@ -764,6 +910,7 @@ class Stage:
     workers: tuple[str, ...]
     seen: int
     how: str
+    title: str  # how feedback names the trial: "the first trial (a current read)"
 
 
 def _stages(race: Race) -> list[Stage]:
@@ -773,11 +920,11 @@ def _stages(race: Race) -> list[Stage]:
     moved = tuple((k, v + 1 if k == first.key else v) for k in race.keys)
     everyone = tuple(w.name for w in race.workers)
     return [
-        Stage("current", fresh, (first.name,), v, "alone"),
-        Stage("stale", moved, (first.name,), v, "alone"),
-        Stage("held", fresh, everyone, v, "held"),
-        Stage("free", fresh, everyone, v, "free"),
-        Stage("free again", fresh, everyone, v, "free"),
+        Stage("current", fresh, (first.name,), v, "alone", "the first trial (a current read)"),
+        Stage("stale", moved, (first.name,), v, "alone", "the second trial (a stale read)"),
+        Stage("held", fresh, everyone, v, "held", "the third trial (a race, one writer first)"),
+        Stage("free", fresh, everyone, v, "free", "the fourth trial (a race, all at once)"),
+        Stage("free again", fresh, everyone, v, "free", "the fifth trial (a race, all at once)"),
     ]
 
 
@@ -786,36 +933,39 @@ def _start_tools(key: Any, version: int) -> str:
 
 
 def _execute(
-    dsn: str, race: Race, sql: str, schema: str, role: str | None, stage: Stage
+    dsn: str, race: Race, sql: str, schema: str, learner: pw.Learner | None, stage: Stage
 ) -> dict[str, Any]:
     """In the walled child: reset the table, run one stage, read the table back. Returns
-    {"error": str | None, "counts": {worker: rows}, "order": [workers, by commit],
-    "rows": {key: [version, tools]}}."""
+    {"error": str | None, "gone": str | None, "counts": {worker: rows}, "order": [workers, by
+    commit], "rows": {key: [version, tools]}}; "gone" says a learner connection broke."""
     import psycopg
 
     by_name = {w.name: w for w in race.workers}
-    with psycopg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as admin:
+    with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as admin:
         for key, version in stage.versions:
             POSTGRES.execute(admin, race.set_sql, (version, _start_tools(key, version), key))
-        conns = {
-            n: psycopg.connect(dsn, options=learner_options(schema, role, False))
-            for n in stage.workers
-        }
+        opts = learner_options(schema, False, RACE_STATEMENT_MS)
+        conns = {n: pw.connect_as(dsn, learner, options=opts) for n in stage.workers}
         counts: dict[str, int] = {}
         order: list[str] = []
         errors: list[str] = []
+        gone: list[str] = []
         lock = threading.Lock()
 
         def write(name: str, commit: bool = True) -> None:
             conn = conns[name]
             try:
-                rows = conn.execute(sql, race.bind(by_name[name], stage.seen)).rowcount
+                rows = _run_learner(conn, sql, race.bind(by_name[name], stage.seen)).rowcount
                 if commit:
                     conn.commit()
             except psycopg.Error as exc:
-                conn.rollback()
+                lost = _lost(conn, exc)
+                if not lost:
+                    conn.rollback()
                 with lock:
-                    errors.append(explain_pg_error(exc, "your statement"))
+                    (gone if lost else errors).append(
+                        lost or explain_pg_error(exc, "your statement", RACE_STATEMENT_MS)
+                    )
                 return
             with lock:
                 counts[name] = rows
@@ -839,9 +989,16 @@ def _execute(
                         break
                     time.sleep(0.005)
                 if holder in counts:
-                    conns[holder].commit()
-                    with lock:
-                        order.insert(0, holder)
+                    try:
+                        conns[holder].commit()
+                    except psycopg.Error as exc:
+                        lost = _lost(conns[holder], exc)
+                        (gone if lost else errors).append(
+                            lost or explain_pg_error(exc, "your statement", RACE_STATEMENT_MS)
+                        )
+                    else:
+                        with lock:
+                            order.insert(0, holder)
                 for t in threads:
                     t.join()
             else:
@@ -860,12 +1017,25 @@ def _execute(
             for conn in conns.values():
                 conn.close()
         rows = {k: [int(v), str(t)] for k, v, t in admin.execute(race.state_sql).fetchall()}
-    return {"error": errors[0] if errors else None, "counts": counts, "order": order, "rows": rows}
+    missing = [k for k in race.keys if k not in rows]
+    if missing and not errors:
+        errors.append(
+            f"after your statement ran, {race.row(missing[0])} no longer exists: a write may "
+            f"change only {listing(race.updatable)}, never which row it is"
+        )
+    return {
+        "error": errors[0] if errors else None,
+        "gone": gone[0] if gone else None,
+        "counts": counts,
+        "order": order,
+        "rows": rows,
+    }
 
 
 def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage, dict[str, Any]]]:
     """Every stage of `race` on the learner's statement (rendered for psycopg), in one walled
-    child with a connection per worker; stops after a stage whose statement failed."""
+    child with a connection per worker, each as the check's learner role, which may change
+    only `race.updatable`; stops after a stage whose statement failed."""
     dsn = dsn or server_dsn()
     stages = _stages(race)
 
@@ -874,20 +1044,22 @@ def race_write(race: Race, sql: str, dsn: str | None = None) -> list[tuple[Stage
         for key in race.keys:
             race.init(conn, key, START_VERSION, _start_tools(key, START_VERSION))
 
-    with learner_schema(dsn, make, ("select", "insert", "update")) as (schema, role):
+    grant = ("select", "insert")
+    update = {race.table: race.updatable}
+    with learner_schema(dsn, make, grant, update) as (schema, learner):
 
         def task() -> list[dict[str, Any]]:
             done = []
             for stage in stages:
-                done.append(_execute(dsn, race, sql, schema, role, stage))
-                if done[-1]["error"]:
+                done.append(_execute(dsn, race, sql, schema, learner, stage))
+                if done[-1]["error"] or done[-1]["gone"]:
                     break
             return done
 
-        try:
-            results = walls.run_walled(task, seconds=len(stages) * (LOCK_MS / 1000 + 1))
-        except walls.Stopped as exc:
-            raise Wrong(f"your statement {exc}") from None
+        per_stage = max(LOCK_MS, RACE_STATEMENT_MS) / 1000 + RACE_WAIT_S + 1
+        results = _walled(task, len(stages) * per_stage, "your statement")
+    if results and results[-1]["gone"]:
+        raise _connection_gone(dsn, "your statement", results[-1]["gone"])
     return list(zip(stages, results, strict=False))
 
 
@@ -900,18 +1072,39 @@ def _all(items: Iterable[Any]) -> str:
     return "both" if len(list(items)) == 2 else "all"
 
 
-def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any, list]) -> None:
+def _compares_version(sql: str) -> bool:
+    """Does the statement's WHERE mention both the row's version and :seen (however it
+    compares them)?"""
+    where = re.split(r"(?i)\bwhere\b", sandbox.code_only(sql), maxsplit=1)[1:]
+    return bool(where) and bool(
+        re.search(r"(?i)\bversion\b", where[0]) and re.search(r"%\(seen\)s", where[0])
+    )
+
+
+def _judge_alone(
+    race: Race,
+    stage: Stage,
+    out: dict[str, Any],
+    start: dict[Any, list],
+    sql: str,
+    unused: tuple[str, ...],
+) -> None:
     """A lone writer: with a current read it writes its own row once; with a stale one, nothing."""
     (name,) = stage.workers
     worker = next(w for w in race.workers if w.name == name)
     rows, n = out["rows"], out["counts"].get(name, 0)
     others = [k for k in race.keys if k != worker.key and rows[k] != start[k]]
     if others:
+        why = (
+            f"Your statement never uses {listing(':' + p for p in unused)}, so it cannot pick "
+            f"the worker's own {race.noun}"
+            if unused
+            else f"Your WHERE matched every {race.noun} whose version was {stage.seen}"
+        )
         raise Wrong(
-            f"worker {name}'s write for {race.row(worker.key)} also overwrote the row of "
-            f"{race.row(others[0])} with its answer: that row's own update was lost. Your "
-            f"WHERE matched every {race.noun} whose version was {stage.seen}; a write must "
-            f"touch its own {race.noun}'s row only"
+            f"worker {name}'s write for {race.row(worker.key)} overwrote the row of "
+            f"{race.row(others[0])} with its answer: that row's own update was lost. {why}; a "
+            f"write must touch its own {race.noun}'s row only"
         )
     mine = rows[worker.key]
     if stage.name == "stale":
@@ -919,8 +1112,15 @@ def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any,
             raise Wrong(
                 f"worker {name} read version {stage.seen}, but another worker has since committed "
                 f"version {stage.seen + 1}; {name}'s write still went through and replaced that "
-                "answer: the lost update. Your WHERE does not compare the version in the row "
-                "with the version the worker read (:seen)"
+                "answer: the lost update. "
+                + (
+                    "Your WHERE compares the row's version with :seen, but the comparison "
+                    "still lets a write through after another worker moved the version past "
+                    ":seen"
+                    if _compares_version(sql)
+                    else "Your WHERE does not compare the version in the row with the version "
+                    "the worker read (:seen)"
+                )
             )
         return
     if n == 0:
@@ -947,7 +1147,12 @@ def _judge_alone(race: Race, stage: Stage, out: dict[str, Any], start: dict[Any,
 
 
 def _judge_race(
-    race: Race, stage: Stage, out: dict[str, Any], start: dict[Any, list], turns_ok: bool
+    race: Race,
+    stage: Stage,
+    out: dict[str, Any],
+    start: dict[Any, list],
+    turns_ok: bool,
+    unused: tuple[str, ...] = (),
 ) -> None:
     """Racing writers on one read: per row exactly one wins, and every answer reported written
     is in the catalog; else name whose answer was lost, and why."""
@@ -987,10 +1192,22 @@ def _judge_race(
                 + cause
             )
         if not won:
+            forgot = (
+                f": your statement never uses {listing(':' + p for p in unused)}, so it cannot "
+                "pick the worker's own row"
+                if unused
+                else ""
+            )
+            if len(mine) == 1:
+                raise Wrong(
+                    f"worker {mine[0].name}'s write for {race.row(key)} changed nothing, though "
+                    f"{mine[0].name} read the current version {stage.seen} and no other worker "
+                    f"wrote that row{forgot or ': check which rows your WHERE picks'}"
+                )
             raise Wrong(
                 f"workers {_who(w.name for w in mine)} {_all(mine)} read version {stage.seen} of "
-                f"{race.row(key)} and none of their writes went through: a guard must let "
-                "exactly one of them win"
+                f"{race.row(key)} and none of their writes went through"
+                f"{forgot or ': a guard must let exactly one of them win'}"
             )
         if rows[key][0] != stage.seen + 1:
             raise Wrong(
@@ -1003,17 +1220,19 @@ def _check_write(race: Race, sql: Any) -> str:
     starts = ("update", "with", "insert")
     # :tenant is left optional, so a write that forgets it is raced and shown what it loses
     text = learner_sql(sql, "your statement", starts, ("seen", "tools"), race.params)
+    code = sandbox.code_only(text)
+    unused = tuple(p for p in race.params if f"%({p})s" not in code)
     turns_ok = False
     rounds = 0
     for stage, out in race_write(race, text):
         if out["error"]:
-            raise Wrong(f"in the {stage.name} trial, {out['error']}")
+            raise Wrong(f"in {stage.title}, {out['error']}")
         start = {k: [v, _start_tools(k, v)] for k, v in stage.versions}
         if stage.how == "alone":
-            _judge_alone(race, stage, out, start)
+            _judge_alone(race, stage, out, start, text, unused)
             turns_ok = turns_ok or stage.name == "stale"
         else:
-            _judge_race(race, stage, out, start, turns_ok)
+            _judge_race(race, stage, out, start, turns_ok, unused)
             rounds += 1
     n = len(race.workers)
     return (
@@ -1070,8 +1289,9 @@ tenant_write_ex = Exercise(
         "Which rows may a write for one tenant change?",
         "Two conditions on the row being updated: it is this worker's tenant, and it still "
         "holds the version the worker read. Both belong in the statement that writes.",
-        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND "
-        "version = :seen",
+        "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools WHERE ____ AND ____: "
+        "the previous exercise's guard fills one gap; the column and parameter that pick "
+        "this worker's own row fill the other.",
     ),
     solution_text=(
         "UPDATE tenant_catalog SET version = :seen + 1, tools = :tools "

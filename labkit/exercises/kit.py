@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 import operator
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -158,6 +159,42 @@ def whole(value: Any, what: str) -> int:
         ) from None
 
 
+def label_key(key: Any) -> str:
+    """A label as the learner typed it ('a', ' B ') in the form the questions print it."""
+    return str(key).strip().upper()
+
+
+def by_label(answer: Mapping[Any, Any]) -> dict[str, Any]:
+    """The learner's dict with its labels in the questions' form ('a' -> 'A'); `Wrong` if two
+    keys name the same label."""
+    out: dict[str, Any] = {}
+    for key, value in answer.items():
+        label = label_key(key)
+        if label in out:
+            raise Wrong(f"label {label} is given twice; give each label once")
+        out[label] = value
+    return out
+
+
+def _forms(word: str) -> set[str]:
+    """A word and its -s and -ed forms: reject, rejects, rejected; commit, committed."""
+    return {word, word + "s", word + "d", word + "ed", word + word[-1] + "ed"}
+
+
+def word_choice(value: str, choices: Sequence[str]) -> str | None:
+    """The one of `choices` that `value` names, whatever its case, punctuation, spaces, '_' or
+    '-' between the words, and -s or -ed endings ('Rejected.' names 'reject', 'Stale-Watermark'
+    names 'stale_watermark'); None if it names none of them. Every word answer is read so."""
+    said = re.findall(r"[a-z]+", value.lower())
+    for choice in choices:
+        words = re.findall(r"[a-z]+", choice.lower())
+        if len(said) == len(words) and all(
+            s in _forms(w) for s, w in zip(said, words, strict=True)
+        ):
+            return choice
+    return None
+
+
 @dataclass
 class Exercise:
     """One exercise: a question, a checker that raises `Wrong`, a ladder of hints and a worked
@@ -192,7 +229,7 @@ class Exercise:
     def hint(self, level: int = 1) -> Feedback:
         """Hint 1 points the way; each level says more; the last leaves a gap to fill."""
         n = len(self.hints)
-        if isinstance(level, bool) or level not in range(1, n + 1):
+        if type(level) is not int or level not in range(1, n + 1):
             return Feedback("hint", f"there are {n} hints, .hint(1) to .hint({n}), not {level!r}")
         return Feedback("hint", f"({level} of {n}) {self.hints[level - 1]}")
 

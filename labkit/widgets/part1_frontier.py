@@ -360,13 +360,13 @@ class FrontierTimelineApp(BatchedApp):
                 self.step_slider.max = self.play.max = last
                 if at_end:
                     self.step_slider.value = last
+        self._draw()  # the picture first: its message reaches the page before the text's
         self.message.value = self._describe(described)
         if unchanged:
             self.message.value = (
                 "<i>No change: with these priorities the dispatcher still takes the rows in "
                 "the same order, so the timeline stays as it was.</i><br>" + self.message.value
             )
-        self._draw()
         self.timings.append(time.perf_counter() - start)
 
     def _describe(self, described: str) -> str:
@@ -388,15 +388,15 @@ class FrontierTimelineApp(BatchedApp):
         row = self.state[self.state["step"] == step].iloc[0]
         lost_max, lost_front = row[_MAX.orphan_ids], row[_FRONTIER.orphan_ids]
         self.orphan_count, self.frontier_orphan_count = len(lost_max), len(lost_front)
+        self.canvas.render(self.state, step=step)
+        self.last_png = self.canvas.png(dpi=WIDGET_DPI)
+        png_output(self.out, self.last_png)
         ids = f" (ids {_ids(lost_max)})" if lost_max else ""
         self.orphans_html.value = (
             f"step {step} ({html.escape(str(row['event']))}): "
             f"<b>{len(lost_max)}</b> orphan(s) under MAX(delivered){ids}; "
             f"<b>{len(lost_front)}</b> under the gap-free frontier"
         )
-        self.canvas.render(self.state, step=step)
-        self.last_png = self.canvas.png(dpi=WIDGET_DPI)
-        png_output(self.out, self.last_png)
 
 
 # --- predict, then reveal --------------------------------------------------------------------

@@ -576,12 +576,13 @@ class ArrivalWorkbench(BatchedApp):
         """Redraw lanes and heads, refresh verdicts, controls and the typed line; time it."""
         start = time.perf_counter()
         builder = self.builder
-        self._refresh_controls()
-        with self.hold():
-            self.schedule.value = builder.text
+        # the picture first: its message reaches the page before the controls' and tables'
         self.last_png = self.canvas.png(builder.runs, builder.steps, self.focus.value,
                                         dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
+        self._refresh_controls()
+        with self.hold():
+            self.schedule.value = builder.text
         self.verdicts.value = _verdict_table(builder)
         self.timings.append(time.perf_counter() - start)
 

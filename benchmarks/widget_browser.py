@@ -1,0 +1,378 @@
+"""Widget updates end to end: a real key press or click in JupyterLab (headless Chromium) until
+the redrawn image is decoded and painted, for notebook 01's sliders, notebook 05's controls and
+the arrival workbench's buttons (notebook 04), plus a 14-step schedule typed into the workbench.
+
+One JupyterLab serves a copy of the notebooks (`tests/browser/jlab.py`); each notebook is opened
+and run (Run All). In the page, an input listener takes the time of the press (the event's own
+timestamp) and a MutationObserver on the app's cell waits for an `<img>` with a new `src`; once
+that image is decoded, the next animation frame and a task after it mark it painted. Every
+press therefore includes the widget message to the kernel, the Python update (recompute, draw,
+PNG encode), the message back, the Output's re-render and the image decode. After each
+control, the kernel reports its own update times (`app.timings`), which splits the total into
+Python and everything else. The first press of each control is a warm-up and is not counted.
+The typed schedule is measured cold (first schedule typed into a freshly run notebook) and
+warm (after a reset, the same text again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, percentile, print_table
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
+
+NAME = "widget_browser"
+PRESSES, SMOKE_PRESSES = 30, 2
+COLD_RUNS, SMOKE_COLD_RUNS = 3, 1
+WARM_TYPED, SMOKE_WARM_TYPED = 10, 1
+TARGET_P95_S = 0.100
+TARGET_TYPED_S = 0.250
+PAUSE_S = 0.25  # between presses: a person's pace, and the kernel settles
+WAIT_MS = 60_000
+SCHEDULE = (
+    "timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
+    "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9"
+)
+NB01 = "notebooks/01_max_is_not_a_watermark.ipynb"
+NB04 = "notebooks/04_late_tick_rewinds.ipynb"
+NB05 = "notebooks/05_five_designs.ipynb"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def available() -> bool:
+    """True when Debian's chromium and Playwright are there (the benchmark drives both)."""
+    from tests.browser.jlab import CHROMIUM
+
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)
+
+
+# --- in the page --------------------------------------------------------------------------------
+
+# Arm a measurement on `cell`: t0 is the timestamp of the next key press, mouse press or change
+# event anywhere in the page; t1 is when the cell's n-th output image, with a new src, has been
+# decoded and the frame after it has run (so it was painted).
+_ARM = """([cell, n]) => {
+  const imgs = () => cell.querySelectorAll('.jp-Cell-outputArea img');
+  const old = (imgs()[n] || {}).src;
+  const st = {t0: null, t1: null, src: null};
+  window.__wbMeasure = st;
+  const types = ['keydown', 'mousedown', 'change'];
+  const onInput = (e) => {
+    if (st.t0 === null) st.t0 = e.timeStamp;
+    for (const t of types) document.removeEventListener(t, onInput, true);
+  };
+  for (const t of types) document.addEventListener(t, onInput, true);
+  let seen = false;
+  const check = () => {
+    const img = imgs()[n];
+    if (seen || !img || !img.src || img.src === old) return;
+    seen = true;
+    obs.disconnect();
+    img.decode().catch(() => null).then(() => requestAnimationFrame(
+      () => setTimeout(() => { st.src = img.src; st.t1 = performance.now(); }, 0)));
+  };
+  const obs = new MutationObserver(check);
+  obs.observe(cell, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+  return old ? old.length : 0;
+}"""
+
+_DONE = "() => window.__wbMeasure && window.__wbMeasure.t1 !== null"
+_RESULT = "() => ({t0: window.__wbMeasure.t0, t1: window.__wbMeasure.t1})"
+
+_PANEL = "[...window.jupyterapp.shell.widgets('main')].find(w => w.id === id)"
+# Run `code` in the notebook's kernel and return what it printed.
+_KERNEL_PRINT = f"""async ([id, code]) => {{
+  const panel = {_PANEL};
+  const future = panel.sessionContext.session.kernel.requestExecute(
+    {{code, silent: false, store_history: false}});
+  let text = '';
+  future.onIOPub = (msg) => {{
+    if (msg.header.msg_type === 'stream') text += msg.content.text;
+  }};
+  await future.done;
+  return text;
+}}"""
+
+
+@dataclass
+class Control:
+    """One control to press: where it lives, how to press it, and the app whose timings count."""
+
+    notebook: str
+    name: str
+    cell_text: str  # a string only the app's cell contains
+    app: str  # the app's variable in the notebook
+    press: Callable[[Locator, int], None]  # press number i on the app's cell
+
+
+def _key(selector: str, keys: tuple[str, str]) -> Callable[[Locator, int], None]:
+    """Alternate two keys on the element `selector` (e.g. a slider handle: one step each)."""
+    return lambda cell, i: cell.locator(selector).press(keys[i % 2])
+
+
+def _select(selector: str, labels: tuple[int, int]) -> Callable[[Locator, int], None]:
+    """Alternate between two options (by index) of the <select> `selector`."""
+    return lambda cell, i: cell.locator(selector).select_option(index=labels[i % 2])
+
+
+def _seed(cell: Locator, i: int) -> None:
+    """Type a seed not used before into the random-seed box and press Enter."""
+    box = cell.locator(".wb-seed input")
+    box.fill(str(101 + i))
+    _arm_again(cell)  # fill's own events must not count as the press
+    box.press("Enter")
+
+
+def _click(names: tuple[str, str]) -> Callable[[Locator, int], None]:
+    """Alternate clicks on two buttons (CSS classes), with real mouse clicks."""
+    return lambda cell, i: cell.locator(f"button.{names[i % 2]}").click()
+
+
+CONTROLS = (
+    Control(NB01, "01 priority slider #1", "app = FrontierTimelineApp", "app",
+            _key(".wb-priority-1 .noUi-handle", ("ArrowUp", "ArrowDown"))),
+    Control(NB01, "01 step slider", "app = FrontierTimelineApp", "app",
+            _key(".wb-step .noUi-handle", ("ArrowLeft", "ArrowRight"))),
+    Control(NB05, "05 random seed", "FiveDesignsApp(", "app", _seed),
+    Control(NB05, "05 latency slider", "FiveDesignsApp(", "app",
+            _key(".wb-latency .noUi-handle", ("ArrowRight", "ArrowLeft"))),
+    Control(NB05, "05 highlight", "FiveDesignsApp(", "app", _select(".wb-design select", (1, 2))),
+    Control(NB04, "04 workbench deliver/undo", "ArrivalWorkbench(preset=", "workbench",
+            _click(("wb-deliver", "wb-undo"))),
+)  # fmt: skip
+
+_armed: dict[str, Any] = {}
+
+
+def _arm(cell: Locator) -> None:
+    handle = cell.element_handle(timeout=WAIT_MS)
+    _armed["cell"] = handle
+    cell.page.evaluate(_ARM, [handle, 0])
+
+
+def _arm_again(cell: Locator) -> None:
+    cell.page.evaluate(_ARM, [_armed["cell"], 0])
+
+
+def _measure(page: Page, cell: Locator, act: Callable[[], None]) -> float:
+    """Seconds from the input event `act` causes to the new image painted."""
+    _arm(cell)
+    act()
+    page.wait_for_function(_DONE, timeout=WAIT_MS, polling="raf")
+    got = page.evaluate(_RESULT)
+    if got["t0"] is None:
+        raise RuntimeError("no input event reached the page")
+    return (got["t1"] - got["t0"]) / 1e3
+
+
+def _kernel_timings(page: Page, panel_id: str, app: str, count: int) -> list[float]:
+    """The app's own last `count` update durations, read from the kernel."""
+    code = f"import json; print(json.dumps({app}.timings[-{count}:]))"
+    text = page.evaluate(_KERNEL_PRINT, [panel_id, code])
+    return [float(x) for x in json.loads(text.strip().splitlines()[-1])]
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def _row(name: str, kind: str, wall: list[float], python: list[float], target: float) -> dict:
+    return {
+        "control": name,
+        "kind": kind,
+        "presses": len(wall),
+        "p50_s": percentile(wall, 0.50),
+        "p95_s": percentile(wall, 0.95),
+        "max_s": max(wall),
+        "python_p50_s": percentile(python, 0.50) if python else "",
+        "python_p95_s": percentile(python, 0.95) if python else "",
+        "target_s": target,
+        "load_1min": os.getloadavg()[0],
+        "samples": " ".join(f"{w:.4f}" for w in wall),
+    }
+
+
+def _open(page: Page, server: Any, path: str) -> Any:
+    from tests.browser.jlab import open_notebook
+
+    nb = open_notebook(page, server, path)
+    nb.run_all(timeout_ms=180_000)
+    return nb
+
+
+def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
+    rows = []
+    opened: dict[str, Any] = {}
+    for control in CONTROLS:
+        if control.notebook not in opened:
+            server.shutdown_kernels()
+            opened = {control.notebook: _open(page, server, control.notebook)}
+        nb = opened[control.notebook]
+        cell = nb.cell_with(control.cell_text)
+        cell.scroll_into_view_if_needed()
+        wall = []
+        for i in range(presses + 1):  # press 0 is the warm-up
+            took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
+            if i:
+                wall.append(took)
+            time.sleep(PAUSE_S)
+        python = _kernel_timings(page, nb.panel_id, control.app, presses)
+        rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
+        print(
+            f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
+            flush=True,
+        )
+    return rows
+
+
+def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str, object]]:
+    cold, cold_py, warm_wall, warm_py = [], [], [], []
+    for run in range(cold_runs):
+        server.shutdown_kernels()
+        nb = _open(page, server, NB04)
+        cell = nb.cell_with("ArrivalWorkbench(preset=")
+        cell.scroll_into_view_if_needed()
+        box = cell.locator(".wb-schedule input")
+
+        def typed(box: Locator = box, at: Locator = cell) -> None:
+            box.fill(SCHEDULE)
+            _arm_again(at)
+            box.press("Enter")
+
+        cold.append(_measure(page, cell, typed))
+        cold_py += _kernel_timings(page, nb.panel_id, "workbench", 1)
+        time.sleep(PAUSE_S)
+        if run == cold_runs - 1:
+            reset = cell.locator("button.wb-reset")
+            for _ in range(warm):
+                _measure(page, cell, reset.click)
+                time.sleep(PAUSE_S)
+                warm_wall.append(_measure(page, cell, typed))
+                warm_py += _kernel_timings(page, nb.panel_id, "workbench", 1)
+                time.sleep(PAUSE_S)
+    print(f"  typed cold: {', '.join(fmt_s(s) for s in cold)}", flush=True)
+    return [
+        _row("04 typed 14-step schedule, cold", "typed", cold, cold_py, TARGET_TYPED_S),
+        _row("04 typed 14-step schedule, warm", "typed", warm_wall, warm_py, TARGET_TYPED_S),
+    ]
+
+
+def measure(smoke: bool) -> list[dict[str, object]]:
+    """Start JupyterLab and Chromium, drive every control, return one row per control."""
+    from tests.browser.jlab import copy_workbook, start_lab
+
+    # kernels must import this checkout's labkit, whatever the venv's editable install says
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    base = Path(tempfile.mkdtemp(prefix="bench-widget-browser-"))
+    server = start_lab(copy_workbook(base / "workbook"), base / "state")
+    try:
+        # Playwright's sync API refuses a thread that already runs one (a pytest session with
+        # the browser tests' fixtures does): drive the page from a thread of its own.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_drive, server, smoke).result()
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.jlab import CHROMIUM
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1700})
+            context.set_default_timeout(WAIT_MS)
+            context.route("**/*", _local_only)
+            page = context.new_page()
+            rows = _controls(page, server, SMOKE_PRESSES if smoke else PRESSES)
+            rows += _typed(
+                page,
+                server,
+                SMOKE_COLD_RUNS if smoke else COLD_RUNS,
+                SMOKE_WARM_TYPED if smoke else WARM_TYPED,
+            )
+        finally:
+            browser.close()
+    return rows
+
+
+def _local_only(route: Any) -> None:
+    from urllib.parse import urlsplit
+
+    if urlsplit(route.request.url).hostname in {"127.0.0.1", "localhost"}:
+        route.continue_()
+    else:
+        route.abort()
+
+
+def plot(rows: list[dict[str, object]]):
+    """Each press's latency per control, its p95 (dashed) and the target it is held to."""
+    from labkit.plots.style import COLORS, new_figure
+
+    fig = new_figure(7.6, 4.2, layout="constrained")
+    ax = fig.add_subplot()
+    palette = ("frontier", "running", "fenced", "lww", "cas", "callback", "max", "ballot")
+    for k, (row, color) in enumerate(zip(rows, palette, strict=False)):
+        ms = [float(x) * 1e3 for x in str(row["samples"]).split()]
+        ax.plot([k] * len(ms), ms, "o", ms=3, alpha=0.6, color=COLORS[color])
+        ax.plot([k - 0.3, k + 0.3], [float(row["p95_s"]) * 1e3] * 2, "--", color=COLORS[color])
+        ax.plot([k - 0.3, k + 0.3], [float(row["target_s"]) * 1e3] * 2, color="black", lw=1.5)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([str(r["control"]).replace(", ", "\n") for r in rows], fontsize=7,
+                       rotation=30, ha="right")  # fmt: skip
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("input to painted image, ms\n(dashed: p95; solid: target)")
+    ax.set_title("Widget updates in JupyterLab + Chromium, end to end")
+    return fig
+
+
+def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
+    """Drive the real page, print p50/p95 per control, write CSV and figure."""
+    if not available():
+        raise RuntimeError("needs /usr/bin/chromium and Playwright")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rows = measure(smoke)
+    print(f"  load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
+    print_table(
+        [
+            {
+                **r,
+                "p50": fmt_s(float(r["p50_s"])),
+                "p95": fmt_s(float(r["p95_s"])),
+                "max": fmt_s(float(r["max_s"])),
+                "python p50": fmt_s(float(r["python_p50_s"])) if r["python_p50_s"] != "" else "",
+                "load": f"{float(r['load_1min']):.2f}",
+            }
+            for r in rows
+        ],
+        ("control", "presses", "p50", "p95", "max", "python p50", "load"),
+    )
+    ratios = {
+        f"{r['control']}: p95 / target": float(r["p95_s"]) / float(r["target_s"]) for r in rows
+    }
+    targets = {
+        f"{r['control']}: p95 under {float(r['target_s']) * 1e3:.0f} ms": float(r["p95_s"])
+        < float(r["target_s"])
+        for r in rows
+    }
+    return finish(NAME, rows, ratios, targets, plot(rows), out)
