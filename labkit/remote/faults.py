@@ -24,7 +24,7 @@ def check_service_faults(faults: Collection[str]) -> tuple[str, ...]:
     if "crash" in chosen:
         raise ValueError(
             "'crash' is a loop fault, not a planner fault: kill the loop's process instead "
-            "(labkit.remote.child)"
+            "(labkit.remote.kill_mid_call)"
         )
     return chosen
 
