@@ -27,6 +27,7 @@ NAMES = (
     "pipelined_throughput",
     "pg_commit_order",
     "pg_ballots",
+    "remote_vs_sim",
 )
 
 

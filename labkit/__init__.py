@@ -3,6 +3,7 @@
 - `labkit.frontier`: part one, the gap-free delivery frontier (log, summarizer, triggers, scenarios, delivery orders).
 - `labkit.catalog`: part two, the catalog watermark (versions, WatermarkLoop and its rule, crash lab, store view).
 - `labkit.designs`: the five designs on a simulated planner (simulator, run statistics, arrival steps and orders, their search, schedule builder).
+- `labkit.remote`: part two against a real planner service on 127.0.0.1 (service, loop driver, crash, load, simulator vs real).
 - `labkit.pg`: part three on a real PostgreSQL server (the server, commit order, stress, ballots across machines).
 - `labkit.docs`: the docs build (figures, figure specs, notebook file chores).
 - `labkit.plots`, `labkit.widgets`, `labkit.exercises`: figures, ipywidgets apps and workshop checks, one module per part.

@@ -33,6 +33,8 @@ EXPECTED_ROWS = {
     "pg_ballots": 4,
     # six controls pressed, and the typed schedule cold and warm
     "widget_browser": 8,
+    # six designs with every planner fault (smoke: no fault-free set), then one load row
+    "remote_vs_sim": 6 + 1,
 }
 
 

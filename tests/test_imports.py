@@ -15,7 +15,7 @@ PUBLIC_FACE = "labkit.ballot"
 # gather names from anywhere without closing an import cycle.
 FACES = (
     "labkit.frontier", "labkit.catalog", "labkit.designs", "labkit.pg", "labkit.docs",
-    "labkit.arrivals", PUBLIC_FACE,
+    "labkit.arrivals", PUBLIC_FACE, "labkit.remote",
 )
 
 

@@ -350,9 +350,11 @@ def make_design(
     ticks: int = 20,
     first_request: int = 1,
     path: str | Path | None = None,
+    conn: Any = None,
 ) -> Design:
-    """Build a design by name; `window` only matters for `fenced`, `path` (a SQLite file for
-    the durable store) only for the ballot designs."""
+    """Build a design by name; `window` only matters for `fenced`; `path` (a SQLite file for
+    the durable store) or `conn` (an open connection, e.g. PostgreSQL) only for the ballot
+    designs."""
     check_design(name)
     if name == "callback":
         return UnguardedDesign(ticks=ticks, first_request=first_request)
@@ -361,7 +363,7 @@ def make_design(
     if name == "lww":
         return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
     if name == "ballot":
-        return BallotDesign(window=1, ticks=ticks, first_request=first_request, path=path)
+        return BallotDesign(conn, window=1, ticks=ticks, first_request=first_request, path=path)
     if window < 2:  # fenced
         raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
-    return BallotDesign(window=window, ticks=ticks, first_request=first_request, path=path)
+    return BallotDesign(conn, window=window, ticks=ticks, first_request=first_request, path=path)

@@ -7,6 +7,8 @@ independent reader (`HeadReader`), so a rewind means the same thing in both.
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +16,17 @@ from typing import Any
 import labkit.catalog.versions as catalog
 from labkit.catalog.loop import Response
 from labkit.designs.design import Design, Request
+
+
+def draw_latency(rng: random.Random, mean: float, sigma: float) -> float:
+    """One planner latency: lognormal with mean `mean` and shape `sigma` (a long right tail,
+    as remote calls have). The simulator and the real service (`labkit.remote`) both draw here."""
+    return rng.lognormvariate(math.log(mean) - sigma**2 / 2, sigma)
+
+
+def host_skews(rng: random.Random, hosts: int, clock_skew: float) -> list[float]:
+    """Each planner host's clock offset, uniform in [-clock_skew, clock_skew]."""
+    return [rng.uniform(-clock_skew, clock_skew) for _ in range(hosts)]
 
 
 def answer_tools(tools: Sequence[Any], request_id: int) -> tuple[Any, ...]:

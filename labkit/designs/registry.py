@@ -8,6 +8,7 @@ lay side by side; `pipelined` is registered here, next to them, so that `simulat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from labkit.designs.design import DESIGNS, Design
 from labkit.designs.design import make_design as make_compared
@@ -31,10 +32,16 @@ def make_design(
     ticks: int = 20,
     first_request: int = 1,
     path: str | Path | None = None,
+    conn: Any = None,
 ) -> Design:
     """Build any design by name; `window` is the hedge width of `fenced` and the pipeline depth
-    of `pipelined` (any W >= 1: W = 1 is `ballot` with the hash check)."""
+    of `pipelined` (any W >= 1: W = 1 is `ballot` with the hash check); `path` or `conn` hold
+    the ballot designs' store."""
     check_design(name)
     if name == "pipelined":
-        return PipelinedDesign(window=window, ticks=ticks, first_request=first_request, path=path)
-    return make_compared(name, window=window, ticks=ticks, first_request=first_request, path=path)
+        return PipelinedDesign(
+            conn, window=window, ticks=ticks, first_request=first_request, path=path
+        )
+    return make_compared(
+        name, window=window, ticks=ticks, first_request=first_request, path=path, conn=conn
+    )

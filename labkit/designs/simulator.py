@@ -42,7 +42,7 @@ import pandas as pd
 
 from labkit.catalog.loop import Response
 from labkit.designs.design import Design, Request
-from labkit.designs.planner import HeadReader, respond
+from labkit.designs.planner import HeadReader, draw_latency, host_skews, respond
 from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
 
@@ -152,8 +152,9 @@ def check_faults(faults: Any) -> tuple[str, ...]:
         raise ValueError(f"faults must be a collection of fault class names, got {faults!r}")
     bad = sorted({repr(f) for f in faults if not isinstance(f, str) or f not in FAULTS})
     if bad:
-        raise ValueError(f"unknown fault class(es) {', '.join(bad)}; expected some of "
-                         f"{', '.join(FAULTS)}")
+        raise ValueError(
+            f"unknown fault class(es) {', '.join(bad)}; expected some of {', '.join(FAULTS)}"
+        )
     return tuple(f for f in FAULTS if f in faults)
 
 
@@ -163,11 +164,10 @@ class _Run:
     def __init__(self, design: Design, faults: frozenset[str], seed: int, cfg: PlannerConfig):
         self.d, self.faults, self.seed, self.cfg = design, faults, seed, cfg
         rng = random.Random(seed)
-        self.skews = [rng.uniform(-cfg.clock_skew, cfg.clock_skew) for _ in range(cfg.hosts)]
+        self.skews = host_skews(rng, cfg.hosts, cfg.clock_skew)
         self.fast_host = max(range(cfg.hosts), key=lambda h: self.skews[h])
-        self.targets = _pick_targets(rng, faults, cfg.ticks)
+        self.targets = pick_targets(rng, faults, cfg.ticks)
         self.hit: set[str] = set()
-        self.mu = math.log(cfg.latency) - cfg.sigma**2 / 2
         self.heap: list[tuple[float, int, str, Any]] = []
         self.seq = itertools.count()
         self.held: list[tuple[int, Request, Response, str, random.Random]] = []
@@ -182,7 +182,7 @@ class _Run:
         heapq.heappush(self.heap, (t, next(self.seq), kind, payload))
 
     def lat(self, rng: random.Random) -> float:
-        return rng.lognormvariate(self.mu, self.cfg.sigma)
+        return draw_latency(rng, self.cfg.latency, self.cfg.sigma)
 
     def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
         seen = self.reader.look()
@@ -197,8 +197,12 @@ class _Run:
                 replay_of=req.replay_of,
             )
         rec.update(extra)
-        rec.update(head_version=seen.version, rewind=seen.rewind, overwrite=seen.overwrite,
-                   head_changed=seen.changed)
+        rec.update(
+            head_version=seen.version,
+            rewind=seen.rewind,
+            overwrite=seen.overwrite,
+            head_changed=seen.changed,
+        )
         self.rows.append(rec)
 
     # -- the planner ----------------------------------------------------------------------
@@ -339,7 +343,7 @@ class _Run:
             self.send(t, req)
 
 
-def _pick_targets(rng: random.Random, faults: frozenset[str], ticks: int) -> dict[str, int]:
+def pick_targets(rng: random.Random, faults: frozenset[str], ticks: int) -> dict[str, int]:
     """Choose, per targeted fault, the base version whose first request it hits."""
     hi = max(1, ticks - 3)
     pool = list(range(1, hi + 1))
@@ -414,5 +418,3 @@ def simulate(
     Count it with `labkit.designs.run_stats.summarize_run`.
     """
     return run(design, faults, seed, db_path=db_path, **knobs).trace
-
-

@@ -1,0 +1,123 @@
+"""An independent reader in a process of its own: it polls a store's head for as long as it
+runs and records every fall (a head lower than the one it read just before). `labkit.remote`
+runs one beside each loop; it lives here, light to import, so it starts in a blink.
+
+Run as ``python -m labkit.catalog.head_watch KIND TARGET POLL_S``: KIND is ``catalog`` (a safe
+design's catalog log) or ``mirror`` (an unguarded design's head row, `labkit.catalog.head_row`),
+TARGET a SQLite file, or
+``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
+command line). It prints ``ready``, then one JSON line ``[wall, before, after]`` per fall,
+and on end of input ``done POLLS``. `ReaderProcess` starts and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import labkit.catalog.head_row as head_row
+import labkit.catalog.versions as catalog
+from labkit.db import connect_readonly
+
+KINDS = ("catalog", "mirror")
+DSN_VARIABLE = "LABKIT_READER_DSN"
+READY_TIMEOUT_S = 60.0
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
+
+
+@dataclass(frozen=True)
+class Fall:
+    """One fall the reader saw: when (wall clock) and the head before and after."""
+
+    wall: float
+    before: int
+    after: int
+
+
+def _open(target: str) -> Any:
+    if target == "-":
+        from labkit.pg.instance import connect
+
+        return connect(os.environ[DSN_VARIABLE], autocommit=True)
+    return connect_readonly(target)
+
+
+def watch(kind: str, target: str, poll: float) -> None:
+    """The reader process's body: poll until stdin closes, printing each fall as it happens."""
+    conn = _open(target)
+    head = catalog.head if kind == "catalog" else (lambda c: head_row.read(c)[0])
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    previous, polls = head(conn), 0
+    print("ready", flush=True)
+    while not stop.is_set():
+        now = head(conn)
+        polls += 1
+        if now < previous:
+            print(json.dumps([time.time(), previous, now]), flush=True)
+        previous = now
+        time.sleep(poll)
+    print(f"done {polls}", flush=True)
+
+
+class ReaderProcess:
+    """Start the reader process on a store; `stop()` ends it and returns the falls it saw."""
+
+    def __init__(
+        self, kind: str, store: str | Path | None, *, dsn: str | None = None, poll: float = 0.001
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown reader kind {kind!r}; expected one of {', '.join(KINDS)}")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        if dsn is not None:
+            env[DSN_VARIABLE] = dsn
+        target = "-" if dsn is not None else str(store)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labkit.catalog.head_watch", kind, target, repr(poll)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.polls = 0
+        watchdog = threading.Timer(READY_TIMEOUT_S, self.proc.kill)
+        watchdog.start()
+        try:
+            first = self.proc.stdout.readline().strip()
+        finally:
+            watchdog.cancel()
+        if first != "ready":
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            last = (err.strip().splitlines() or ["no error output"])[-1]
+            raise RuntimeError(f"reader process on {target} did not start: {last}")
+
+    def stop(self) -> list[Fall]:
+        """End the reader (its input closes) and return every fall it recorded."""
+        try:
+            out, _ = self.proc.communicate(input="", timeout=READY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        falls = []
+        for line in out.splitlines():
+            if line.startswith("done "):
+                self.polls = int(line.split()[1])
+            elif line.strip():
+                falls.append(Fall(*json.loads(line)))
+        return falls
+
+
+if __name__ == "__main__":
+    watch(sys.argv[1], sys.argv[2], float(sys.argv[3]))

@@ -1,0 +1,102 @@
+"""A real crash of the loop: its process is killed in the middle of a planner call.
+
+`kill_mid_call` starts `labkit.remote.child` (a `run` on a SQLite store), waits until it has
+reported `after` commits and sent its next request, and kills it with `Popen.kill()` (SIGKILL
+on Linux and macOS, TerminateProcess on Windows): no handler, no cleanup. The planner still
+owes that request an answer; a `run` started again on the same store under the same name is
+sent it, and its durable ballots judge it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.catalog.crashlab import KILLED_RETURNCODE
+
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
+
+
+@dataclass(frozen=True)
+class Crash:
+    """What the killed loop reported before it died."""
+
+    returncode: int
+    commits: dict[int, int]  # version -> ballot id, as the loop reported them committed
+    in_flight: tuple[int, ...]  # ballots it had sent and not seen committed
+
+    @property
+    def killed_outright(self) -> bool:
+        """True if the operating system ended the process: it had no chance to clean up."""
+        return self.returncode == KILLED_RETURNCODE
+
+
+def kill_mid_call(
+    url: str,
+    store: str | Path,
+    design: str = "ballot",
+    *,
+    ticks: int = 20,
+    window: int = 1,
+    name: str = "crashing-loop",
+    after: int = 3,
+    timeout: float = 60.0,
+) -> Crash:
+    """Run `design` in a child process on `store`; kill it as it sends the request that
+    follows its `after`-th commit. `RuntimeError` with its last error line if it never gets
+    there within `timeout` seconds."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "labkit.remote.child",
+        url,
+        str(store),
+        design,
+        str(ticks),
+        str(window),
+        name,
+    ]
+    commits: dict[int, int] = {}
+    sent: list[int] = []
+    reached = False
+    with subprocess.Popen(
+        args,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                kind, ballot, version = json.loads(line)
+                if kind == "commit":
+                    commits[version] = ballot
+                else:
+                    sent.append(ballot)
+                    if len(commits) >= after:
+                        proc.kill()
+                        reached = True
+                        break
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        err = proc.stderr.read().strip().splitlines()
+    if not reached:
+        last = (err or ["no error output"])[-1]
+        raise RuntimeError(
+            f"loop process on {store} was not killed mid-call (exit {proc.returncode}): {last}"
+        )
+    done = set(commits.values())
+    return Crash(proc.returncode, commits, tuple(b for b in sent if b not in done))

@@ -1,0 +1,415 @@
+"""`run`: one design against a real planner service, with real concurrency and timeouts.
+
+The design (`labkit.designs.registry.make_design`: the same objects the simulator drives) says
+what to send and what an answer does; this driver sends each request to the service over
+HTTP, arms a real timer per request, and feeds the answers the service posts back (late,
+twice, stale) and the timers that fire into the design one at a time, on one asyncio loop.
+The safe designs write through `WatermarkLoop` on a SQLite file (or PostgreSQL with a DSN);
+the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separate reader process
+(`labkit.catalog.head_watch`) polls the store the whole time. The trace has the simulator's
+columns (times in seconds since the start) plus `wall`; the summary is the simulator's
+(`labkit.designs.run_stats.summarize_rows`), so throughput is commits per second.
+
+A run on a store that already holds ballots is a restart: ballots in flight survive, and the
+answers to calls a dead process made are judged by them when the service redelivers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pandas as pd
+
+import labkit.catalog.head_row as head_row
+from labkit import backend, db
+from labkit.catalog.head_watch import Fall, ReaderProcess
+from labkit.designs.design import BallotDesign, Design, Request
+from labkit.designs.planner import HeadReader
+from labkit.designs.registry import check_design, make_design
+from labkit.designs.run_stats import RunSummary, summarize_rows
+from labkit.designs.simulator import COLUMNS
+from labkit.remote.control import PlannerUnreachable, check_loopback, config
+from labkit.remote.inbox import Inbox
+from labkit.remote.wire import Answer, request_body
+
+TRACE_COLUMNS = [*COLUMNS, "wall"]
+T = TypeVar("T")
+LOOP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a path segment of the service's URLs
+BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused before any decision
+
+
+@dataclass(frozen=True)
+class RemoteRun:
+    """One `run`: the trace, its summary, the falls the reader process saw, and the answers
+    refused unread (one line each). `store` is the SQLite file (None if it was temporary)."""
+
+    design: str
+    url: str
+    store: str | None
+    trace: pd.DataFrame
+    summary: RunSummary
+    reader_falls: list[Fall]
+    refused: list[str]
+    reader_polls: int
+
+
+def _build(
+    name: str, window: int, ticks: int, store: Path | None, dsn: str | None
+) -> tuple[Design, Any]:
+    """The design, and for an unguarded one the connection its head row is written through."""
+    conn = None
+    if dsn is not None:
+        from labkit.pg.instance import connect
+
+        conn = connect(dsn, autocommit=True)
+    try:
+        design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    if isinstance(design, BallotDesign):
+        return design, None
+    return design, conn if conn is not None else db.connect(store)
+
+
+def _close(design: Design, mirror_conn: Any) -> None:
+    """Close the run's connections (the store stays on disk for a restart or a check)."""
+    for conn in (getattr(design, "conn", None), mirror_conn):
+        if conn is not None:
+            conn.close()
+
+
+class _Driver:
+    """The asyncio side of one run (see the module docstring)."""
+
+    def __init__(
+        self,
+        design: Design,
+        mirror_conn: Any,
+        url: str,
+        *,
+        name: str,
+        seed: int,
+        timeout: float,
+        deadline: float,
+        connect_timeout: float,
+        drain: float,
+        progress: Callable[[dict[str, Any]], None] | None,
+        restart: bool,
+        stop: threading.Event,
+    ) -> None:
+        self.d, self.mirror, self.url, self.name, self.seed = design, mirror_conn, url, name, seed
+        self.timeout, self.deadline, self.drain = timeout, deadline, drain
+        self.connect_timeout, self.progress = connect_timeout, progress
+        self.restart = restart
+        self.rows: list[dict[str, Any]] = []
+        self.sent: dict[int, Request] = {}
+        self.timers: list[asyncio.TimerHandle] = []
+        self.head = HeadReader(design)
+        self.stop = stop
+        self.refused: list[str] = []
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
+        seen = self.head.look()
+        rec: dict[str, Any] = dict.fromkeys(TRACE_COLUMNS)
+        rec.update(
+            t=t, design=self.d.name, event=event, committed=None, fault=None, wall=time.time()
+        )
+        if req is not None:
+            rec.update(
+                request_id=req.request_id,
+                ballot_id=req.ballot_id,
+                base_version=req.base_version,
+                observed_watermark=req.observed_watermark,
+                replay_of=req.replay_of,
+            )
+        rec.update(extra)
+        rec.update(
+            head_version=seen.version,
+            rewind=seen.rewind,
+            overwrite=seen.overwrite,
+            head_changed=seen.changed,
+        )
+        self.rows.append(rec)
+        if self.progress is not None:
+            self.progress(rec)
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        """One call to the service; `PlannerUnreachable` in one line if it does not answer."""
+        try:
+            async with self.session.post(self.url + path, json=body) as reply:
+                if reply.status >= 400:
+                    text = (await reply.text()).strip()
+                    raise ValueError(f"planner at {self.url} refused {path}: {text}")
+                return await reply.json() if reply.status != 204 else None
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise PlannerUnreachable(
+                f"planner at {self.url} did not answer within {self.connect_timeout:g} s "
+                f"({type(exc).__name__})"
+            ) from None
+
+    async def goodbye(self) -> None:
+        """Tell the service this loop is gone, so it stops trying to deliver to it (a killed
+        loop never says it: the service keeps its answers for a restart)."""
+        try:
+            async with self.session.delete(f"{self.url}/loops/{self.name}"):
+                pass
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            pass  # the service is gone too: nothing is owed any more
+
+    async def send_all(self, reqs: list[Request]) -> None:
+        """Send `reqs` at once (W hedged calls are W requests in flight), one timer each."""
+        if not reqs:
+            return
+        t = self.now()
+        drawn = await asyncio.gather(
+            *(self.post("/plan", request_body(self.name, r)) for r in reqs)
+        )
+        loop = asyncio.get_running_loop()
+        for req, reply in zip(reqs, drawn, strict=True):
+            self.sent[req.request_id] = req
+            self.row(t, "send", req, host=reply["host"], fault=reply["fault"])
+            self.arm(loop, req)
+
+    def arm(self, loop: asyncio.AbstractEventLoop, req: Request) -> None:
+        self.timers.append(loop.call_later(self.timeout, self.events.put_nowait, ("timeout", req)))
+
+    def match(self, answer: Answer) -> Request:
+        """The request `answer` answers: one this process sent, a ballot still awaited (sent
+        before a restart), or else a request rebuilt from the answer itself."""
+        resp = answer.response
+        req = self.sent.get(answer.request_id)
+        if req is not None and req.ballot_id in (None, resp.ballot_id):
+            return req
+        for awaited in self.d.awaited():
+            if awaited.ballot_id == resp.ballot_id:
+                return awaited
+        ballot = resp.ballot_id if isinstance(self.d, BallotDesign) else None
+        return Request(answer.request_id, ballot, resp.observed_watermark, resp.base_version, ())
+
+    def publish(self) -> None:
+        if self.mirror is not None:
+            head_row.publish(self.mirror, *self.d.read_head())
+
+    async def on_deliver(self, answer: Answer) -> None:
+        req, resp = self.match(answer), answer.response
+        t = self.now()
+        decision = self.d.on_response(req, resp, t)  # `parse_answer` let only storable ones in
+        self.publish()
+        self.row(
+            t,
+            "deliver",
+            req,
+            ballot_id=req.ballot_id,
+            base_version=resp.base_version,
+            host=answer.host,
+            updated_at=resp.updated_at,
+            fault=answer.fault,
+            committed=decision.committed,
+            reason=decision.reason,
+        )
+        await self.send_all(decision.sends)
+
+    async def on_timeout(self, req: Request) -> None:
+        if all(a.request_id != req.request_id for a in self.d.awaited()):
+            return
+        t = self.now()
+        sends = self.d.on_timeout(req, t)
+        self.row(t, "timeout", req)
+        await self.send_all(sends)
+
+    async def settle(self) -> None:
+        while (settled := self.d.settle(self.now())) is not None:
+            req, decision = settled
+            self.publish()
+            self.row(
+                self.now(), "settle", req, committed=decision.committed, reason=decision.reason
+            )
+            await self.send_all(decision.sends)
+
+    async def main(self) -> list[dict[str, Any]]:
+        self.events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        inbox = Inbox(self.events)
+        timeout = aiohttp.ClientTimeout(total=self.connect_timeout)
+        self.session = aiohttp.ClientSession(timeout=timeout)
+        try:
+            callback = await inbox.start()
+            await self.post(
+                f"/loops/{self.name}",
+                {"callback": callback, "seed": self.seed, "fresh": not self.restart},
+            )
+            await self.loop_until_done()
+        finally:
+            inbox.close()
+            if self.drain > 0:
+                await asyncio.sleep(self.drain)
+            for timer in self.timers:
+                timer.cancel()
+            await self.goodbye()
+            await inbox.stop()
+            await self.session.close()
+        self.refused = inbox.refused
+        return self.rows
+
+    async def loop_until_done(self) -> None:
+        self.t0 = time.monotonic()  # the clock starts at the first send, as the simulator's
+        if self.restart:
+            self.row(self.now(), "restart", fault="crash")
+        loop = asyncio.get_running_loop()
+        sends = self.d.start(self.now())
+        for req in self.d.awaited():
+            if req not in sends:  # in flight before a restart: its answer may still come
+                self.arm(loop, req)
+        await self.send_all(sends)
+        end = self.t0 + self.deadline
+        while self.d.awaited():
+            if self.stop.is_set() or time.monotonic() > end:
+                self.row(self.now(), "truncated")
+                return
+            try:
+                event = await asyncio.wait_for(self.events.get(), timeout=0.1)
+            except TimeoutError:
+                continue
+            if event[0] == "deliver":
+                await self.on_deliver(event[1])
+            elif event[0] == "timeout":
+                await self.on_timeout(event[1])
+            else:
+                self.row(self.now(), "refused", reason=BAD_ANSWER)
+            await self.settle()
+
+
+def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event) -> T:
+    """Run `work` in a thread of its own (its connections and event loop live there: a
+    notebook's kernel already runs a loop); an interrupt sets `stop` so it closes cleanly."""
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            out["result"] = work(stop)
+        except BaseException as exc:  # re-raised in the caller's thread
+            out["error"] = exc
+
+    worker = threading.Thread(target=body, name="labkit-remote-loop", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():  # short waits, so an interrupt is handled at once
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        stop.set()
+        worker.join()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def run(
+    design: str,
+    url: str,
+    *,
+    ticks: int,
+    window: int = 1,
+    seed: int = 0,
+    store: str | Path | None = None,
+    dsn: str | None = None,
+    timeout: float | None = None,
+    name: str | None = None,
+    deadline: float = 60.0,
+    poll: float = 0.001,
+    connect_timeout: float = 2.0,
+    drain: float = 0.0,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> RemoteRun:
+    """Run `design` against the planner at `url` until `ticks` versions are committed and
+    nothing is awaited (or `deadline` seconds pass: a `truncated` row).
+
+    `window` is the hedge width of `fenced` and the depth of `pipelined`; `seed` seeds each
+    request's fate at the service as the simulator's `seed` does; `timeout` defaults to the
+    service's (3 mean latencies). The store is the SQLite file `store` (a temporary one if
+    None) or PostgreSQL at `dsn`; a store that holds ballots already is restarted from. `name`
+    identifies the loop to the service (a restart must reuse it to be owed the old answers).
+    `drain` keeps the closed loop listening, refusing late answers, that many seconds.
+    """
+    check_design(design)
+    url = check_loopback(url)
+    ticks = backend.int_arg(ticks, "run(): ticks", low=1)
+    window = backend.int_arg(window, "run(): window", low=1)
+    seed = backend.int_arg(seed, "run(): seed")
+    for knob, value in (
+        ("deadline", deadline),
+        ("connect_timeout", connect_timeout),
+        ("timeout", 1.0 if timeout is None else timeout),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"run(): {knob} must be a number > 0, got {value!r}")
+    name = f"loop-{design}-{seed}" if name is None else name
+    if not isinstance(name, str) or not LOOP_NAME.fullmatch(name):
+        raise ValueError(f"loop name {name!r}: use letters, digits, '.', '_' or '-' (1-100)")
+    if store is not None and dsn is not None:
+        raise ValueError("run() takes a SQLite store or a PostgreSQL dsn, not both")
+    knobs = config(url, timeout=connect_timeout)
+    tmp = (
+        tempfile.TemporaryDirectory(prefix="labkit-remote-")
+        if store is None and dsn is None
+        else None
+    )
+    path = Path(tmp.name) / "store.db" if tmp is not None else None
+    path = Path(store) if store is not None else path
+    restart = path is not None and path.exists()
+
+    def work(stop: threading.Event) -> RemoteRun:
+        made, mirror_conn = _build(design, window, ticks, path, dsn)
+        if mirror_conn is not None:
+            head_row.create(mirror_conn, *made.read_head())
+        kind = "catalog" if isinstance(made, BallotDesign) else "mirror"
+        reader = ReaderProcess(kind, path, dsn=dsn, poll=poll)
+        driver = _Driver(
+            made,
+            mirror_conn,
+            url,
+            name=name,
+            seed=seed,
+            timeout=knobs["timeout"] if timeout is None else timeout,
+            deadline=deadline,
+            connect_timeout=connect_timeout,
+            drain=drain,
+            progress=progress,
+            restart=restart,
+            stop=stop,
+        )
+        try:
+            rows = asyncio.run(driver.main())
+        finally:
+            falls = reader.stop()
+            _close(made, mirror_conn)
+        return RemoteRun(
+            design,
+            url,
+            None if tmp is not None else str(path),
+            pd.DataFrame(rows, columns=TRACE_COLUMNS),
+            summarize_rows(rows),
+            falls,
+            driver.refused,
+            reader.polls,
+        )
+
+    try:
+        return _in_thread(work, threading.Event())
+    finally:
+        if tmp is not None:
+            tmp.cleanup()

@@ -1,0 +1,58 @@
+"""A real crash: the loop's process is killed in the middle of a planner call and started
+again on the same store; the planner's answers to the dead process's calls are judged by the
+durable ballots, and nothing the dead process reported committed is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+import labkit.catalog.versions as catalog
+from labkit.db import connect
+from labkit.remote import run, serve
+from labkit.remote.crash import kill_mid_call
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("design", "window"), [("ballot", 1), ("fenced", 3)])
+def test_a_loop_killed_mid_call_restarts_and_the_old_answers_meet_the_ballots(
+    tmp_path, design: str, window: int
+) -> None:
+    store = tmp_path / "store.db"
+    with serve(latency=0.15, seed=2) as url:
+        crash = kill_mid_call(
+            url, store, design, ticks=8, window=window, after=3, name=f"crash-{design}"
+        )
+        assert crash.killed_outright and crash.in_flight
+        conn = connect(store)
+        owed = {
+            row[0]
+            for row in conn.execute("SELECT ballot_id FROM wm_ballots WHERE status = 'inflight'")
+        }
+        conn.close()
+        assert owed and owed <= set(crash.in_flight)  # the calls the dead loop left open
+
+        again = run(design, url, ticks=8, window=window, store=store, name=f"crash-{design}")
+
+    trace = again.trace
+    assert trace["event"].iloc[0] == "restart"
+    judged = trace[(trace["event"] == "deliver") & trace["ballot_id"].isin(owed)]
+    assert not judged.empty, "no answer owed to the dead loop reached the restarted one"
+    assert again.reader_falls == [] and again.summary.rewinds == 0
+    conn = connect(store)
+    try:
+        assert catalog.verify(conn) == 8
+        for version, ballot in crash.commits.items():  # no reported commit is lost
+            assert catalog.read_version(conn, version).ballot_id == ballot
+        statuses = dict(
+            conn.execute(
+                "SELECT ballot_id, status FROM wm_ballots WHERE ballot_id IN "
+                f"({','.join('?' * len(owed))})",
+                sorted(owed),
+            ).fetchall()
+        )
+        assert set(statuses.values()) <= {"committed", "rejected", "abandoned"}
+        committed = [b for b, s in statuses.items() if s == "committed"]
+        for ballot in committed:  # committed once: exactly one version carries it
+            assert sum(v.ballot_id == ballot for v in catalog.history(conn)) == 1
+    finally:
+        conn.close()

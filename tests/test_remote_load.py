@@ -1,0 +1,23 @@
+"""Load: 16 loops at once against one planner service with faults on, each bounded in ticks
+and time; no commit is lost or doubled and no reader sees a fall. (The 30-second version is
+the benchmark's: `benchmarks/remote_vs_sim.py`.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.remote import serve, status
+from labkit.remote.load import load
+
+FAULTS = ["inverted", "duplicate", "stale_body", "retry_after_commit"]
+
+
+@pytest.mark.slow
+def test_sixteen_loops_at_once_lose_and_double_no_commit(tmp_path) -> None:
+    ticks = 8
+    with serve(faults=FAULTS, seed=5, latency=0.01, span=3) as url:
+        result = load(url, loops=16, seconds=60.0, ticks=ticks, store_dir=tmp_path)
+        served = status(url)
+    assert served["requests"] >= 16 * ticks
+    assert result.truncated == 0 and result.commits == 16 * ticks
+    assert result.ok, result
