@@ -130,3 +130,23 @@ def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypat
         texts_drawn.append(len([t for t in drawn if t in kept._texts and t.get_visible()]))
         assert image == each_time.png(runs, steps, "lww")
     assert texts_drawn[0] > texts_drawn[1] > 0 and texts_drawn[2:] == [0, 0]
+
+
+def test_a_rescaled_workbench_canvas_draws_a_short_schedule_as_a_fresh_one_does() -> None:
+    """Reset or a new schedule after a long one: the axes fit the new schedule alone (not the
+    room the long one needed), drawn on the same figure as a brand-new canvas would draw it."""
+    b = ScheduleBuilder()
+    b.load(SCHEDULE_14)
+    canvas = WorkbenchCanvas(b.designs)
+    long_png = canvas.png(b.runs, b.steps, "ballot")
+    tall = canvas.fig.get_size_inches()[1]
+    b.use_preset("inverted")
+    kept = canvas.png(b.runs, b.steps, "ballot")  # without rescale: the long schedule's room
+    canvas.rescale()
+    short_png = canvas.png(b.runs, b.steps, "ballot")
+    assert canvas.fig.get_size_inches()[1] < tall
+    assert short_png == WorkbenchCanvas(b.designs).png(b.runs, b.steps, "ballot")
+    assert kept != short_png
+    b.load(SCHEDULE_14)
+    canvas.rescale()
+    assert canvas.png(b.runs, b.steps, "ballot") == long_png  # and back, from its frames

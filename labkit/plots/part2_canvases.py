@@ -497,6 +497,12 @@ class WorkbenchCanvas:
             art["fall"].xy = (fall.step, fall.head)
             art["fall"].set_position((fall.step + 0.4, fall.seen + 0.15))
 
+    def rescale(self) -> None:
+        """Forget the room the axes grew to: the next update sizes them for its own schedule
+        (Reset, a typed or preset schedule), reusing the figure, its artists and the frames
+        already drawn instead of building a new canvas."""
+        self._rooms = (0, 0, 0)
+
     def update(self, runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str) -> Figure:
         """Show `runs` (design -> `DesignRun` of the same `steps`), with the lanes of `focus`.
 

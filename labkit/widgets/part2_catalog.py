@@ -480,7 +480,7 @@ class ArrivalWorkbench(BatchedApp):
         request picker on to the oldest request still in flight, redraw (on `fresh` axes when
         the whole schedule was replaced: a short schedule after a long one gets its own scale)."""
         if fresh:
-            self.canvas = WorkbenchCanvas(self.designs)
+            self.canvas.rescale()
         self._advance = True
         self.error.value = ""
         self.message.value = ""
