@@ -538,11 +538,12 @@ class ArrivalWorkbench(BatchedApp):
         if keep is None:
             flying = [rid for rid, ln in sorted(lanes.items()) if ln.status == "in flight"]
             keep = (flying or builder.requests or [None])[0]
-        with self.hold():
+        # hold_sync: each widget's changes go to the page as one message, not one per property
+        with self.hold(), self.request.hold_sync():
             self.request.options = options
             self.request.value = keep
-        k = self.k
-        self.request.tooltip = "" if k is None else _request_detail(builder, k)
+            k = self.k
+            self.request.tooltip = "" if k is None else _request_detail(builder, k)
         labels = {
             "deliver": f"deliver response {k}",
             "dup": f"deliver {k} again (duplicate)",
@@ -554,14 +555,15 @@ class ArrivalWorkbench(BatchedApp):
         reasons = []
         for name, step in steps.items():
             button = self.buttons[name]
-            if name in labels:
-                button.description = labels[name]
             if step is None:
                 ok = Availability(False, "no request sent yet")
             else:
                 ok = builder.availability(step, useful=name == "oldest")
-            button.disabled = not ok.ok
-            button.tooltip = ok.why or f"add the step '{step}'"
+            with button.hold_sync():
+                if name in labels:
+                    button.description = labels[name]
+                button.disabled = not ok.ok
+                button.tooltip = ok.why or f"add the step '{step}'"
             if not ok.ok:
                 reasons.append(f"<li><i>{html.escape(button.description)}</i>: "
                                f"{html.escape(ok.why)}</li>")
