@@ -81,3 +81,15 @@ def test_checks_and_apply_both_act_on_the_one_rule(
     assert seen == [(0, 0, -1, 0)] * 2
     assert loop.inflight() == [b]
     assert rows(loop.conn, "SELECT reason FROM wm_responses") == [("unknown_ballot",)]
+
+
+def test_reasons_are_listed_in_the_order_the_rule_tests_them() -> None:
+    """`REASONS` is the rule's order (the exercises rank a wrong verdict by it): a response
+    failing several conditions gets the reason listed first."""
+    from labkit.catalog.rule import REASONS, Checks
+
+    for failing in range(1, 8):  # every non-empty set of failed conditions
+        flags = [not (failing >> i) & 1 for i in range(3)]
+        got = Checks(*flags, fence=0, head=0).reason
+        first = next(r for r, ok in zip(REASONS, flags, strict=True) if not ok)
+        assert got == first

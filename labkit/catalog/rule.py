@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Reason = Literal["unknown_ballot", "stale_watermark", "stale_base"]
+# The refusals in the order `Checks.reason` tests their conditions (exercises rank them by it).
 REASONS: tuple[str, ...] = ("unknown_ballot", "stale_watermark", "stale_base")
 
 

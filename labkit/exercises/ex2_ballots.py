@@ -62,8 +62,9 @@ def _inflight(loop: WatermarkLoop) -> dict[int, int]:
     return {b.ballot_id: b.watermark for b in loop.inflight()}
 
 
-# apply()'s questions in order; a decision is the first question a response fails.
-_RANK = {"unknown_ballot": 0, "stale_watermark": 1, "stale_base": 2, COMMIT: 3}
+# apply()'s questions in the order the rule asks them (rule.REASONS); a decision is the first
+# question a response fails, and a commit passes them all.
+_RANK = {**{reason: i for i, reason in enumerate(REASONS)}, COMMIT: len(REASONS)}
 
 
 _NTH = ("first", "second", "third")
