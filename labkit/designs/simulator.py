@@ -42,7 +42,7 @@ import pandas as pd
 
 from labkit.catalog.loop import Response
 from labkit.designs.design import Design, Request
-from labkit.designs.planner import HeadReader, draw_latency, host_skews, respond
+from labkit.designs.planner import Glance, HeadReader, draw_latency, host_skews, respond
 from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
 
@@ -75,6 +75,37 @@ COLUMNS = [
     "overwrite",
     "head_changed",
 ]
+
+
+def trace_row(
+    columns: list[str],
+    t: float,
+    design: str,
+    event: str,
+    req: Request | None,
+    seen: Glance,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """One row of a run's trace: the event, its request's fields, `extra`, then what the
+    reader saw right after (`seen`); the simulator and the real loop write the same rows."""
+    rec: dict[str, Any] = dict.fromkeys(columns)
+    rec.update(t=t, design=design, event=event, committed=None, fault=None)
+    if req is not None:
+        rec.update(
+            request_id=req.request_id,
+            ballot_id=req.ballot_id,
+            base_version=req.base_version,
+            observed_watermark=req.observed_watermark,
+            replay_of=req.replay_of,
+        )
+    rec.update(extra)
+    rec.update(
+        head_version=seen.version,
+        rewind=seen.rewind,
+        overwrite=seen.overwrite,
+        head_changed=seen.changed,
+    )
+    return rec
 
 
 @dataclass(frozen=True)
@@ -185,25 +216,7 @@ class _Run:
         return draw_latency(rng, self.cfg.latency, self.cfg.sigma)
 
     def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
-        seen = self.reader.look()
-        rec: dict[str, Any] = dict.fromkeys(COLUMNS)
-        rec.update(t=t, design=self.d.name, event=event, committed=None, fault=None)
-        if req is not None:
-            rec.update(
-                request_id=req.request_id,
-                ballot_id=req.ballot_id,
-                base_version=req.base_version,
-                observed_watermark=req.observed_watermark,
-                replay_of=req.replay_of,
-            )
-        rec.update(extra)
-        rec.update(
-            head_version=seen.version,
-            rewind=seen.rewind,
-            overwrite=seen.overwrite,
-            head_changed=seen.changed,
-        )
-        self.rows.append(rec)
+        self.rows.append(trace_row(COLUMNS, t, self.d.name, event, req, self.reader.look(), extra))
 
     # -- the planner ----------------------------------------------------------------------
     def target(self, fault: str, req: Request) -> bool:

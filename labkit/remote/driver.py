@@ -36,7 +36,7 @@ from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
-from labkit.designs.simulator import COLUMNS
+from labkit.designs.simulator import COLUMNS, trace_row
 from labkit.remote.control import PlannerUnreachable, check_loopback, config
 from labkit.remote.inbox import Inbox
 from labkit.remote.wire import Answer, request_body
@@ -124,25 +124,14 @@ class _Driver:
         return time.monotonic() - self.t0
 
     def row(self, t: float, event: str, req: Request | None = None, **extra: Any) -> None:
-        seen = self.head.look()
-        rec: dict[str, Any] = dict.fromkeys(TRACE_COLUMNS)
-        rec.update(
-            t=t, design=self.d.name, event=event, committed=None, fault=None, wall=time.time()
-        )
-        if req is not None:
-            rec.update(
-                request_id=req.request_id,
-                ballot_id=req.ballot_id,
-                base_version=req.base_version,
-                observed_watermark=req.observed_watermark,
-                replay_of=req.replay_of,
-            )
-        rec.update(extra)
-        rec.update(
-            head_version=seen.version,
-            rewind=seen.rewind,
-            overwrite=seen.overwrite,
-            head_changed=seen.changed,
+        rec = trace_row(
+            TRACE_COLUMNS,
+            t,
+            self.d.name,
+            event,
+            req,
+            self.head.look(),
+            {"wall": time.time(), **extra},
         )
         self.rows.append(rec)
         if self.progress is not None:
