@@ -7,7 +7,7 @@
 - `labkit.pg`: part three on a real PostgreSQL server (the server, commit order, stress, ballots across machines).
 - `labkit.docs`: the docs build (figures, figure specs, notebook file chores).
 - `labkit.plots`, `labkit.widgets`, `labkit.exercises`: figures, ipywidgets apps and workshop checks, one module per part.
-- shared: `db` (opening SQLite), `backend` (the one SQLite/PostgreSQL seam), `files` (writing by replace); faces: `ballot`, `arrivals`.
+- shared: `db` (opening SQLite), `backend` (the one SQLite/PostgreSQL seam), `files` (writing by replace), `killable` (a child to kill mid-work); faces: `ballot`, `arrivals`.
 """
 
 __all__ = ["__version__"]

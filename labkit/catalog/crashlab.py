@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +22,8 @@ from typing import Any
 from labkit.catalog.crash_child import POINTS
 from labkit.catalog.loop import Ballot, Response
 from labkit.db import connect
+from labkit.killable import Verdict, run_child
 
-_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
 # What `Popen.kill()` leaves as the exit code: minus the signal number (SIGKILL is 9) where the
 # operating system kills by signal, 1 from TerminateProcess on Windows.
 KILLED_RETURNCODE = 1 if os.name == "nt" else -9
@@ -65,33 +62,25 @@ def kill_loop(
     """
     if point not in POINTS:
         raise ValueError(f"unknown kill point {point!r}; expected one of {', '.join(POINTS)}")
-    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
-    args = [sys.executable, "-m", "labkit.catalog.crash_child", str(db), point, str(window),
-            json.dumps(list(tools))]
-    ballot, reached = None, False
-    with subprocess.Popen(
-        args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        watchdog = threading.Timer(timeout, proc.kill)
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                if line.strip() == f"at {point}":
-                    reached = True
-                    break
-                ballot = Ballot(*json.loads(line))
-            proc.kill()
-            proc.wait()
-        finally:
-            watchdog.cancel()
-        last_error = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
-    if not reached:
+    found: list[Ballot] = []
+
+    def on_line(line: str) -> Verdict:
+        if line.strip() == f"at {point}":
+            return "kill"
+        found.append(Ballot(*json.loads(line)))
+        return None
+
+    end = run_child(
+        "labkit.catalog.crash_child",
+        [str(db), point, str(window), json.dumps(list(tools))],
+        on_line,
+        timeout=timeout,
+    )
+    if not end.killed:
         raise RuntimeError(
-            f"child loop on {db} did not reach {point!r} (exit {proc.returncode}): {last_error}"
+            f"child loop on {db} did not reach {point!r} (exit {end.returncode}): {end.last_error}"
         )
-    return Killed(point, proc.returncode, ballot)
+    return Killed(point, end.returncode, found[-1] if found else None)
 
 
 def snapshot(db: str | Path, to: str | Path) -> Path:

@@ -13,12 +13,9 @@ crash lab does: the loop runs in a child process that the operating system kills
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
-import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +27,8 @@ from labkit import db
 from labkit.designs.design import Request
 from labkit.designs.pipelined import PipelinedDesign
 from labkit.designs.planner import respond
+from labkit.killable import Verdict, run_child
 
-_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
 RESTART_FIRST_REQUEST = 1000  # request ids after the restart (so tool names stay distinct)
 MAX_STEPS = 500
 
@@ -204,46 +201,28 @@ def kill_and_resume(
     this process then restarts the loop from the file and finishes the run."""
     if Path(path).exists():
         raise ValueError(f"{path}: kill_and_resume wants a new file, not an old one")
-    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
-    args = [
-        sys.executable,
-        "-m",
-        "labkit.designs.pipeline_crash",
-        str(path),
-        str(kill_at),
-        str(ticks),
-        str(window),
-        str(seed),
-    ]
     heads: list[int] = []
-    killed = False
-    with subprocess.Popen(
-        args,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        watchdog = threading.Timer(timeout, proc.kill)
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                if line.startswith("head "):
-                    heads.append(int(line.split()[1]))
-                elif line.strip() == f"at statement {kill_at}":
-                    killed = True
-                    proc.kill()
-                    break
-                elif line.strip() == "finished":
-                    break
-            proc.wait()
-        finally:
-            watchdog.cancel()
-        error = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
-    if not killed and proc.returncode != 0:
-        raise RuntimeError(f"child loop on {path} failed (exit {proc.returncode}): {error}")
+
+    def on_line(line: str) -> Verdict:
+        if line.startswith("head "):
+            heads.append(int(line.split()[1]))
+        elif line.strip() == f"at statement {kill_at}":
+            return "kill"
+        elif line.strip() == "finished":
+            return "stop"
+        return None
+
+    end = run_child(
+        "labkit.designs.pipeline_crash",
+        [str(path), str(kill_at), str(ticks), str(window), str(seed)],
+        on_line,
+        timeout=timeout,
+    )
+    killed = end.killed
+    if not killed and end.returncode != 0:
+        raise RuntimeError(
+            f"child loop on {path} failed (exit {end.returncode}): {end.last_error}"
+        )
     reader = db.connect(path)
     try:
         log, left = _second_life(

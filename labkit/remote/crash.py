@@ -10,16 +10,11 @@ sent it, and its durable ballots judge it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.catalog.crashlab import KILLED_RETURNCODE
-
-_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
+from labkit.killable import Verdict, run_child
 
 
 @dataclass(frozen=True)
@@ -50,53 +45,27 @@ def kill_mid_call(
     """Run `design` in a child process on `store`; kill it as it sends the request that
     follows its `after`-th commit. `RuntimeError` with its last error line if it never gets
     there within `timeout` seconds."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
-    args = [
-        sys.executable,
-        "-m",
-        "labkit.remote.child",
-        url,
-        str(store),
-        design,
-        str(ticks),
-        str(window),
-        name,
-    ]
     commits: dict[int, int] = {}
     sent: list[int] = []
-    reached = False
-    with subprocess.Popen(
-        args,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    ) as proc:
-        watchdog = threading.Timer(timeout, proc.kill)
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                kind, ballot, version = json.loads(line)
-                if kind == "commit":
-                    commits[version] = ballot
-                else:
-                    sent.append(ballot)
-                    if len(commits) >= after:
-                        proc.kill()
-                        reached = True
-                        break
-            proc.wait()
-        finally:
-            watchdog.cancel()
-        err = proc.stderr.read().strip().splitlines()
-    if not reached:
-        last = (err or ["no error output"])[-1]
+
+    def on_line(line: str) -> Verdict:
+        kind, ballot, version = json.loads(line)
+        if kind == "commit":
+            commits[version] = ballot
+            return None
+        sent.append(ballot)
+        return "kill" if len(commits) >= after else None
+
+    end = run_child(
+        "labkit.remote.child",
+        [url, str(store), design, str(ticks), str(window), name],
+        on_line,
+        timeout=timeout,
+    )
+    if not end.killed:
         raise RuntimeError(
-            f"loop process on {store} was not killed mid-call (exit {proc.returncode}): {last}"
+            f"loop process on {store} was not killed mid-call (exit {end.returncode}): "
+            f"{end.last_error}"
         )
     done = set(commits.values())
-    return Crash(proc.returncode, commits, tuple(b for b in sent if b not in done))
+    return Crash(end.returncode, commits, tuple(b for b in sent if b not in done))
