@@ -23,6 +23,7 @@ from typing import Any
 
 import nbformat
 from apply_rules import decide
+from worked_answers import AFTER_RESTART, CLOSING, FRONTIER_SQL, OPEN, PARTIAL_INDEX, VERDICTS
 
 from labkit import exercises as exs
 from labkit.docs.nbfiles import studentize_source
@@ -30,33 +31,6 @@ from labkit.docs.nbfiles import studentize_source
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "exercises" / "solutions"
 
-OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
-FRONTIER = (
-    "SELECT COALESCE(\n"
-    "    (SELECT MIN(id) - 1 FROM conversations\n"
-    f"      WHERE channel_key = :shard AND id > :base AND {OPEN}),\n"
-    "    (SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard),\n"
-    "    :base)"
-)
-INDEX = (
-    "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-    "WHERE status IN ('pending', 'retrying', 'running')"
-)
-CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
-VERDICTS = {
-    "A": "unknown_ballot",
-    "B": "stale_base",
-    "C": "commit",
-    "D": "stale_watermark",
-    "E": "stale_watermark",
-}
-RESTART = {
-    "X": 4,
-    "A": "unknown_ballot",
-    "B": "commit",
-    "C": "stale_watermark",
-    "D": "unknown_ballot",
-}
 
 
 def first_rule(inflight: dict[int, int], head: int, response: Any) -> str | None:
@@ -97,9 +71,9 @@ PASS: dict[str, Pass] = {
     # seven statuses to classify, three parts of the rule
     "frontier_sql_ex": Pass(
         (
-            FRONTIER.replace(OPEN, "status IN ('pending', 'running')"),
-            FRONTIER.replace(OPEN, "status IN ('pending', 'leased', 'running')"),
-            FRONTIER,
+            FRONTIER_SQL.replace(OPEN, "status IN ('pending', 'running')"),
+            FRONTIER_SQL.replace(OPEN, "status IN ('pending', 'leased', 'running')"),
+            FRONTIER_SQL,
         ),
         (),
         10,
@@ -107,9 +81,9 @@ PASS: dict[str, Pass] = {
     # which columns are '=' and which '>', the WHERE, reading the plan
     "partial_index_ex": Pass(
         (
-            "CREATE INDEX i ON conversations(channel_key, id) "
+            "CREATE PARTIAL_INDEX i ON conversations(channel_key, id) "
             "WHERE status IN ('pending', 'retrying', 'running')",
-            INDEX,
+            PARTIAL_INDEX,
         ),
         (1,),
         4,
@@ -141,7 +115,7 @@ PASS: dict[str, Pass] = {
         8,
     ),
     # the state the file keeps, X, then four responses, up to three questions each
-    "crash_verdicts_ex": Pass(({**RESTART, "X": 3}, RESTART), (), 14),
+    "crash_verdicts_ex": Pass(({**AFTER_RESTART, "X": 3}, AFTER_RESTART), (), 14),
 }
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from apply_rules import WRONG_RULES, decide
+from worked_answers import AFTER_RESTART, CLOSING, FRONTIER_SQL, OPEN, VERDICTS
 
 import labkit.exercises
 from labkit import exercises as exs
@@ -141,12 +142,6 @@ def test_orphans_name_the_jump_not_the_missing_ids(answer: set[int], cause: str)
         assert not token(missing).search(message), (missing, message)
 
 
-OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
-FRONTIER_SQL = (
-    f"SELECT COALESCE((SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard "
-    f"AND id > :base AND {OPEN}), (SELECT MAX(id) FROM conversations WHERE id > :base "
-    "AND channel_key = :shard), :base)"
-)
 FAILED_CASE = re.compile(
     r"on shard '(?P<shard>.*)' \([^)]*\) with base (?P<base>\d+) your query returned "
 )
@@ -234,20 +229,6 @@ def test_index_names_the_cause_not_the_statement(sql: str, cause: str) -> None:
         assert SOLUTION_INDEX not in message
 
 
-VERDICTS = {
-    "A": "unknown_ballot",
-    "B": "stale_base",
-    "C": "commit",
-    "D": "stale_watermark",
-    "E": "stale_watermark",
-}
-AFTER_RESTART = {
-    "X": 4,
-    "A": "unknown_ballot",
-    "B": "commit",
-    "C": "stale_watermark",
-    "D": "unknown_ballot",
-}
 
 
 def verdict_named(verdict: str, message: str) -> bool:
@@ -383,7 +364,6 @@ def test_lww_names_the_cause_not_a_schedule(steps: list[str], cause: str) -> Non
     assert "'deliver 4', 'deliver 2'" not in message
 
 
-CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
 
 
 @pytest.mark.parametrize(

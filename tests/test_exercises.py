@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from apply_rules import decide
 from nbrun import execute_notebook, starts_postgres
+from worked_answers import AFTER_RESTART, CLOSING, OPEN, PARTIAL_INDEX, VERDICTS
 
 from labkit import exercises as exs
 from labkit.ballot import WatermarkLoop
@@ -31,7 +32,6 @@ SOLUTION_RUNS = [
 ]
 CORRECT, INCORRECT, BLANK = "✓ Correct", "✗ Not yet", "○ Not attempted"
 
-OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
 FRONTIER_SQL = f"""
 SELECT COALESCE(
   (SELECT MIN(id) - 1 FROM conversations
@@ -43,25 +43,6 @@ MAX_RULE_SQL = (
     "SELECT MAX(id) FROM conversations "
     "WHERE channel_key = :shard AND status = 'delivered' AND :base >= 0"
 )
-PARTIAL_INDEX = (
-    "CREATE INDEX idx_open ON conversations(tenant, channel_key, id) "
-    "WHERE status IN ('pending', 'retrying', 'running')"
-)
-CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
-AFTER_RESTART = {
-    "X": 4,
-    "A": "unknown_ballot",
-    "B": "commit",
-    "C": "stale_watermark",
-    "D": "unknown_ballot",
-}
-VERDICTS = {
-    "A": "unknown_ballot",
-    "B": "stale_base",
-    "C": "commit",
-    "D": "stale_watermark",
-    "E": "stale_watermark",
-}
 
 
 def wrong(ex: Exercise, answer: Any, *needles: str) -> Feedback:
