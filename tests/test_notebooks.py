@@ -107,6 +107,23 @@ SHOWS = {
         r"\d+ answers tried their commit before reading and were refused by the database",
         r"AND observed_watermark = %s RETURNING 1\),\nversion AS \(INSERT INTO catalog_versions",
     ],
+    # The live service with every fault on: the unguarded designs fall, for the loop and for
+    # the reader process; the guarded ones never, and the ballot logs read back chained. The
+    # killed loop loses nothing; the live simulator-vs-real table agrees on the falls.
+    "09_a_real_planner": [
+        r"\nwrite in callback +\d+ +[1-9]\d* +[1-9]\d* +\d+ +no log",
+        r"\nlast-write-wins +\d+ +[1-9]\d* +[1-9]\d* +\d+ +no log",
+        r"\nsingle ballot +20 +0 +0 +[1-9]\d* +1\.\.20 chained",
+        r"\nhedged ballots +20 +0 +0 +[1-9]\d* +1\.\.20 chained",
+        r"\ncompare-and-set +20 +0 +0 +[1-9]\d* +no log",
+        r"single ballot: none ",
+        r"killed outright by the OS: True",
+        r"ballots in flight in the store when it died: \[\d+(, \d+)*\]",
+        r"log verified up to version 8, reported commits lost: 0, falls the reader process saw: 0",
+        r"throughput real/sim",
+        r"rewinds of the guarded designs, simulated and real: 0 0",
+        r"Finished callback: \d+ versions kept of \d+ commits; the reader process saw [1-9]",
+    ],
 }
 
 
