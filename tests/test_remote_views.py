@@ -10,13 +10,13 @@ import time
 import pandas as pd
 import pytest
 
-from labkit.catalog import head_row
+import labkit.catalog.head_row as head_row
 from labkit.catalog.head_watch import Change, Fall, ReaderProcess
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS
 from labkit.plots.part3_remote import lanes_figure, shown_lanes
 from labkit.remote.driver import RemoteRun
-from labkit.remote.views import COMMIT, Lane, LaneView, Lanes, reader_trace
+from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
 
 
@@ -85,14 +85,14 @@ def test_shown_lanes_keep_the_telling_ones_first() -> None:
 
 def _run(trace: pd.DataFrame, first: int, changes: list[Change]) -> RemoteRun:
     falls = [Fall(*vars(c).values()) for c in changes if c.after < c.before]
-    return RemoteRun("callback", "http://127.0.0.1:1", None, trace, None, falls, [], 10, first,
-                     tuple(changes))
+    return RemoteRun(
+        "callback", "http://127.0.0.1:1", None, trace, None, falls, [], 10, first, tuple(changes)
+    )
 
 
 def test_the_reader_trace_is_on_the_loops_clock() -> None:
     trace = pd.DataFrame({"t": [0.0, 0.5, 1.0], "wall": [100.0, 100.5, 101.0]})
-    changes = [Change(100.2, 0, 1), Change(100.4, 1, 3), Change(100.6, 3, 2),
-               Change(100.7, 2, 4)]
+    changes = [Change(100.2, 0, 1), Change(100.4, 1, 3), Change(100.6, 3, 2), Change(100.7, 2, 4)]
     got = reader_trace(_run(trace, 0, changes))
     assert got["t"].round(6).tolist() == [0.0, 0.2, 0.4, 0.6, 0.7, 1.0]
     assert got["head_version"].tolist() == [0, 1, 3, 2, 4, 4]
@@ -180,7 +180,7 @@ def test_a_fault_switched_in_the_widget_strikes_the_run_going() -> None:
     finally:
         result = app.wait()
     assert result is not None and app.error == ""
-    (switched_at, faults), = app.switches
+    ((switched_at, faults),) = app.switches
     assert faults == ("inverted",) and switched_at >= 3
     sends = result.trace[result.trace["event"] == "send"]
     struck = sends[sends["fault"] == "inverted"]
@@ -198,3 +198,14 @@ def test_stop_ends_the_run_early() -> None:
     result = app.wait()
     assert result is not None and result.trace["event"].iloc[-1] == "truncated"
     assert result.summary.kept < 80
+
+
+def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
+    from test_figure_layout import overflows
+
+    wide = row(0.12, "send", 1234, 1, ballot_id=9, base_version=1, fault="retry_after_commit")
+    lanes = fed([*STORY, wide])  # the widest lane label: "retry after commit 1234"
+    lanes.switched(("inverted", "retry_after_commit", "stall"))
+    reader = pd.DataFrame({"t": [0.0, 0.1, 0.2], "head_version": [0, 1, 0]})
+    fig = lanes_figure(lanes.snapshot(), "lww", reader=reader)
+    assert overflows(fig) == []

@@ -20,7 +20,15 @@ from labkit.plots.style import COLORS, RIGHT_LEGEND, new_figure, styled
 from labkit.remote.views import COMMIT, Lane, LaneView
 
 IN_FLIGHT_COLOR = COLORS["running"]
+FAULT_COLOR = "#8b1e3f"
 MAX_LANES = 16
+
+
+def _lane_label(lane: Lane) -> str:
+    """A lane's tick label: its request id, and the fault the service drew for it, if any."""
+    return (
+        f"{lane.fault.replace('_', ' ')} {lane.request_id}" if lane.fault else str(lane.request_id)
+    )
 
 
 def _lane_marks(ax, view: LaneView, lanes, color: str) -> None:
@@ -81,17 +89,6 @@ def _lane_marks(ax, view: LaneView, lanes, color: str) -> None:
                     zorder=5,
                     gid="answer:refused",
                 )
-        if lane.fault:
-            ax.annotate(
-                lane.fault.replace("_", " "),
-                (lane.sent, y),
-                xytext=(-3, 0),
-                textcoords="offset points",
-                ha="right",
-                va="center",
-                fontsize=6.5,
-                color="#8b1e3f",
-            )
 
 
 def _head_marks(ax, view: LaneView, color: str, reader: pd.DataFrame | None) -> None:
@@ -129,7 +126,7 @@ def _head_marks(ax, view: LaneView, color: str, reader: pd.DataFrame | None) -> 
             gid="reader-fall",
         )
     for t, faults in view.faults_switched:
-        ax.axvline(t, color="#8b1e3f", ls="--", lw=0.9)
+        ax.axvline(t, color=FAULT_COLOR, ls="--", lw=0.9)
         ax.annotate(
             ", ".join(f.replace("_", " ") for f in faults) or "faults off",
             (t, 1.0),
@@ -139,7 +136,7 @@ def _head_marks(ax, view: LaneView, color: str, reader: pd.DataFrame | None) -> 
             ha="left",
             va="top",
             fontsize=6.5,
-            color="#8b1e3f",
+            color=FAULT_COLOR,
         )
 
 
@@ -175,10 +172,13 @@ def lanes_figure(
     color = COLORS.get(design, "#444444")
     fig = new_figure(width, height)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    fig.subplots_adjust(left=0.09, right=0.68, top=0.9, bottom=0.11, hspace=0.12)
+    fig.subplots_adjust(left=0.2, right=0.7, top=0.9, bottom=0.11, hspace=0.12)
     lanes = shown_lanes(view, max_lanes)
     _lane_marks(top, view, lanes, color)
-    top.set_yticks(range(len(lanes)), [str(lane.request_id) for lane in lanes], fontsize=7)
+    top.set_yticks(range(len(lanes)), [_lane_label(lane) for lane in lanes], fontsize=7)
+    for tick, lane in zip(top.get_yticklabels(), lanes, strict=True):
+        if lane.fault:
+            tick.set_color(FAULT_COLOR)
     top.set_ylim(-0.8, max(len(lanes), 1) - 0.2)
     top.set_ylabel("request")
     top.grid(False, axis="y")
@@ -190,7 +190,7 @@ def lanes_figure(
     hidden = len(view.lanes) - len(lanes)
     state = "finished" if view.done else "running"
     name = DESIGN_LABELS.get(design, design)
-    fig.suptitle(title or f"{design}: {name}, {state}", fontsize=10, x=0.09, ha="left")
+    fig.suptitle(title or f"{design}: {name}, {state}", fontsize=10, x=0.2, ha="left")
     top.set_title(
         f"{view.in_flight} in flight, {len(view.lanes)} sent"
         + (

@@ -132,7 +132,7 @@ class RealPlannerApp(BatchedApp):
                 options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in DESIGNS],
                 value=design,
                 description="design",
-                layout=widgets.Layout(width="330px"),
+                layout=widgets.Layout(width="370px"),
             ),
             "wb-rp-design",
         )
@@ -150,8 +150,8 @@ class RealPlannerApp(BatchedApp):
         }
         slider = {
             "continuous_update": False,
-            "style": {"description_width": "110px"},
-            "layout": widgets.Layout(width="330px"),
+            "style": {"description_width": "125px"},
+            "layout": widgets.Layout(width="350px"),
         }
         self.ticks = classed(
             widgets.IntSlider(value=ticks, min=5, max=80, description="ticks", **slider),
