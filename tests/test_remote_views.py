@@ -209,3 +209,27 @@ def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
     reader = pd.DataFrame({"t": [0.0, 0.1, 0.2], "head_version": [0, 1, 0]})
     fig = lanes_figure(lanes.snapshot(), "lww", reader=reader)
     assert overflows(fig) == []
+
+
+def test_differences_lists_only_the_cells_more_than_the_tolerance_apart() -> None:
+    from labkit.remote.compare import METRICS, differences
+
+    def cells(metric: str, sim: float, real: float) -> dict:
+        ratio = round(real / sim, 2) if sim else None
+        return {f"{metric} sim": sim, f"{metric} real": real, f"{metric} real/sim": ratio}
+
+    values = {  # metric -> (sim, real): near, far, zero against something, both zero
+        "throughput": (20.0, 17.0),
+        "latency_p50": (0.02, 0.03),
+        "latency_p95": (0.1, 0.124),
+        "wasted_per_commit": (0.0, 0.5),
+        "rewinds": (0.0, 0.0),
+    }
+    row = {"design": "fenced", "seeds": 1}
+    for metric, _ in METRICS:
+        row.update(cells(metric, *values[metric]))
+    apart = differences(pd.DataFrame([row]), tolerance=0.25)
+    assert apart["metric"].tolist() == ["latency_p50", "wasted_per_commit"]
+    assert differences(pd.DataFrame([row]), tolerance=0.6)["metric"].tolist() == [
+        "wasted_per_commit"
+    ]
