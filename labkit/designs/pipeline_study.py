@@ -61,17 +61,21 @@ def lanes(trace: pd.DataFrame) -> list[Lane]:
 
     A lane ends at its commit (the deliver or settle row that committed it), at the first
     refusal of its answer, at the loop's give-up, or, for `pipelined`, at the flush that
-    replayed its ballot although its own answer was not refused (its base was).
+    replayed its ballot although its own answer was not refused (its base was). The trace
+    writes each decision before the replays it sends, so a replay finds its lane decided.
     """
     rows = trace.to_dict("records")
     found: dict[int, dict] = {}
-    replayed_at: dict[int, float] = {}
+    by_ballot: dict[int, int] = {}
     for row in rows:
         rid = _num(row["request_id"])
         if rid is None:
             continue
+        if rid < 0:  # a request rebuilt after a crash is named by -ballot_id
+            rid = by_ballot.get(-rid, rid)
         event, t = row["event"], float(row["t"])
         if event == "send":
+            replay_of = _num(row["replay_of"])
             found[rid] = {
                 "request_id": rid,
                 "ballot_id": _num(row["ballot_id"]) or 0,
@@ -82,11 +86,12 @@ def lanes(trace: pd.DataFrame) -> list[Lane]:
                 "end": IN_FLIGHT,
                 "ended": None,
                 "reason": None,
-                "replay_of": _num(row["replay_of"]),
+                "replay_of": replay_of,
             }
-            replay_of = _num(row["replay_of"])
-            if replay_of is not None:
-                replayed_at.setdefault(replay_of, t)
+            by_ballot[found[rid]["ballot_id"]] = rid
+            lost = found.get(by_ballot.get(replay_of, 0)) if replay_of is not None else None
+            if lost is not None and lost["end"] == IN_FLIGHT:  # replayed, not refused: flushed
+                lost.update(end=FLUSHED, ended=t)
             continue
         lane = found.get(rid)
         if lane is None:
@@ -104,10 +109,6 @@ def lanes(trace: pd.DataFrame) -> list[Lane]:
                 lane.update(end=REFUSED, ended=t, reason=row["reason"])
         elif event == "timeout":
             lane.update(end=GAVE_UP, ended=t)
-    for lane in found.values():
-        at = replayed_at.get(lane["ballot_id"])
-        if lane["end"] == IN_FLIGHT and at is not None:
-            lane.update(end=FLUSHED, ended=at)
     return [Lane(**lane) for lane in found.values()]
 
 
