@@ -56,12 +56,14 @@ def idle_controls(window: int) -> list[str]:
 
 def _table_html(table: pd.DataFrame) -> str:
     """The comparison as an HTML table that scrolls sideways inside its own box."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in SHOWN_COLUMNS)
+    head = "".join(f"<th style='padding:0 6px'>{html.escape(c)}</th>" for c in SHOWN_COLUMNS)
     body = []
     for row in table[list(SHOWN_COLUMNS)].itertuples(index=False):
         mine = row[0] == "pipelined ballots"
         style = " style='font-weight:bold;background:#eaf7f9'" if mine else ""
-        cells = "".join(f"<td style='white-space:nowrap'>{html.escape(str(v))}</td>" for v in row)
+        cells = "".join(
+            f"<td style='white-space:nowrap;padding:0 6px'>{html.escape(str(v))}</td>" for v in row
+        )
         body.append(f"<tr{style}>{cells}</tr>")
     return (
         "<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>"
