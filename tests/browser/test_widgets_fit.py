@@ -5,8 +5,9 @@ inside a widget must show all of its text: its scroll width is at most its clien
 it scrolls on its own (overflow auto, and short enough that its scrollbar is in view), never
 through the whole widget's scrollbar far below. Notebook 07's step-it-yourself widget must
 still work after Run All, whose last cell used to close its connection; the workbench's
-picture must not move as the hints above it change. Notebook 09's widget must start a run of
-its own after Run All and switch a fault while that run goes.
+picture must not move as the hints above it change. Notebook 05's depth slider must redraw
+and, at W = 1, say what it leaves unchanged, still fitting. Notebook 09's widget must start a
+run of its own after Run All and switch a fault while that run goes.
 """
 
 from __future__ import annotations
@@ -125,6 +126,26 @@ def _workbench_holds_still(nb) -> None:
     assert not cut, f"cut after a crash: {cut}"
 
 
+def _depth_slider_redraws_and_says_what_is_idle(nb) -> None:
+    """Notebook 05's pipelined widget: three presses take W from 4 to 1; each redraws the
+    lanes, and at W = 1 the line under the controls says the hedge has no row; still no cut."""
+    from playwright.sync_api import expect
+
+    cell = nb.cell_with("PipelineDepthApp(")
+    cell.scroll_into_view_if_needed()
+    idle = cell.locator(".wb-pipe-idle")
+    src = wait_image(cell)
+    expect(idle).not_to_contain_text("no second call", timeout=WAIT_MS)
+    for _ in range(3):
+        slider_handle(cell).press("ArrowLeft")
+        src = wait_image(cell, changed_from=src)
+    expect(idle).to_contain_text("no second call", timeout=WAIT_MS)
+    expect(cell.locator(".wb-pipe-state")).to_contain_text("W = 1", timeout=WAIT_MS)
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"pipelined widget cut at W = 1: {cut}"
+    screenshot(cell, "05-pipelined-w1")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
 def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     nb = _open_at_1280(lab, path)
@@ -132,6 +153,8 @@ def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     assert not cut, f"{path}: cut at 1280x800 with the file browser open: {cut}"
     if path.startswith("notebooks/04_"):
         _workbench_holds_still(nb)
+    if path.startswith("notebooks/05_"):
+        _depth_slider_redraws_and_says_what_is_idle(nb)
 
 
 @pytest.mark.postgres
