@@ -15,6 +15,7 @@ from labkit.catalog.head_watch import Change, Fall, ReaderProcess
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS
 from labkit.plots.part3_remote import lanes_figure, shown_lanes
+from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
 from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
@@ -212,7 +213,7 @@ def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
 
 
 def test_differences_lists_only_the_cells_more_than_the_tolerance_apart() -> None:
-    from labkit.remote.compare import METRICS, differences
+    from labkit.remote.compare import differences
 
     def cells(metric: str, sim: float, real: float) -> dict:
         ratio = round(real / sim, 2) if sim else None
@@ -233,3 +234,30 @@ def test_differences_lists_only_the_cells_more_than_the_tolerance_apart() -> Non
     assert differences(pd.DataFrame([row]), tolerance=0.6)["metric"].tolist() == [
         "wasted_per_commit"
     ]
+    assert apart["why"].tolist() == [  # real above simulated: the reasons for "higher"
+        WHY[("latency_p50", "higher")],
+        WHY[("wasted_per_commit", "higher")],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("design", "metric", "sim", "real", "says"),
+    [
+        ("fenced", "latency_p95", 0.03, 0.06, "just inside the timeout"),
+        ("fenced", "latency_p95", 0.06, 0.03, "the other way"),
+        ("ballot", "throughput", 20.0, 12.0, "durable SQLite write"),
+        ("callback", "wasted_per_commit", 1.5, 0.8, "simulator only"),
+        ("callback", "rewinds", 3, 0, "near-tie"),
+        ("cas", "rewinds", 0, 1, "bug"),
+    ],
+)
+def test_each_difference_gets_the_reason_for_its_direction(design, metric, sim, real, says):
+    from labkit.remote.compare import differences
+
+    row = {"design": design, "seeds": 1}
+    for m, _ in METRICS:
+        row.update({f"{m} sim": 1.0, f"{m} real": 1.0, f"{m} real/sim": 1.0})
+    row.update({f"{metric} sim": sim, f"{metric} real": real})
+    row[f"{metric} real/sim"] = round(real / sim, 2) if sim else None
+    (got,) = differences(pd.DataFrame([row]))["why"]
+    assert says in got and got == why(design, metric, sim, real)
