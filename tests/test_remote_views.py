@@ -17,6 +17,7 @@ from labkit.designs.simulator import COLUMNS
 from labkit.plots.part3_remote import lanes_figure, shown_lanes
 from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
+from labkit.remote.service import serve
 from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
 
@@ -191,14 +192,90 @@ def test_a_fault_switched_in_the_widget_strikes_the_run_going() -> None:
     assert not app.design.disabled and app.stop_button.disabled
 
 
-def test_stop_ends_the_run_early() -> None:
+def test_stop_ends_the_run_early_and_says_so() -> None:
     app = RealPlannerApp(design="ballot", ticks=80, latency_ms=20)
     app.start()
     assert app.wait_for_head(2)
     assert app.stop()
+    assert app.stop() is False and "Already stopping" in app.message.value
+    assert app.why_not("stop") == "the run is stopping"
     result = app.wait()
     assert result is not None and result.trace["event"].iloc[-1] == "truncated"
     assert result.summary.kept < 80
+    head = result.summary.final_head
+    assert f"Stopped ballot at v{head} of v80" in app.message.value
+    assert "Finished" not in app.message.value
+
+
+def test_a_seed_out_of_range_is_refused_before_any_run() -> None:
+    app = RealPlannerApp(design="ballot")
+    app.seed.value = 10**30
+    assert app.start() is False and not app.running and app.lanes is None
+    assert "Not started: the random seed must be a whole number" in app.message.value
+
+
+def test_a_fault_ticked_while_the_service_starts_reaches_it(monkeypatch) -> None:
+    """Ticked before the run's service is up: kept, and switched on as soon as it is."""
+    import threading
+    from contextlib import contextmanager
+
+    import labkit.widgets.part3_remote as part3_remote
+
+    up = threading.Event()
+
+    @contextmanager
+    def slow_serve(*args, **kwargs):
+        with serve(*args, **kwargs) as url:
+            up.wait(10)  # the service runs; the widget does not know its URL yet
+            yield url
+
+    monkeypatch.setattr(part3_remote, "serve", slow_serve)
+    app = RealPlannerApp(design="callback", ticks=12, latency_ms=10, seed=1, span=2)
+    assert app.start()
+    app.set_faults(["inverted"])
+    assert "still starting" in app.message.value and "No run is going" not in app.message.value
+    assert "faults on: none" in app.status.value or "no run yet" in app.status.value
+    up.set()
+    result = app.wait()
+    assert result is not None and app.error == ""
+    assert app.switches == [(0, ("inverted",))]
+    sends = result.trace[result.trace["event"] == "send"]
+    assert (sends["fault"] == "inverted").any()  # the service had it
+    assert "faults on: inverted" in app.status.value
+
+
+def test_start_is_given_back_only_after_the_runs_last_picture() -> None:
+    app = RealPlannerApp(design="ballot", ticks=5, latency_ms=10)
+    assert app.start()
+    while app.running:
+        time.sleep(0.001)
+    first = app.result  # the moment start is allowed again, the run is drawn and judged
+    assert first is not None and "Finished ballot" in app.message.value
+    assert "finished" in app.status.value and not app.start_button.disabled
+    assert app.start()
+    second = app.wait()
+    assert second is not None and second is not first and app.result is second
+
+
+@pytest.mark.slow
+def test_leaving_python_with_a_widget_run_going_is_clean(tmp_path) -> None:
+    """The interpreter's exit stops the run and joins its threads (once, it aborted in C++:
+    "terminate called without an active exception")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "from labkit.widgets.part3_remote import RealPlannerApp\n"
+        "app = RealPlannerApp(design='ballot', ticks=80, latency_ms=20)\n"
+        "app.start()\n"
+        "assert app.wait_for_head(2)\n"
+    )
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr
 
 
 def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
