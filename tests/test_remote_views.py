@@ -6,6 +6,7 @@ each)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -338,3 +339,40 @@ def test_each_difference_gets_the_reason_for_its_direction(design, metric, sim, 
     row[f"{metric} real/sim"] = round(real / sim, 2) if sim else None
     (got,) = differences(pd.DataFrame([row]))["why"]
     assert says in got and got == why(design, metric, sim, real)
+
+
+def test_a_store_reads_back_as_a_chained_log_or_a_head_row_that_only_climbed(tmp_path) -> None:
+    from labkit.remote.crash import Crash, lost_commits
+    from labkit.remote.driver import run
+    from labkit.remote.readback import read_back
+
+    with serve(latency=0.005, seed=3) as url:
+        runs = {
+            d: run(d, url, ticks=4, seed=3, store=tmp_path / f"{d}.db", name=f"rb-{d}")
+            for d in ("ballot", "cas")
+        }
+    log, row = read_back(runs["ballot"]), read_back(runs["cas"])
+    assert (log.kind, log.head, log.whole, log.text) == ("log", 4, True, "1..4 chained")
+    assert (row.kind, row.head, row.whole) == ("head row", 4, True)
+    assert row.text.startswith("row at v4; ")
+
+    fell = replace(runs["cas"], reader_changes=(Change(1.0, 0, 2), Change(2.0, 2, 1)))
+    assert not read_back(fell).whole and read_back(fell).text == "row at v4; fell 1 time"
+    assert "climbs only" in read_back(replace(fell, reader_changes=(Change(1.0, 0, 2),))).text
+
+    conn = connect(tmp_path / "ballot.db")  # a body that is not what its hash says: broken
+    conn.execute("UPDATE catalog_versions SET tools_hash = 'x' WHERE version = 3")
+    conn.commit()
+    conn.close()
+    broken = read_back(runs["ballot"])
+    assert not broken.whole and "version 3" in broken.text
+    with pytest.raises(ValueError, match="no store file"):
+        read_back(replace(runs["ballot"], store=None))
+
+    trace = runs["ballot"].trace
+    done = trace[(trace["event"] == "deliver") & (trace["committed"] == True)]  # noqa: E712
+    commits = {int(r.head_version): int(r.ballot_id) for r in done.itertuples()}
+    store = tmp_path / "ballot.db"
+    assert lost_commits(store, Crash(-9, commits, ())) == []
+    wrong = {**commits, 2: commits[2] + 100, 9: 1}  # another ballot at v2; v9 never written
+    assert lost_commits(store, Crash(-9, wrong, ())) == [2, 9]

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import labkit.catalog.versions as catalog
 from labkit.catalog.crashlab import KILLED_RETURNCODE
+from labkit.db import connect_readonly
 from labkit.killable import Verdict, run_child
 
 
@@ -69,3 +71,17 @@ def kill_mid_call(
         )
     done = set(commits.values())
     return Crash(end.returncode, commits, tuple(b for b in sent if b not in done))
+
+
+def lost_commits(store: str | Path, crash: Crash) -> list[int]:
+    """The versions the killed loop reported committed that the store's log does not hold
+    with the ballot it reported (none, if the durable ballots did their job)."""
+    conn = connect_readonly(store)
+    try:
+        return [
+            version
+            for version, ballot in sorted(crash.commits.items())
+            if (record := catalog.read_version(conn, version)) is None or record.ballot_id != ballot
+        ]
+    finally:
+        conn.close()
