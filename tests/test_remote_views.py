@@ -19,7 +19,7 @@ from labkit.plots.part3_remote import lanes_figure, shown_lanes
 from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
 from labkit.remote.service import serve
-from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, reader_trace
+from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, falls_text, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
 
 
@@ -342,7 +342,7 @@ def test_each_difference_gets_the_reason_for_its_direction(design, metric, sim, 
 
 
 def test_a_store_reads_back_as_a_chained_log_or_a_head_row_that_only_climbed(tmp_path) -> None:
-    from labkit.remote.crash import Crash, lost_commits
+    from labkit.remote.crash import Crash, fates, lost_commits
     from labkit.remote.driver import run
     from labkit.remote.readback import read_back
 
@@ -376,3 +376,32 @@ def test_a_store_reads_back_as_a_chained_log_or_a_head_row_that_only_climbed(tmp
     assert lost_commits(store, Crash(-9, commits, ())) == []
     wrong = {**commits, 2: commits[2] + 100, 9: 1}  # another ballot at v2; v9 never written
     assert lost_commits(store, Crash(-9, wrong, ())) == [2, 9]
+
+    ballots = sorted(int(b) for b in trace["ballot_id"].dropna().unique())
+    got = fates(store, ballots, trace).set_index("ballot")
+    assert list(got.index) == ballots  # every ballot asked about has a row, seen or not
+    for ballot in commits.values():
+        assert got.at[ballot, "status"] == "committed" and got.at[ballot, "reason"] == ""
+        assert ": commit" in got.at[ballot, "the restarted loop saw"]
+    quiet = fates(store, ballots[:1], trace.iloc[:0])  # a trace that shows none of them
+    assert quiet["the restarted loop saw"].tolist() == ["nothing"]
+
+
+def test_falls_are_written_one_way_everywhere() -> None:
+    falls = [Fall(1.0, 5, 2), Fall(2.0, 7, 6), Fall(3.0, 8, 5)]
+    assert falls_text([]) == "none"
+    assert falls_text(falls) == "v5 → v2, v7 → v6, v8 → v5"
+    assert falls_text(falls, most=2) == "v5 → v2, v7 → v6 and 1 more"
+
+
+def test_the_head_panels_legend_lists_rejections_only_where_drawn() -> None:
+    from labkit.plots.part2_catalog import rewind_panels_figure
+
+    def labels(fig) -> list[str]:
+        return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts]
+
+    trace = pd.DataFrame({"t": [0.0, 0.1, 0.2], "head_version": [0, 1, 2]})
+    read = trace.assign(design="ballot", event="read", committed=None, rewind=False)
+    assert "response rejected" not in labels(rewind_panels_figure({"ballot": read}))
+    refused = read.assign(event=["read", "deliver", "deliver"], committed=[None, True, False])
+    assert "response rejected" in labels(rewind_panels_figure({"ballot": refused}))

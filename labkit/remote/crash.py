@@ -10,9 +10,13 @@ sent it, and its durable ballots judge it.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+import labkit.catalog.storeview as storeview
 import labkit.catalog.versions as catalog
 from labkit.catalog.crashlab import KILLED_RETURNCODE
 from labkit.db import connect_readonly
@@ -85,3 +89,28 @@ def lost_commits(store: str | Path, crash: Crash) -> list[int]:
         ]
     finally:
         conn.close()
+
+
+def fates(store: str | Path, ballots: Collection[int], trace: pd.DataFrame) -> pd.DataFrame:
+    """What became of each of `ballots` (those a killed loop left in flight): its status and
+    reason in the store, and what the restarted loop's `trace` shows of it (its answers and
+    timeouts, or "nothing": an answer the dead process had already received is never sent
+    again)."""
+    stored = storeview.table(store, "wm_ballots").set_index("ballot_id")
+    mine = trace[trace["event"].isin(["deliver", "timeout"])]
+    rows = []
+    for ballot in sorted(ballots):
+        seen = [
+            f"{r.event} at {r.t:.3f} s"
+            + ("" if r.event == "timeout" else f": {'commit' if r.committed else r.reason}")
+            for r in mine[mine["ballot_id"] == ballot].itertuples()
+        ]
+        rows.append(
+            {
+                "ballot": ballot,
+                "status": stored.at[ballot, "status"],
+                "reason": "" if pd.isna(reason := stored.at[ballot, "reason"]) else reason,
+                "the restarted loop saw": "; ".join(seen) or "nothing",
+            }
+        )
+    return pd.DataFrame(rows, columns=["ballot", "status", "reason", "the restarted loop saw"])

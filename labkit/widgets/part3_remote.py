@@ -33,7 +33,7 @@ from labkit.remote.control import PlannerUnreachable, set_faults
 from labkit.remote.driver import RemoteRun, run
 from labkit.remote.faults import SERVICE_FAULTS
 from labkit.remote.service import serve
-from labkit.remote.views import COMMIT, Lanes, reader_trace
+from labkit.remote.views import COMMIT, Lanes, falls_text, reader_trace
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 REFRESH_S = 0.5  # between redraws while a run goes: live enough, and the loop keeps its cores
@@ -191,7 +191,7 @@ class RealPlannerApp(BatchedApp):
             "layout": widgets.Layout(width="350px"),
         }
         self.ticks = classed(
-            widgets.IntSlider(value=ticks, min=5, max=80, description="ticks", **slider),
+            widgets.IntSlider(value=ticks, min=5, max=80, description="versions", **slider),
             "wb-rp-ticks",
         )
         self.latency = classed(
@@ -528,10 +528,8 @@ class RealPlannerApp(BatchedApp):
         if r is None:
             return ""
         falls = r.reader_falls
-        seen = ", ".join(f"v{f.before} → v{f.after}" for f in falls[:4])
-        more = f" and {len(falls) - 4} more" if len(falls) > 4 else ""
         reader = f"saw {len(falls)} fall{'s' if len(falls) != 1 else ''}" + (
-            f" ({seen}{more})" if falls else ""
+            f" ({falls_text(falls, most=4)})" if falls else ""
         )
         if not r.summary.truncated:
             ended = f"Finished {r.design}"
