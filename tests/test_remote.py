@@ -270,11 +270,23 @@ def test_on_postgresql_the_ballot_never_falls_and_the_callback_does(
 
 
 @pytest.mark.postgres
-def test_pipelined_on_postgresql_is_refused_in_one_line(faulty: str, pg_dsn: str) -> None:
-    from labkit.backend import UnsupportedBackend
+def test_pipelined_on_postgresql_holds_early_answers_and_never_falls(
+    faulty: str, pg_dsn: str
+) -> None:
+    from psycopg.conninfo import make_conninfo
 
-    with pytest.raises(UnsupportedBackend, match="PipelinedDesign works on sqlite only"):
-        run("pipelined", faulty, ticks=3, window=3, dsn=pg_dsn, name="pg-pipelined")
+    import labkit.catalog.hold as hold
+    from labkit.pg import instance as pg
+
+    with pg.scratch_schema(pg_dsn, prefix="remote") as schema:
+        dsn = make_conninfo(pg_dsn, options=pg.search_path_option(schema))
+        result = run("pipelined", faulty, ticks=8, window=3, dsn=dsn, name="pg-pipelined")
+        trace = result.trace
+        assert (trace["reason"] == "held").any() and (trace["event"] == "settle").any()
+        assert result.reader_falls == [] and result.summary.rewinds == 0
+        assert result.summary.kept == 8
+        with pg.connect(dsn) as conn:
+            assert catalog.verify(conn) == 8 and hold.held(conn) == []
 
 
 def test_an_interrupted_run_stops_cleanly_and_keeps_its_commits(tmp_path) -> None:
