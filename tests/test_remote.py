@@ -269,26 +269,6 @@ def test_on_postgresql_the_ballot_never_falls_and_the_callback_does(
             assert catalog.verify(conn) == 10
 
 
-@pytest.mark.postgres
-def test_pipelined_on_postgresql_holds_early_answers_and_never_falls(
-    faulty: str, pg_dsn: str
-) -> None:
-    from psycopg.conninfo import make_conninfo
-
-    import labkit.catalog.hold as hold
-    from labkit.pg import instance as pg
-
-    with pg.scratch_schema(pg_dsn, prefix="remote") as schema:
-        dsn = make_conninfo(pg_dsn, options=pg.search_path_option(schema))
-        result = run("pipelined", faulty, ticks=8, window=3, dsn=dsn, name="pg-pipelined")
-        trace = result.trace
-        assert (trace["reason"] == "held").any() and (trace["event"] == "settle").any()
-        assert result.reader_falls == [] and result.summary.rewinds == 0
-        assert result.summary.kept == 8
-        with pg.connect(dsn) as conn:
-            assert catalog.verify(conn) == 8 and hold.held(conn) == []
-
-
 def test_an_interrupted_run_stops_cleanly_and_keeps_its_commits(tmp_path) -> None:
     """Ctrl-C in the caller's thread while the loop runs: the loop stops at once (a
     `truncated` row would be its last) and what it committed stays, contiguous."""

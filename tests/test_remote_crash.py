@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import labkit.catalog.hold as hold
 import labkit.catalog.versions as catalog
 from labkit.db import connect
 from labkit.remote import run, serve
@@ -13,14 +14,18 @@ from labkit.remote.crash import kill_mid_call
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("design", "window"), [("ballot", 1), ("fenced", 3)])
+@pytest.mark.parametrize(
+    ("design", "window", "after"), [("ballot", 1, 3), ("fenced", 3, 3), ("pipelined", 3, 4)]
+)
 def test_a_loop_killed_mid_call_restarts_and_the_old_answers_meet_the_ballots(
-    tmp_path, design: str, window: int
+    tmp_path, design: str, window: int, after: int
 ) -> None:
+    """For `pipelined` the kill also leaves an answer held in the store (seed 2, after the
+    fourth commit): the restarted loop checks it again (a settle row) before it commits."""
     store = tmp_path / "store.db"
     with serve(latency=0.15, seed=2) as url:
         crash = kill_mid_call(
-            url, store, design, ticks=8, window=window, after=3, name=f"crash-{design}"
+            url, store, design, ticks=8, window=window, after=after, name=f"crash-{design}"
         )
         assert crash.killed_outright and crash.in_flight
         conn = connect(store)
@@ -28,6 +33,7 @@ def test_a_loop_killed_mid_call_restarts_and_the_old_answers_meet_the_ballots(
             row[0]
             for row in conn.execute("SELECT ballot_id FROM wm_ballots WHERE status = 'inflight'")
         }
+        held = [h.ballot_id for h in hold.held(conn)] if design == "pipelined" else []
         conn.close()
         assert owed and owed <= set(crash.in_flight)  # the calls the dead loop left open
 
@@ -38,6 +44,10 @@ def test_a_loop_killed_mid_call_restarts_and_the_old_answers_meet_the_ballots(
     judged = trace[(trace["event"] == "deliver") & trace["ballot_id"].isin(owed)]
     assert not judged.empty, "no answer owed to the dead loop reached the restarted one"
     assert again.reader_falls == [] and again.summary.rewinds == 0
+    if design == "pipelined":
+        assert held, "no answer was held when the loop died"
+        settled = set(trace.loc[trace["event"] == "settle", "ballot_id"])
+        assert set(held) <= settled  # each held answer checked again, never applied blindly
     conn = connect(store)
     try:
         assert catalog.verify(conn) == 8
