@@ -252,11 +252,21 @@ def _assert_sound(run, ticks: int = 6) -> None:
         assert base == v and tools[:-1] == below  # each body is built on the version below
 
 
+def test_a_crash_run_counts_the_falls_its_reader_saw() -> None:
+    from labkit.designs.pipeline_crash import CrashRun
+
+    assert CrashRun(1, True, (0, 2, 1, 1, 3, 2), (), 0, 9).falls == 2
+    assert CrashRun(1, True, (0, 1, 1, 2), (), 0, 9).falls == 0
+
+
 def test_a_kill_at_every_tenth_statement_keeps_the_readers_promise(tmp_path: Path) -> None:
     total = statement_count(tmp_path / "whole.db")
     assert total > 50
-    for k in range(1, total + 1, 10):
-        _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k))
+    runs = [crash_and_resume(tmp_path / f"k{k}.db", k) for k in range(1, total + 1, 10)]
+    for run_k in runs:
+        _assert_sound(run_k)
+        assert run_k.falls == 0
+    assert any(r.held_at_restart for r in runs)  # some kills left answers held in the file
 
 
 def test_a_real_kill_of_the_loop_process_keeps_the_readers_promise(tmp_path: Path) -> None:
@@ -410,5 +420,7 @@ def test_a_kill_at_statements_across_a_postgres_run_keeps_the_readers_promise(pg
 
     whole = lab(0)
     assert not whole.killed and whole.statements > 50 and whole.versions[-1][0] == 6
-    for k in range(1, whole.statements + 1, 12):  # every 12th: about a dozen kills, ~3 s
-        _assert_sound(lab(k))
+    runs = [lab(k) for k in range(1, whole.statements + 1, 12)]  # a dozen kills, ~3 s
+    for run_k in runs:
+        _assert_sound(run_k)
+    assert any(r.held_at_restart for r in runs)  # held answers outlived the dead connection

@@ -20,6 +20,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ class CrashRun:
 
     `heads` is what the independent reader saw after each step, across the kill; `killed`
     says the kill happened (the run had that many statements); `versions` is the catalog log
-    at the end, as (version, base, tools); `held_left` the hold's rows left at the end.
+    at the end, as (version, base, tools); `held_left` the hold's rows left at the end;
+    `held_at_restart` the held answers the restarted loop found in the store (each is checked
+    again before it commits, never applied as it lies there).
     """
 
     kill_at: int
@@ -51,6 +54,12 @@ class CrashRun:
     versions: tuple[tuple[int, int, tuple], ...]
     held_left: int
     statements: int
+    held_at_restart: int = 0
+
+    @property
+    def falls(self) -> int:
+        """How many of the reader's looks saw a lower head than the look before."""
+        return sum(after < before for before, after in pairwise(self.heads))
 
 
 class _Tracer:
@@ -108,10 +117,12 @@ def _second_life(
     look: Callable[[], None],
     *,
     ticks: int,
-) -> tuple[tuple[tuple[int, int, tuple], ...], int]:
+) -> tuple[tuple[tuple[int, int, tuple], ...], int, int]:
     """The restarted loop `second`, a new one on the same store, finishes the run; the
-    catalog log and the hold's rows left. Its connection is closed at the end."""
+    catalog log, the hold's rows left and the held answers it found when it opened. Its
+    connection is closed at the end."""
     try:
+        found = len(hold.held(second.conn))
         second.start(0.0)
         look()  # the reader's first look after the restart
         while second.settle(0.0) is not None:
@@ -121,7 +132,7 @@ def _second_life(
         log = tuple(
             (v.version, v.base_version, tuple(v.tools)) for v in catalog.history(second.conn)
         )
-        return log, len(hold.held(second.conn))
+        return log, len(hold.held(second.conn)), found
     finally:
         second.conn.close()
 
@@ -159,10 +170,10 @@ def crash_and_resume(
         first.conn.close()  # the process is gone: nothing uncommitted survives
     try:
         second = _restarted(path, ticks, window)
-        log, left = _second_life(second, rng, reader, look, ticks=ticks)
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
     finally:
         reader.close()
-    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count)
+    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count, found)
 
 
 def statement_count(path: str | Path, *, ticks: int = 6, window: int = 3, seed: int = 0) -> int:
@@ -231,12 +242,12 @@ def crash_and_resume_pg(
         second = PipelinedDesign(
             connect(), window=window, ticks=ticks, first_request=RESTART_FIRST_REQUEST
         )
-        log, left = _second_life(second, rng, reader, look, ticks=ticks)
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
     finally:
         first.conn.close()
         reader.close()
     killed = bool(kill_at) and count[0] >= kill_at
-    return CrashRun(kill_at, killed, tuple(heads), log, left, count[0])
+    return CrashRun(kill_at, killed, tuple(heads), log, left, count[0], found)
 
 
 # --- the same with a real kill: a child process, killed by the operating system ---------------
@@ -300,7 +311,7 @@ def kill_and_resume(
         raise RuntimeError(f"child loop on {path} failed (exit {end.returncode}): {end.last_error}")
     reader = db.connect(path)
     try:
-        log, left = _second_life(
+        log, left, found = _second_life(
             _restarted(path, ticks, window),
             random.Random(seed + 1),
             reader,
@@ -309,7 +320,7 @@ def kill_and_resume(
         )
     finally:
         reader.close()
-    return CrashRun(kill_at, killed, tuple(heads), log, left, kill_at if killed else 0)
+    return CrashRun(kill_at, killed, tuple(heads), log, left, kill_at if killed else 0, found)
 
 
 if __name__ == "__main__":
