@@ -394,6 +394,16 @@ def test_the_hold_on_postgres_is_durable_when_it_returns(pg_connect) -> None:
 
 
 @pytest.mark.postgres
+def test_the_hold_refuses_a_postgres_session_whose_commits_are_not_durable(pg_connect) -> None:
+    from labkit.catalog.versions_pg import DurabilityError
+
+    conn = pg_connect(autocommit=True)
+    conn.execute("SET synchronous_commit = off")
+    with pytest.raises(DurabilityError, match="hold.create on PostgreSQL: synchronous_commit"):
+        hold.create(conn)
+
+
+@pytest.mark.postgres
 def test_the_hold_refuses_a_postgres_transaction_left_open(pg_connect) -> None:
     from labkit.catalog.loop_pg import LoopConnectionError
 

@@ -97,7 +97,10 @@ def _writing(conn: Connection) -> Iterator[Dialect]:
 
 def create(conn: Connection) -> None:
     """Make the hold's table if it is missing (next to the ballot store's tables). On
-    PostgreSQL a table that would not survive a crash (UNLOGGED, TEMPORARY) is refused."""
+    PostgreSQL a session whose commits are not durable when reported (`synchronous_commit =
+    off`) or a table that would not survive a crash (UNLOGGED, TEMPORARY) is refused."""
+    if backend.dialect(conn).is_postgres:
+        versions_pg.require_durable_commits(conn, "hold.create")
     with catalog.making(conn, HELD_TABLE) as d:
         pass
     if d.is_postgres:
