@@ -79,11 +79,15 @@ def test_the_service_states_the_base_and_the_hash_of_what_it_built_on() -> None:
 @pytest.fixture(scope="module")
 def flushed(tmp_path_factory) -> tuple:
     """One pipelined run whose second tick draws a stale body (refused, so its successors are
-    flushed) and every answer delivered twice; the trace and the store's path."""
+    flushed) and every answer delivered twice; the trace and the store's path. The loop waits
+    a second (50 latencies) before it gives up on a call, so that on a loaded machine the
+    stale body, not a timer, is what refuses the tick."""
     store = tmp_path_factory.mktemp("pipelined") / "store.db"
     knobs = {"latency": 0.02, "duplicate_rate": 1.0, "span": 1}
     with serve(faults=["stale_body", "duplicate"], seed=4, **knobs) as url:
-        result = run("pipelined", url, ticks=TICKS, window=WINDOW, store=store, name="flush")
+        result = run(
+            "pipelined", url, ticks=TICKS, window=WINDOW, store=store, name="flush", timeout=1.0
+        )
     return result, store
 
 
