@@ -39,7 +39,7 @@ PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("Start here", (0,)),
     ("Part one · the gap-free delivery frontier", (1, 2, 3)),
     ("Part two · the catalog watermark with ballots", (4, 5, 6)),
-    ("Part three · the same lessons on PostgreSQL", (7, 8)),
+    ("Part three · the same lessons on real servers", (7, 8, 9)),
 )
 # The worked answers' section: last in the navigation, after the reference, and linked from no
 # page a learner works through (a student page says where the answers are but does not link).

@@ -6,8 +6,9 @@ Run as ``python -m labkit.catalog.head_watch KIND TARGET POLL_S``: KIND is ``cat
 design's catalog log) or ``mirror`` (an unguarded design's head row, `labkit.catalog.head_row`),
 TARGET a SQLite file, or
 ``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
-command line). It prints ``ready``, then one JSON line ``[wall, before, after]`` per fall,
-and on end of input ``done POLLS``. `ReaderProcess` starts and stops it.
+command line). It prints ``ready`` and the head it read first, then one JSON line
+``[wall, before, after]`` per change of the head (a fall is one whose `after` is lower), and on
+end of input ``done POLLS``. `ReaderProcess` starts and stops it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ class Fall:
     after: int
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change of the head the reader saw (a rise or a fall): when and from what to what."""
+
+    wall: float
+    before: int
+    after: int
+
+
 def _open(target: str) -> Any:
     if target == "-":  # the parent reached this server already; a failure is its stderr line
         import psycopg
@@ -56,11 +66,11 @@ def watch(kind: str, target: str, poll: float) -> None:
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     previous, polls = head(conn), 0
-    print("ready", flush=True)
+    print(f"ready {previous}", flush=True)
     while not stop.is_set():
         now = head(conn)
         polls += 1
-        if now < previous:
+        if now != previous:
             print(json.dumps([time.time(), previous, now]), flush=True)
         previous = now
         time.sleep(poll)
@@ -68,7 +78,8 @@ def watch(kind: str, target: str, poll: float) -> None:
 
 
 class ReaderProcess:
-    """Start the reader process on a store; `stop()` ends it and returns the falls it saw."""
+    """Start the reader process on a store; `stop()` ends it and returns the falls it saw.
+    Afterwards `first` is the head it read first and `changes` every change it saw."""
 
     def __init__(
         self, kind: str, store: str | Path | None, *, dsn: str | None = None, poll: float = 0.001
@@ -91,13 +102,17 @@ class ReaderProcess:
             text=True,
         )
         self.polls = 0
+        self.first = 0
+        self.changes: list[Change] = []
         watchdog = threading.Timer(READY_TIMEOUT_S, self.proc.kill)
         watchdog.start()
         try:
             first = self.proc.stdout.readline().strip()
         finally:
             watchdog.cancel()
-        if first != "ready":
+        if first.startswith("ready "):
+            self.first = int(first.split()[1])
+        else:
             self.proc.kill()
             _, err = self.proc.communicate()
             last = (err.strip().splitlines() or ["no error output"])[-1]
@@ -110,13 +125,12 @@ class ReaderProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate()
-        falls = []
         for line in out.splitlines():
             if line.startswith("done "):
                 self.polls = int(line.split()[1])
             elif line.strip():
-                falls.append(Fall(*json.loads(line)))
-        return falls
+                self.changes.append(Change(*json.loads(line)))
+        return [Fall(c.wall, c.before, c.after) for c in self.changes if c.after < c.before]
 
 
 if __name__ == "__main__":

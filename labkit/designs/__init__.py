@@ -5,8 +5,9 @@ durable hold in `labkit.catalog.hold`), all six built by `make_design` (`registr
 discrete-event run), `run_stats` (what a run did, counted), `lessons` (the seeds and faults the
 lessons show), `schedules` (arrival steps as a type, and their text), `arrival_orders` (a
 schedule played on SQLite, every arrival order), `arrival_search` (the fast in-memory search),
-`schedule_builder` (the workbench's step-by-step schedule) and `pipeline_crash` (pipelined
-ballots killed at any statement and restarted).
+`schedule_builder` (the workbench's step-by-step schedule), `pipeline_crash` (pipelined
+ballots killed at any statement and restarted) and `pipeline_study` (what notebook 05's section
+on pipelined ballots measures: lanes, depth and fault comparisons, the two frontiers).
 """
 
 from labkit.designs.design import (

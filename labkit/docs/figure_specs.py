@@ -13,7 +13,12 @@ from labkit.designs.design import DESIGNS
 from labkit.designs.lessons import (
     BUG2_FAULTS,
     BUG2_SEED,
+    DEPTH_TICKS,
     INVERTED_STEPS,
+    PIPELINE_FAULTS,
+    PIPELINE_SEED,
+    PIPELINE_TICKS,
+    PIPELINE_WINDOW,
     SHOWCASE_FAULTS,
     SHOWCASE_SEED,
 )
@@ -132,6 +137,21 @@ def _restarts() -> tuple[Figure, Any]:
     return restarts_figure(traces), _traces_data(traces)
 
 
+def _pipelined() -> tuple[Figure, Any]:
+    from labkit.designs.pipeline_study import depth_table
+    from labkit.designs.simulator import simulate
+    from labkit.plots.part2_pipelined import pipelined_figure
+
+    trace = simulate(
+        "pipelined", PIPELINE_FAULTS, seed=PIPELINE_SEED, ticks=PIPELINE_TICKS,
+        window=PIPELINE_WINDOW,
+    )
+    depth = depth_table(seed=0, ticks=DEPTH_TICKS)
+    title = f"Pipelined ballots, W = {PIPELINE_WINDOW}, one stalled answer"
+    fig = pipelined_figure(trace, depth, title=title, window=PIPELINE_WINDOW)
+    return fig, {"trace": _traces_data({"pipelined": trace}), "depth": depth.to_dict("list")}
+
+
 # Part three runs on a real server (`labkit.pg.instance.shared_server()`: LABKIT_PG_DSN or the
 # pip-installed one). Its figures come from fixed scripted interleavings counted in steps, so
 # ids, coverage and orphans are the same on every run; no timing is drawn.
@@ -179,6 +199,9 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("arrival_explorer", "Arrival orders that rewind the catalog, per design.",
                _arrival_explorer),
     FigureSpec("crash_restart", "Head version across a loop crash and restart.", _restarts),
+    FigureSpec("pipelined_ballots",
+               "Pipelined ballots: lanes, hold and head of one run; throughput against W.",
+               _pipelined),
     FigureSpec("commit_order_timeline",
                "PostgreSQL: a smaller id commits late; id order orphans it, the horizon waits.",
                _commit_order_timeline),

@@ -247,6 +247,7 @@ def rewind_panels_figure(
     title: str = "Catalog head an independent reader sees, one panel per design",
     width: float = 7.8,
     panel_height: float = 1.7,
+    xlabel: str = "simulated time (mean planner latency = 1)",
 ) -> Figure:
     """`simulate` traces stacked one design per panel (shared axes), so no line hides another.
 
@@ -288,7 +289,7 @@ def rewind_panels_figure(
                      loc="left", fontsize=9, color=color, fontweight="bold")
         ax.set_ylabel("head")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-    axes[-1].set_xlabel("simulated time (mean planner latency = 1)")
+    axes[-1].set_xlabel(xlabel)
     fig.suptitle(title, fontsize=10.5)
     handles = [
         *(Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=d) for d in shown),

@@ -36,6 +36,7 @@ COLORS = {
     "lww": "#ff7f0e",
     "ballot": "#1f4e9c",
     "fenced": "#2ca02c",
+    "pipelined": "#17becf",
     "cas": "#9467bd",
     "reject": "#7f7f7f",
 }

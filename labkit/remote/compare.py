@@ -85,3 +85,30 @@ def side_by_side(
         row["reader_falls real"] = sum(len(r.reader_falls) for _, r in mine)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def differences(table: pd.DataFrame, tolerance: float = 0.25) -> pd.DataFrame:
+    """The cells of a `side_by_side` table where real and simulated differ by more than
+    `tolerance` (a ratio outside 1 ± tolerance, or one side zero and the other not): the ones
+    that need a reason."""
+    rows = []
+    for row in table.to_dict("records"):
+        for metric, _ in METRICS:
+            sim, real = row[f"{metric} sim"], row[f"{metric} real"]
+            ratio = row[f"{metric} real/sim"]
+            off = (
+                (sim == 0) != (real == 0)
+                if ratio is None or pd.isna(ratio)
+                else (abs(ratio - 1) > tolerance)
+            )
+            if off:
+                rows.append(
+                    {
+                        "design": row["design"],
+                        "metric": metric,
+                        "sim": sim,
+                        "real": real,
+                        "real/sim": ratio,
+                    }
+                )
+    return pd.DataFrame(rows, columns=["design", "metric", "sim", "real", "real/sim"])

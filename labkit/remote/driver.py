@@ -31,7 +31,7 @@ import pandas as pd
 
 import labkit.catalog.head_row as head_row
 from labkit import backend, db
-from labkit.catalog.head_watch import Fall, ReaderProcess
+from labkit.catalog.head_watch import Change, Fall, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
@@ -50,7 +50,9 @@ BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused bef
 @dataclass(frozen=True)
 class RemoteRun:
     """One `run`: the trace, its summary, the falls the reader process saw, and the answers
-    refused unread (one line each). `store` is the SQLite file (None if it was temporary)."""
+    refused unread (one line each). `store` is the SQLite file (None if it was temporary);
+    `reader_first` and `reader_changes` are the head the reader process read first and every
+    change it saw after (its own trace of the head, by wall clock)."""
 
     design: str
     url: str
@@ -60,6 +62,8 @@ class RemoteRun:
     reader_falls: list[Fall]
     refused: list[str]
     reader_polls: int
+    reader_first: int = 0
+    reader_changes: tuple[Change, ...] = ()
 
 
 def _build(
@@ -323,6 +327,7 @@ def run(
     connect_timeout: float = 2.0,
     drain: float = 0.0,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> RemoteRun:
     """Run `design` against the planner at `url` until `ticks` versions are committed and
     nothing is awaited (or `deadline` seconds pass: a `truncated` row).
@@ -333,6 +338,8 @@ def run(
     None) or PostgreSQL at `dsn`; a store that holds ballots already is restarted from. `name`
     identifies the loop to the service (a restart must reuse it to be owed the old answers).
     `drain` keeps the closed loop listening, refusing late answers, that many seconds.
+    `progress` is called with each trace row as it is written (in the loop's thread); setting
+    `stop` ends the run early, as an interrupt does (a `truncated` row).
     """
     check_design(design)
     url = check_loopback(url)
@@ -395,10 +402,12 @@ def run(
             falls,
             driver.refused,
             reader.polls,
+            reader.first,
+            tuple(reader.changes),
         )
 
     try:
-        return _in_thread(work, threading.Event())
+        return _in_thread(work, threading.Event() if stop is None else stop)
     finally:
         if tmp is not None:
             tmp.cleanup()

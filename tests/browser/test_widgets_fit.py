@@ -5,14 +5,16 @@ inside a widget must show all of its text: its scroll width is at most its clien
 it scrolls on its own (overflow auto, and short enough that its scrollbar is in view), never
 through the whole widget's scrollbar far below. Notebook 07's step-it-yourself widget must
 still work after Run All, whose last cell used to close its connection; the workbench's
-picture must not move as the hints above it change.
+picture must not move as the hints above it change. Notebook 05's depth slider must redraw
+and, at W = 1, say what it leaves unchanged, still fitting. Notebook 09's widget must start a
+run of its own after Run All and switch a fault while that run goes.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .jlab import WAIT_MS, screenshot, wait_image, widget_text
+from .jlab import WAIT_MS, screenshot, slider_handle, slider_readout, wait_image, widget_text
 
 VIEWPORT = {"width": 1280, "height": 800}
 NOTEBOOKS = (
@@ -20,6 +22,7 @@ NOTEBOOKS = (
     "notebooks/04_late_tick_rewinds.ipynb",
     "notebooks/05_five_designs.ipynb",
     "notebooks/07_postgres_commit_order.ipynb",
+    "notebooks/09_a_real_planner.ipynb",
 )
 # A box that scrolls on its own must be short enough to show its own scrollbar in the window.
 OWN_SCROLL_MAX_PX = VIEWPORT["height"] // 2
@@ -123,6 +126,26 @@ def _workbench_holds_still(nb) -> None:
     assert not cut, f"cut after a crash: {cut}"
 
 
+def _depth_slider_redraws_and_says_what_is_idle(nb) -> None:
+    """Notebook 05's pipelined widget: three presses take W from 4 to 1; each redraws the
+    lanes, and at W = 1 the line under the controls says the hedge has no row; still no cut."""
+    from playwright.sync_api import expect
+
+    cell = nb.cell_with("PipelineDepthApp(")
+    cell.scroll_into_view_if_needed()
+    idle = cell.locator(".wb-pipe-idle")
+    src = wait_image(cell)
+    expect(idle).not_to_contain_text("no second call", timeout=WAIT_MS)
+    for _ in range(3):
+        slider_handle(cell).press("ArrowLeft")
+        src = wait_image(cell, changed_from=src)
+    expect(idle).to_contain_text("no second call", timeout=WAIT_MS)
+    expect(cell.locator(".wb-pipe-state")).to_contain_text("W = 1", timeout=WAIT_MS)
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"pipelined widget cut at W = 1: {cut}"
+    screenshot(cell, "05-pipelined-w1")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
 def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     nb = _open_at_1280(lab, path)
@@ -130,6 +153,8 @@ def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     assert not cut, f"{path}: cut at 1280x800 with the file browser open: {cut}"
     if path.startswith("notebooks/04_"):
         _workbench_holds_still(nb)
+    if path.startswith("notebooks/05_"):
+        _depth_slider_redraws_and_says_what_is_idle(nb)
 
 
 @pytest.mark.postgres
@@ -156,3 +181,33 @@ def test_notebook_07_widget_fits_and_works_after_run_all(lab) -> None:
     wait_image(cell, changed_from=src)
     expect(message).not_to_contain_text("uncommitted", timeout=WAIT_MS)
     screenshot(cell, "07-after-run-all")
+
+
+@pytest.mark.timeout(300)
+def test_notebook_09_widget_fits_and_switches_a_fault_mid_run_after_run_all(lab) -> None:
+    from playwright.sync_api import expect
+
+    nb = _open_at_1280(lab, NOTEBOOKS[4])
+    cut = _cut_in(nb)
+    assert not cut, f"09: cut at 1280x800 with the file browser open: {cut}"
+
+    cell = nb.cell_with("RealPlannerApp(design=")
+    cell.scroll_into_view_if_needed()
+    message, status = cell.locator(".wb-rp-message"), cell.locator(".wb-rp-status")
+    expect(message).to_contain_text("Finished callback", timeout=WAIT_MS)  # the notebook's run
+    # controls that would do nothing say so: the window is only the hedged design's
+    expect(cell.locator(".wb-rp-why")).to_contain_text("window", timeout=WAIT_MS)
+    expect(cell.locator("button.wb-rp-stop")).to_be_disabled()
+    src = wait_image(cell)
+    slider_handle(cell, 0).press("End")  # the most ticks: a run long enough to switch in
+    expect(slider_readout(cell, 0)).to_have_text("80", timeout=WAIT_MS)
+    cell.locator("button.wb-rp-start").dispatch_event("click")
+    expect(status).to_contain_text("running", timeout=WAIT_MS)
+    cell.locator(".wb-rp-fault-duplicate input").check()  # off in the notebook's run
+    expect(message).to_contain_text("Switched at head", timeout=WAIT_MS)
+    src = wait_image(cell, changed_from=src)  # the lanes redraw while the run goes
+    expect(status).to_contain_text("finished", timeout=WAIT_MS)
+    expect(message).to_contain_text("Finished callback", timeout=WAIT_MS)
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"09: cut after a run: {cut}"
+    screenshot(cell, "09-after-a-switched-run")

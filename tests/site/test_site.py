@@ -357,7 +357,7 @@ def test_the_navigation_follows_the_learning_path(site: Path) -> None:
         "Start here",
         "Part one · the gap-free delivery frontier",
         "Part two · the catalog watermark with ballots",
-        "Part three · the same lessons on PostgreSQL",
+        "Part three · the same lessons on real servers",
     ]
     assert captions[4:] == ["Reference"]
     tree = html.split('class="sidebar-tree"', 1)[1]

@@ -1,0 +1,189 @@
+"""What notebook 05's section on pipelined ballots measures and draws: a run read as lanes (one
+per request, from its send to its commit, refusal, give-up or flush), the depth comparison of
+`ballot`, `fenced` and `pipelined` as W grows, and part one's frontier beside the hold's.
+
+The figure (`labkit.plots.part2_pipelined`), the widget (`labkit.widgets.part2_pipelined`) and
+the notebook all read the same functions, so the numbers they show agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+import labkit.catalog.hold as hold
+import labkit.frontier.log as part_one
+from labkit.designs.design import DISPLAY_NAMES
+from labkit.designs.run_stats import RunSummary
+from labkit.designs.simulator import run
+
+COMPARED: tuple[str, ...] = ("ballot", "fenced", "pipelined")
+DEPTHS: tuple[int, ...] = (1, 2, 4, 8)
+PIPELINED_NAME = "pipelined ballots"
+# What became of a request, as a lane's end says it.
+COMMITTED, REFUSED, GAVE_UP, FLUSHED, IN_FLIGHT = (
+    "committed",
+    "refused",
+    "gave up",
+    "flushed",
+    "in flight",
+)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One request of a run: its ballot and fence, when it was sent and answered, whether its
+    answer was held, and how and when it ended (`end` is one of the five outcomes above)."""
+
+    request_id: int
+    ballot_id: int
+    fence: int
+    sent: float
+    answered: float | None
+    held: bool
+    end: str
+    ended: float | None
+    reason: str | None = None
+    replay_of: int | None = None
+
+
+def _num(value: object) -> int | None:
+    """An id from a trace cell, None where the cell is empty (NaN or None)."""
+    if value is None or value != value:  # NaN is the one value unequal to itself
+        return None
+    return int(value)  # type: ignore[call-overload]
+
+
+def lanes(trace: pd.DataFrame) -> list[Lane]:
+    """The requests of a `simulate` trace of a ballot design, in the order they were sent.
+
+    A lane ends at its commit (the deliver or settle row that committed it), at the first
+    refusal of its answer, at the loop's give-up, or, for `pipelined`, at the flush that
+    replayed its ballot although its own answer was not refused (its base was). The trace
+    writes each decision before the replays it sends, so a replay finds its lane decided.
+    """
+    rows = trace.to_dict("records")
+    found: dict[int, dict] = {}
+    by_ballot: dict[int, int] = {}
+    for row in rows:
+        rid = _num(row["request_id"])
+        if rid is None:
+            continue
+        if rid < 0:  # a request rebuilt after a crash is named by -ballot_id
+            rid = by_ballot.get(-rid, rid)
+        event, t = row["event"], float(row["t"])
+        if event == "send":
+            replay_of = _num(row["replay_of"])
+            found[rid] = {
+                "request_id": rid,
+                "ballot_id": _num(row["ballot_id"]) or 0,
+                "fence": int(row["observed_watermark"]),
+                "sent": t,
+                "answered": None,
+                "held": False,
+                "end": IN_FLIGHT,
+                "ended": None,
+                "reason": None,
+                "replay_of": replay_of,
+            }
+            by_ballot[found[rid]["ballot_id"]] = rid
+            lost = found.get(by_ballot.get(replay_of, 0)) if replay_of is not None else None
+            if lost is not None and lost["end"] == IN_FLIGHT:  # replayed, not refused: flushed
+                lost.update(end=FLUSHED, ended=t)
+            continue
+        lane = found.get(rid)
+        if lane is None:
+            continue
+        if event == "deliver" and lane["answered"] is None:
+            lane["answered"] = t
+        if lane["end"] != IN_FLIGHT:
+            continue  # a late or duplicate arrival: the lane already ended
+        if event in ("deliver", "settle"):
+            if row["reason"] == "held":
+                lane["held"] = True
+            elif _num(row["committed"]) == 1:
+                lane.update(end=COMMITTED, ended=t)
+            elif isinstance(row["reason"], str):
+                lane.update(end=REFUSED, ended=t, reason=row["reason"])
+        elif event == "timeout":
+            lane.update(end=GAVE_UP, ended=t)
+    return [Lane(**lane) for lane in found.values()]
+
+
+def _row(design: str, window: int, s: RunSummary) -> dict[str, object]:
+    return {
+        "design": design,
+        "name": PIPELINED_NAME if design == "pipelined" else DISPLAY_NAMES[design],
+        "W": window,
+        "throughput": round(s.throughput, 2),
+        "latency p50": round(s.latency_p50, 2),
+        "latency p95": round(s.latency_p95, 2),
+        "wasted calls / commit": round(s.wasted_per_commit, 2),
+        "answers refused": sum(s.rejects.values()),
+        "ticks replayed": s.replays,
+        "answers held": s.held,
+        "rewinds": s.rewinds,
+        "kept": s.kept,
+    }
+
+
+def compare_at(
+    window: int,
+    faults: Collection[str] = (),
+    seed: int = 0,
+    *,
+    ticks: int = 20,
+    designs: Sequence[str] = COMPARED,
+) -> pd.DataFrame:
+    """One simulated run per design at depth `window` (one row each, `W` = `window`); `fenced`
+    needs W >= 2 and is left out at W = 1; `ballot` keeps one ballot in flight whatever W is."""
+    rows = []
+    for design in designs:
+        if design == "fenced" and window < 2:
+            continue
+        w = 1 if design == "ballot" else window
+        done = run(design, tuple(faults), seed, ticks=ticks, window=w)
+        rows.append(_row(design, window, done.summary))
+    return pd.DataFrame(rows)
+
+
+def depth_table(
+    windows: Iterable[int] = DEPTHS,
+    faults: Collection[str] = (),
+    seed: int = 0,
+    *,
+    ticks: int = 20,
+) -> pd.DataFrame:
+    """`compare_at` for each W in `windows`, stacked: the trade-off as the window grows."""
+    return pd.concat([compare_at(w, faults, seed, ticks=ticks) for w in windows], ignore_index=True)
+
+
+def frontier_side_by_side(head: int, answered: Iterable[int], fences: int) -> pd.DataFrame:
+    """Fences 0..`fences`-1 with the head at `head` and `answered` held, beside part one's log
+    with the same rows: row id = fence + 1, delivered = answered, coverage base = head.
+
+    The last two columns are the hold's frontier (`labkit.catalog.hold.frontier`) and part one's
+    (`labkit.frontier.log.delivered_frontier` on a real SQLite log); they agree on every row.
+    """
+    done = set(answered)
+    conn = part_one.connect()
+    rows = []
+    for fence in range(fences):
+        row_id = part_one.enqueue(conn, "ballots", 0)
+        if fence < head or fence in done:
+            part_one.mark_delivered(conn, row_id)
+        rows.append(
+            {
+                "fence": fence,
+                "ballot": "committed" if fence < head else "held" if fence in done else "in flight",
+                "row id": row_id,
+                "row status": part_one.status_of(conn, row_id),
+            }
+        )
+    table = pd.DataFrame(rows)
+    table["head may reach"] = hold.frontier(head, done)
+    table["part one's frontier"] = part_one.delivered_frontier(conn, "ballots", coverage_base=head)
+    conn.close()
+    return table
