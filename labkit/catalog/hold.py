@@ -7,8 +7,9 @@ fence order, once the head reaches it, after the same checks as an answer that a
 time. A crash loses nothing: the rows outlive the process, and a restarted loop checks each
 one again before it commits it; it never applies one blindly.
 
-Which held answers are next is part one's low-watermark rule: the fences are the row ids,
-"answered" is "delivered", and the head is the frontier (`frontier`).
+Which held answers are next is part one's low-watermark rule: fence f is row id f + 1,
+"answered" is "delivered", the head is the coverage base the rule starts from, and the frontier
+(`frontier`) is how far the head may move, one commit per fence.
 
 Every function takes a sqlite3 or a psycopg connection (`labkit.backend`); each statement is
 written once, and only the table is written per backend, side by side. A write is durable when
@@ -145,8 +146,9 @@ def frontier(head: int, answered: Iterable[int]) -> int:
     """Part one's rule on fences: one past the highest fence f such that every fence from
     `head` to f is answered, else `head` (the next fence still waits for its answer).
 
-    A fence is a row id, "answered" is "delivered", and the head is the frontier: the head can
-    move to this value, one commit per fence, if each held answer passes its check.
+    Fence f is row id f + 1, "answered" is "delivered", the head is the coverage base, and the
+    result is the frontier: the head can move to it, one commit per fence, if each held answer
+    passes its check.
     """
     done = set(answered)
     reach = head
