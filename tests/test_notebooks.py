@@ -97,6 +97,11 @@ SHOWS = {
         r"reserved_at, decided_at",  # the on-disk overview lists every column, none cut
         r"RewindError: catalog rewound",
         r"final_head",
+        # pipelined ballots killed at every fifth statement, then once for real with answers held
+        r"kills after which the restart found answers held: [1-9]",
+        r"reader falls across \d+ kills: 0\n",
+        r"every run ends at version 6 with an empty hold: True",
+        r"killed outright at statement \d+: True; held answers the restart found: [1-9]",
     ],
     # Part three needs a server (the embedded one in CI); the late id is orphaned by id order
     # and never by the xmin horizon wait, in the scripted run and under real concurrency.
