@@ -392,6 +392,15 @@ def test_the_first_in_order_refusal_is_explained_on_the_verdict_line(bench) -> N
     assert "came in order" not in ballot
 
 
+def test_every_refusal_a_design_can_give_has_its_why_written_once() -> None:
+    from labkit.catalog.rule import REASON_WHY, REASONS
+    from labkit.designs.design import CAS_CONFLICT
+    from labkit.widgets.part2_catalog import REFUSAL_WHY
+
+    assert set(REFUSAL_WHY) == {*REASONS, CAS_CONFLICT}
+    assert all(REFUSAL_WHY[r] is REASON_WHY[r] for r in REASONS)  # the rule's text, not a copy
+
+
 def test_reset_gives_the_lanes_fresh_axes(bench: ArrivalWorkbench) -> None:
     bench.type_schedule("; ".join(f"deliver {i}" for i in range(1, 13)))
     long_canvas = bench.canvas

@@ -19,8 +19,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from labkit.catalog.rule import REASON_WHY
 from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
-from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.design import CAS_CONFLICT, CAS_CONFLICT_WHY, DESIGNS, DISPLAY_NAMES
 from labkit.designs.run_stats import RunSummary, summary_table
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
@@ -56,17 +57,9 @@ _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
 _REQUEST_BUTTON_PX = {"deliver": 160, "dup": 215, "stale": 140, "give_up": 185}
-# Why an answer that came in order was refused, by the loop's reason.
-REFUSAL_WHY = {
-    "stale_watermark": (
-        "its ballot was reserved on the same head as one that committed first, so the loop "
-        "fenced it out and replays its tick on the new head (hedged ballots keep one version "
-        "per head)"
-    ),
-    "stale_base": "its body was built on an older version than the head",
-    "unknown_ballot": "the loop no longer knew its ballot (given up, or forgotten in a crash)",
-    "cas_conflict": "the head had moved past the version its body was computed from",
-}
+# Why an answer that came in order was refused, by the loop's reason (each written once, with
+# the rule's reasons and with `cas`'s).
+REFUSAL_WHY = {**REASON_WHY, CAS_CONFLICT: CAS_CONFLICT_WHY}
 VERDICT_COLORS = {"broken": "#b00020", "lost update": "#b26a00", "safe": "#2e7d32"}
 
 
