@@ -2,7 +2,7 @@
 the redrawn image is decoded and painted, for notebook 01's sliders, notebook 05's controls and
 the arrival workbench's buttons (notebook 04), plus a 14-step schedule typed into the workbench.
 
-One JupyterLab serves a copy of the notebooks (`tests/browser/jlab.py`); each notebook is opened
+One JupyterLab serves a copy of the notebooks (`benchmarks/lab.py`); each notebook is opened
 and run (Run All). In the page, an input listener takes the time of the press (the event's own
 timestamp) and a MutationObserver on the app's cell waits for an `<img>` with a new `src`; once
 that image is decoded, the next animation frame and a task after it mark it painted. Every
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, percentile, print_table
+from benchmarks.lab import CHROMIUM, copy_workbook, open_notebook, start_lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -52,8 +53,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def available() -> bool:
     """True when Debian's chromium and Playwright are there (the benchmark drives both)."""
-    from tests.browser.jlab import CHROMIUM
-
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -207,8 +206,6 @@ def _row(name: str, kind: str, wall: list[float], python: list[float], target: f
 
 
 def _open(page: Page, server: Any, path: str) -> Any:
-    from tests.browser.jlab import open_notebook
-
     nb = open_notebook(page, server, path)
     nb.run_all(timeout_ms=180_000)
     return nb
@@ -273,8 +270,6 @@ def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str,
 
 def measure(smoke: bool) -> list[dict[str, object]]:
     """Start JupyterLab and Chromium, drive every control, return one row per control."""
-    from tests.browser.jlab import copy_workbook, start_lab
-
     # kernels must import this checkout's labkit, whatever the venv's editable install says
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -292,8 +287,6 @@ def measure(smoke: bool) -> list[dict[str, object]]:
 
 def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
     from playwright.sync_api import sync_playwright
-
-    from tests.browser.jlab import CHROMIUM
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM))
