@@ -228,7 +228,7 @@ class FiveDesignsCanvas:
         found: list[Any] = []
         for design, ax in self.axes.items():
             titles = [ax.title] if self.live_titles else []
-            found += [*titles, *ax.spines.values(), *self.artists[design].values()]
+            found += [*titles, *self.artists[design].values()]
         return found
 
     def png(
@@ -241,11 +241,12 @@ class FiveDesignsCanvas:
     ) -> bytes:
         """`update` and render to PNG bytes, redrawing only what changed (`FrameCache`).
 
-        The frame (axes, ticks, legend) is rendered once per (limits, dpi); each call restores
-        it and draws the traces, titles and spines on top, so a widget pays for a few artists
-        instead of every panel's tick labels. While `scale` (e.g. the latency setting) stays
-        the same the limits only grow, so new seeds mostly reuse the frame; `at_least` is where
-        they start (room for a typical run, so the frame is rarely redrawn).
+        The frame (axes, ticks, legend) is rendered once per (limits, dpi), and new limits
+        redraw only the ticks on the rest, which is kept; the spines of a highlight are kept
+        drawn on it. Each call restores that and draws the traces (and live titles) on top, so
+        a widget pays for a few artists instead of every panel's tick labels. While `scale`
+        (e.g. the latency setting) stays the same the limits only grow, so new seeds mostly
+        reuse the frame; `at_least` is where they start (room for a typical run).
         """
         floor = self._limits.get(scale, at_least)
         with workbook_style():
@@ -253,7 +254,15 @@ class FiveDesignsCanvas:
         first = next(iter(self.axes.values()))
         self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
         key = (first.get_xlim(), first.get_ylim(), dpi)
-        return self._frames.png(self.fig, self._dynamic(), key, dpi)
+        return self._frames.png(
+            self.fig,
+            self._dynamic(),
+            key,
+            dpi,
+            ticks=[axis for ax in self.axes.values() for axis in (ax.xaxis, ax.yaxis)],
+            steady=[spine for ax in self.axes.values() for spine in ax.spines.values()],
+            steady_key=highlight,
+        )
 
 
 
