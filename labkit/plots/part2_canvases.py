@@ -75,8 +75,11 @@ def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
     return xy if mask is None else xy[mask]
 
 
-def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False) -> None:
-    """Point one design's artists at `trace`: head line, rejected responses, rewinds."""
+def _set_trace(
+    artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False
+) -> np.ndarray:
+    """Point one design's artists at `trace`: head line, rejected responses, rewinds; returns
+    the trace's (t, head_version) points."""
     xy = _xy(trace)
     artists["line"].set_data(xy[:, 0], xy[:, 1])
     artists["line"].set_linewidth(1.0 if faint else 2.0)
@@ -87,6 +90,7 @@ def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = Fa
     artists["rejects"].set_offsets(xy[rejected])
     artists["rejects"].set_alpha(0.5 if faint else 0.9)
     artists["rewinds"].set_offsets(xy[trace["rewind"].to_numpy(dtype=bool)])
+    return xy
 
 
 def draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = False) -> None:
@@ -203,10 +207,10 @@ class FiveDesignsCanvas:
             faint = highlight is not None and design != highlight
             if trace is None:
                 trace = _EMPTY_TRACE
-            _set_trace(self.artists[design], trace, faint=faint)
-            if len(trace):
-                xmax = max(xmax, float(trace["t"].max()))
-                ymax = max(ymax, float(trace["head_version"].max()))
+            xy = _set_trace(self.artists[design], trace, faint=faint)
+            if len(trace):  # nanmax: NaN skipped, as a Series' max skips it
+                xmax = max(xmax, float(np.nanmax(xy[:, 0])))
+                ymax = max(ymax, float(np.nanmax(xy[:, 1])))
             mine = design == highlight
             if self.live_titles:
                 ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
@@ -219,8 +223,11 @@ class FiveDesignsCanvas:
         if nice_limits:
             xmax, ymax = 10.0 * math.ceil(xmax / 10.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
         first = next(iter(self.axes.values()))
-        first.set_xlim(-0.02 * xmax, xmax * 1.02)
-        first.set_ylim(-0.8, ymax + 1.2)
+        xlim, ylim = (-0.02 * xmax, xmax * 1.02), (-0.8, ymax + 1.2)
+        if first.get_xlim() != xlim:  # the shared axes' callbacks run only on a real change
+            first.set_xlim(*xlim)
+        if first.get_ylim() != ylim:
+            first.set_ylim(*ylim)
         return self.fig
 
     def _dynamic(self) -> list[Any]:
