@@ -106,6 +106,26 @@ def test_new_limits_and_highlights_draw_what_a_fresh_canvas_does(traces, live_ti
         assert shown == fresh.png(traces, highlight, scale=room, at_least=(room, 26.0))
 
 
+def test_a_frame_drawn_ahead_is_restored_by_the_run_that_needs_it(traces, monkeypatch):
+    from matplotlib.axis import Axis
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FiveDesignsCanvas()
+    assert not canvas.draw_ahead()  # nothing shown yet: no limits to go past
+    canvas.png(traces, "lww", scale=1, at_least=(30.0, 20.0))
+    assert canvas.draw_ahead() and not canvas.draw_ahead()  # the 40-long axis, kept once
+    assert canvas.axes["lww"].get_xlim() == (-0.6, 30.6)  # the limits shown are put back
+    drawn = []
+    for cls in (FigureCanvasAgg, Axis):
+        monkeypatch.setattr(cls, "draw", lambda self, *a, cls=cls, d=cls.draw: (
+            drawn.append(cls), d(self, *a))[1])  # fmt: skip
+    longer = canvas.png(traces, "lww", scale=2, at_least=(40.0, 20.0))  # as a longer run would
+    assert drawn == []  # no frame and no tick drawn: restored
+    monkeypatch.undo()
+    assert canvas.axes["lww"].get_xlim() == (-0.8, 40.8)
+    assert longer == FiveDesignsCanvas().png(traces, "lww", scale=2, at_least=(40.0, 20.0))
+
+
 def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one(traces):
     canvas = FiveDesignsCanvas()
     small = canvas.png(traces, "ballot")

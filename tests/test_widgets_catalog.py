@@ -44,6 +44,21 @@ def test_css_classes_for_the_browser_test(app: FiveDesignsApp) -> None:
         c for box in app.fault_boxes.values() for c in box._dom_classes}
 
 
+def test_an_idle_kernel_draws_the_next_frame_ahead_and_a_script_does_not(app) -> None:
+    import asyncio
+
+    from labkit.widgets.part2_catalog import AHEAD_DELAY_S
+
+    async def in_a_kernel() -> FiveDesignsApp:  # a running event loop, as ipykernel has
+        made = FiveDesignsApp(highlight="ballot", preset="inverted", seed=0)
+        await asyncio.sleep(AHEAD_DELAY_S * 4)
+        return made
+
+    assert asyncio.run(in_a_kernel()).frames_drawn_ahead == 1
+    app.seed.value = 5
+    assert app.frames_drawn_ahead == 0  # no loop: no idle time, nothing drawn
+
+
 def test_picking_a_design_redraws_only(app: FiveDesignsApp) -> None:
     before_png, before = app.last_png, dict(app.traces)
     app.design.value = "callback"

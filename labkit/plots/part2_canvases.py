@@ -266,10 +266,34 @@ class FiveDesignsCanvas:
             self._dynamic(),
             key,
             dpi,
-            ticks=[axis for ax in self.axes.values() for axis in (ax.xaxis, ax.yaxis)],
+            ticks=self._ticks(),
             steady=[spine for ax in self.axes.values() for spine in ax.spines.values()],
             steady_key=highlight,
         )
+
+    def _ticks(self) -> list[Any]:
+        return [axis for ax in self.axes.values() for axis in (ax.xaxis, ax.yaxis)]
+
+    def draw_ahead(self, dpi: int = 80) -> bool:
+        """Draw and keep the frame a run longer than the time axis would need next (the axis
+        one step of 10 longer, as `png` rounds it), then put the limits back. A widget calls it
+        while its kernel is idle, so the seed that outlasts the axis restores a frame instead
+        of drawing one. False (nothing drawn) if there is no frame yet or it is kept already."""
+        first = next(iter(self.axes.values()))
+        if not self._limits:
+            return False
+        xlim, ylim = first.get_xlim(), first.get_ylim()
+        longer = 10.0 * (round(xlim[1] / 1.02 / 10.0) + 1)
+        ahead = (-0.02 * longer, longer * 1.02)
+        if self._frames.has((ahead, ylim, dpi), dpi):
+            return False
+        with workbook_style():
+            first.set_xlim(*ahead)
+            try:
+                self._frames.keep(self.fig, (first.get_xlim(), ylim, dpi), dpi, self._ticks())
+            finally:
+                first.set_xlim(*xlim)
+        return True
 
 
 

@@ -190,15 +190,7 @@ class FrameCache:
             artist.set_animated(True)
         key = (frame_key, dpi)
         with workbook_style():
-            if self._canvas is None or self._canvas.figure is not fig:
-                self._canvas = FigureCanvasAgg(fig)  # a new figure: nothing kept applies
-                self._bases.clear()
-                self._backgrounds.clear()
-                self._with_texts.clear()
-            canvas = self._canvas
-            fig.set_canvas(canvas)
-            if fig.dpi != dpi:
-                fig.set_dpi(dpi)
+            canvas = self._canvas_for(fig, dpi)
             layered = bool(texts or steady)
             layer = (key, steady_key, tuple(_text_key(t) for t in texts))
             if layered and layer in self._with_texts:
@@ -218,6 +210,33 @@ class FrameCache:
             for artist in animated:
                 fig.draw_artist(artist)
             return widget_png(canvas)
+
+    def has(self, frame_key: object, dpi: int) -> bool:
+        """True if the frame of `frame_key` at `dpi` is kept (a `png` with it draws no frame)."""
+        return (frame_key, dpi) in self._backgrounds
+
+    def keep(self, fig: Figure, frame_key: object, dpi: int, ticks: Sequence[Artist] = ()) -> None:
+        """Draw the frame of `frame_key` now and keep it, e.g. while a widget's kernel is idle,
+        so that the `png` that first needs it only restores it. The caller has set the figure
+        up as that key says (its limits) and marked the data artists animated."""
+        with workbook_style():
+            canvas = self._canvas_for(fig, dpi)
+            self._draw_frame(fig, canvas, ticks, dpi)
+            _keep(
+                self._backgrounds, (frame_key, dpi), canvas.copy_from_bbox(fig.bbox), self._frames
+            )
+
+    def _canvas_for(self, fig: Figure, dpi: int) -> FigureCanvasAgg:
+        """The Agg canvas of `fig` at `dpi`; a new figure forgets everything kept."""
+        if self._canvas is None or self._canvas.figure is not fig:
+            self._canvas = FigureCanvasAgg(fig)
+            self._bases.clear()
+            self._backgrounds.clear()
+            self._with_texts.clear()
+        fig.set_canvas(self._canvas)
+        if fig.dpi != dpi:
+            fig.set_dpi(dpi)
+        return self._canvas
 
     def _draw_frame(
         self, fig: Figure, canvas: FigureCanvasAgg, ticks: Sequence[Artist], dpi: int

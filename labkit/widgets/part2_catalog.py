@@ -9,6 +9,7 @@ axes and ticks are rendered once per frame and only traces and titles are redraw
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import time
@@ -53,6 +54,7 @@ SEED_INVERTED: tuple[Step, ...] = (
 )
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
+AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel draws the next frame ahead
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
@@ -100,7 +102,8 @@ class FiveDesignsApp(BatchedApp):
 
     `ui` is the container to display; `runs` maps design -> `SimulationRun`, `traces` and
     `summaries` design -> its trace and `RunSummary`; `last_png` is the image shown and
-    `timings` each update's duration in seconds.
+    `timings` each update's duration in seconds; `frames_drawn_ahead` counts the frames an
+    idle kernel drew before a seed needed them.
     """
 
     def __init__(
@@ -119,6 +122,7 @@ class FiveDesignsApp(BatchedApp):
         self.last_png = b""
         self.timings: list[float] = []
         self.memo_hits = 0
+        self.frames_drawn_ahead = 0
         self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
         self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
@@ -274,6 +278,21 @@ class FiveDesignsApp(BatchedApp):
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
         self.metrics.value = caption + _html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
+        self._draw_ahead_when_idle()
+
+    def _draw_ahead_when_idle(self) -> None:
+        """Once this update is out, let the kernel's event loop draw the frame a longer run
+        would need (`FiveDesignsCanvas.draw_ahead`): a seed that outlasts the time axis then
+        costs a restore, not half a frame. Without a running loop (a script, a test) there is
+        no idle time to use, and nothing is drawn ahead."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_later(AHEAD_DELAY_S, self._draw_ahead)
+
+    def _draw_ahead(self) -> None:
+        self.frames_drawn_ahead += self.canvas.draw_ahead(WIDGET_DPI)
 
     def _show_counterexamples(self) -> None:
         found = shortest_counterexamples()
