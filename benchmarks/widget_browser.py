@@ -460,7 +460,10 @@ def _drive_ab(
                         load = os.getloadavg()[0]
                         wall, python = _press(page, nb, control, presses)
                         row = _row(control.name, "press", wall, python, TARGET_P95_S)
+                        code = f"print(getattr({control.app}, 'frames_drawn_ahead', '-'))"
+                        ahead = page.evaluate(_KERNEL_PRINT, [nb.panel_id, code]).strip()
                         row.update(checkout=str(checkouts[k]), round=r + 1, load_start=load)
+                        row["frames_drawn_ahead"] = ahead
                         rows.append(row)
                         _say(row)
         finally:
@@ -473,7 +476,8 @@ def _say(row: dict[str, object]) -> None:
         f"  round {row['round']} {row['checkout']}: {row['control']}: "
         f"p50 {fmt_s(float(row['p50_s']))} p95 {fmt_s(float(row['p95_s']))} "
         f"python p50 {fmt_s(float(row['python_p50_s']))} "
-        f"load {float(row['load_start']):.2f}-{float(row['load_1min']):.2f}",
+        f"load {float(row['load_start']):.2f}-{float(row['load_1min']):.2f}, "
+        f"frames drawn ahead {row['frames_drawn_ahead']}",
         flush=True,
     )
 
