@@ -4,7 +4,8 @@ inverted arrival step by step, and the arrival-order workbench (notebooks 04 and
 Each control change runs `labkit.designs.simulator.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FiveDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
-axes and ticks are rendered once per frame and only traces and titles are redrawn.
+axes and ticks are rendered once per frame and only traces and titles are redrawn; while the
+kernel is idle, the frame a longer run would need is drawn ahead.
 """
 
 from __future__ import annotations
