@@ -33,7 +33,7 @@ from labkit.designs.schedule_builder import (
     ScheduleBuilder,
     StepError,
     as_first_and_again,
-    shortest_break,
+    break_search,
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
@@ -367,16 +367,19 @@ class ArrivalWorkbench(BatchedApp):
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
     its button; `last_png` is the picture shown and `timings` each update's duration. Every
-    design in `labkit.designs.design.DESIGNS` (read when the app is built) runs the same schedule.
+    design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
+    runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
 
     # the per-request buttons and the kind of step each adds for the request picked
     KINDS: dict[str, Kind] = {"deliver": Kind.DELIVER, "dup": Kind.DUP, "stale": Kind.STALE,
                               "give_up": Kind.TIMEOUT}
 
+    DEPTHS = (1, 2, 3, 4)  # the explorer covers W = 4 with 5 deliveries in about half a second
+
     def __init__(self, preset: str | None = "inverted", focus: str | None = None,
-                 designs: Sequence[str] | None = None) -> None:
-        self.builder = ScheduleBuilder(designs)
+                 designs: Sequence[str] | None = None, depth: int = 2) -> None:
+        self.builder = ScheduleBuilder(designs, depth=depth)
         self.designs = list(self.builder.designs)
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
@@ -417,6 +420,10 @@ class ArrivalWorkbench(BatchedApp):
             layout=widgets.Layout(width="360px")), "wb-focus")
         self.shortest = classed(widgets.Button(layout=_BUTTON, button_style="danger"),
                                 "wb-shortest")
+        self.depth = classed(widgets.Dropdown(
+            options=[(f"W = {w}", w) for w in self.DEPTHS], value=depth,
+            description="pipelined", layout=widgets.Layout(width="190px")), "wb-depth")
+        self.depth_note = classed(widgets.HTML(), "wb-depth-note")
         # Fixed heights: the picture below must not jump as these texts come and go.
         self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
         self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
@@ -429,6 +436,7 @@ class ArrivalWorkbench(BatchedApp):
         self.preset.observe(self._preset_picked, "value")
         self.request.observe(self._changed, "value")
         self.focus.observe(self._changed, "value")
+        self.depth.observe(self._depth_picked, "value")
         for name, kind in self.KINDS.items():
             self.buttons[name].on_click(lambda _b, kind=kind: self._add(kind))
         self.buttons["oldest"].on_click(lambda _b: self._attempt(self.builder.add, Step.timeout()))
@@ -452,6 +460,8 @@ class ArrivalWorkbench(BatchedApp):
             widgets.HBox([self.schedule, self.play], layout=_WRAP),
             self.error,
             widgets.HBox([self.focus, self.shortest], layout=_WRAP),
+            *([widgets.HBox([self.depth, self.depth_note], layout=_WRAP)]
+              if "pipelined" in self.designs else []),
             self.message,
             self.out,
             self.verdicts,
@@ -515,6 +525,18 @@ class ArrivalWorkbench(BatchedApp):
         self.builder.use_preset(change["new"])
         self._edited(change["new"], fresh=True)
 
+    def _depth_picked(self, change: Any) -> None:
+        """The W picker: play the schedule again with `pipelined` at the new depth; say where
+        the schedule had to be cut if a step named a request only the old depth sent."""
+        if self._holding:
+            return
+        cut = self.builder.set_depth(change["new"])
+        self._edited(fresh=True)
+        if cut is not None:
+            self.message.value = (
+                f"At W = {change['new']} no design can take step {cut} any more (it named a "
+                "request only the deeper pipeline sent): the schedule stops before it.")
+
     def type_schedule(self, text: str) -> None:
         """What typing `text` into the schedule box and pressing Enter does."""
         self.schedule.value = text
@@ -523,14 +545,17 @@ class ArrivalWorkbench(BatchedApp):
     def fill_shortest(self) -> None:
         """Replace the schedule by the shortest one that breaks the design in focus, if any."""
         design = self.focus.value
-        found = shortest_break(design)
-        found = None if found is None else as_first_and_again(found)
+        window = self.builder.window_of(design)
+        searched = break_search(design, EXPLORE_N, window)
+        found = None if searched.shortest is None else as_first_and_again(searched.shortest)
         self.broke[design] = found
         if found is None:
+            depth = (f" at W = {window}" if design == "pipelined" else "")
+            orders = (f" ({searched.orders:,} of them)" if design == "pipelined" else "")
             self.message.value = (
-                f"<b>No schedule breaks {html.escape(design)}</b>: the explorer tried every "
-                f"order of up to {EXPLORE_N} deliveries (each response up to twice, one "
-                "give-up) and the head never fell. The schedule is unchanged.")
+                f"<b>No schedule breaks {html.escape(design)}</b>{depth}: the explorer tried "
+                f"every order of up to {EXPLORE_N} deliveries{orders} (each response up to "
+                "twice, one give-up) and the head never fell. The schedule is unchanged.")
             return
         self.builder.load(found)
         self._edited(fresh=True)
@@ -585,6 +610,7 @@ class ArrivalWorkbench(BatchedApp):
                           "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
                           if reasons else "")
         self.shortest.description = f"shortest schedule that breaks {focus}"
+        self.depth_note.value = _depth_note(focus, self.builder)
 
 
     def update(self) -> None:
@@ -600,6 +626,29 @@ class ArrivalWorkbench(BatchedApp):
             self.schedule.value = builder.text
         self.verdicts.value = _verdict_table(builder)
         self.timings.append(time.perf_counter() - start)
+
+
+def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
+    """What the W picker changes, said for the design whose lanes are shown."""
+    w = builder.depth
+    if focus == "pipelined":
+        text = (f"pipelined keeps up to {w} tick(s) in flight, each fenced on the version "
+                "the one before it commits; an early answer is held until the head gets there.")
+    else:
+        text = (f"W changes pipelined only: the lanes of {focus} shown here do not move"
+                + (f" (fenced keeps its hedge of {builder.window})" if focus == "fenced" else "")
+                + ".")
+    return f"<span style='font-size:12px;color:#444'>{html.escape(text)}</span>"
+
+
+def _hold_note(played: DesignRun) -> str:
+    """For `pipelined`: answers held and how they were decided, requests flushed ("" if none)."""
+    if not played.held and not played.flushed:
+        return ""
+    lanes = played.lanes.values()
+    later = sum(1 for ln in lanes if ln.settled is not None and ln.settled.committed)
+    return (f"held \u00d7{played.held} ({later} committed when the head reached the fence), "
+            f"flushed \u00d7{played.flushed} (refused with a predecessor, tick replayed).")
 
 
 def _fixed_height(height: str) -> widgets.Layout:
@@ -660,7 +709,7 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
         verdict = html.escape(played.verdict)
         if kind != "safe":
             verdict = f"<b>{verdict}</b>"
-        note = _refusal_note(played)
+        note = " ".join(n for n in (_refusal_note(played), _hold_note(played)) if n)
         if note:
             verdict += f"<br><span style='color:#555;font-size:11px'>{html.escape(note)}</span>"
         rows.append(
