@@ -34,7 +34,7 @@ DESIGN_LABELS = {
     "ballot": "single ballot + watermark",
     "fenced": "hedged ballots (W on one head)",
     "cas": "compare-and-set, no ballot",
-    "pipelined": "pipelined ballots (W in flight, fenced in order)",
+    "pipelined": "pipelined ballots, W in flight, fenced in order",
 }
 REWIND_COLOR = "#b00020"
 
@@ -308,7 +308,7 @@ _LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
     "gave_up": {"marker": "D", "ms": 6, "mfc": "white", "mew": 1.5},
     "flying": {"marker": ">", "ms": 6},
     "held": {"marker": "s", "ms": 7, "mfc": "white", "mew": 1.5},
-    "flushed": {"marker": "x", "ms": 8, "mew": 2, "color": COLORS["reject"]},
+    "flushed": {"marker": r"$\circlearrowleft$", "ms": 10, "color": COLORS["reject"]},
 }
 
 
@@ -427,7 +427,7 @@ class WorkbenchCanvas:
             Line2D([], [], ls="", marker="s", ms=7, mfc="white", mec=grey, mew=1.5,
                    label="arrived early: held"),
             Line2D([], [], color=grey, ls="--", lw=1.2, label="held until its fence"),
-            Line2D([], [], ls="", marker="x", ms=8, mew=2, color=COLORS["reject"],
+            Line2D([], [], ls="", marker=r"$\circlearrowleft$", ms=10, color=COLORS["reject"],
                    label="flushed: tick replayed"),
         ] if "pipelined" in self.designs else []
         return [
@@ -514,6 +514,8 @@ class WorkbenchCanvas:
                 waits.append([(lane.held_at, y), (now if until is None else until, y)])
             if flushed is not None:
                 points["flushed"].append((flushed, y))
+                if arrived is not None and arrived > flushed:
+                    tails.append([(flushed, y), (arrived, y)])
                 self.notes.put(flushed + 0.15, y - 0.22, "flushed: replayed")
             if gave_up is not None:
                 tail = arrived if arrived is not None and arrived > gave_up else now

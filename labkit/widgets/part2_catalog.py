@@ -550,12 +550,13 @@ class ArrivalWorkbench(BatchedApp):
         found = None if searched.shortest is None else as_first_and_again(searched.shortest)
         self.broke[design] = found
         if found is None:
-            depth = (f" at W = {window}" if design == "pipelined" else "")
-            orders = (f" ({searched.orders:,} of them)" if design == "pipelined" else "")
+            pipelined = design == "pipelined"
+            depth = f" at W = {window}" if pipelined else ""
+            orders = f"all {searched.orders:,} orders" if pipelined else "every order"
             self.message.value = (
                 f"<b>No schedule breaks {html.escape(design)}</b>{depth}: the explorer tried "
-                f"every order of up to {EXPLORE_N} deliveries{orders} (each response up to "
-                "twice, one give-up) and the head never fell. The schedule is unchanged.")
+                f"{orders} of up to {EXPLORE_N} deliveries (each response up to twice, one "
+                "give-up) and the head never fell. The schedule is unchanged.")
             return
         self.builder.load(found)
         self._edited(fresh=True)
