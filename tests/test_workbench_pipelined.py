@@ -110,8 +110,16 @@ def test_every_commit_is_counted_once_and_the_head_never_falls(seed: int) -> Non
     b = ScheduleBuilder(ALL_DESIGNS, depth=rng.choice([1, 2, 3]))
     for _ in range(12):
         k = rng.choice(b.requests)
-        step = rng.choice([Step.deliver(k), Step.deliver(k), Step.dup(k), Step.stale(k),
-                           Step.timeout(), Step.crash()])
+        step = rng.choice(
+            [
+                Step.deliver(k),
+                Step.deliver(k),
+                Step.dup(k),
+                Step.stale(k),
+                Step.timeout(),
+                Step.crash(),
+            ]
+        )
         try:
             b.add(step)
         except StepError:
@@ -129,10 +137,15 @@ def test_the_five_designs_play_alike_with_pipelined_beside_them() -> None:
     joined = builder(text, depth=4)
     for design in DESIGNS:
         a, j = alone.runs[design], joined.runs[design]
-        assert (a.heads, a.commits, a.rejects, a.skipped) == (j.heads, j.commits, j.rejects,
-                                                             j.skipped)
+        assert (a.heads, a.commits, a.rejects, a.skipped) == (
+            j.heads,
+            j.commits,
+            j.rejects,
+            j.skipped,
+        )
         assert {k: ln.status for k, ln in a.lanes.items()} == {
-            k: ln.status for k, ln in j.lanes.items()}
+            k: ln.status for k, ln in j.lanes.items()
+        }
 
 
 def test_set_depth_changes_pipelined_only_and_cuts_what_no_longer_applies() -> None:
@@ -160,8 +173,9 @@ def test_the_workbench_w_picker_and_its_note() -> None:
     # a workbench of the five designs shows no W picker
     five = ArrivalWorkbench(preset=None)
     assert "pipelined" not in five.designs
-    assert not any(wb_row is five.depth for row in five.ui.children
-                   for wb_row in getattr(row, "children", ()))
+    assert not any(
+        wb_row is five.depth for row in five.ui.children for wb_row in getattr(row, "children", ())
+    )
 
 
 def test_the_workbench_draws_and_tables_a_hold() -> None:
