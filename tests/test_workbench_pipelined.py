@@ -66,7 +66,7 @@ def test_a_held_answer_waits_then_commits_at_the_step_the_head_reaches_it() -> N
     b.add("deliver 1")
     run = b.runs["pipelined"]
     lane = run.lanes[2]
-    assert lane.status == "committed after hold"
+    assert lane.status == "held, committed"
     assert (lane.settled.step, lane.settled.kind, lane.settled.committed) == (2, SETTLED, True)
     assert run.commits == 2 and run.heads == [0, 0, 2] and run.rejects == {}
 
@@ -98,7 +98,7 @@ def test_a_give_up_flushes_the_held_successor_and_replays_both() -> None:
 def test_a_stale_held_answer_is_refused_at_its_fence_and_flushes_the_rest() -> None:
     b = builder("stale 2; deliver 1", depth=3)
     run = b.runs["pipelined"]
-    assert run.lanes[2].status == "refused after hold"
+    assert run.lanes[2].status == "held, refused"
     assert run.lanes[2].settled.reason == "stale_base" and run.lanes[2].settled.step == 2
     assert run.lanes[3].status == FLUSHED
     assert run.rejects == {"stale_base": 1} and run.commits == 1 and run.heads[-1] == 1
@@ -185,7 +185,7 @@ def test_the_workbench_draws_and_tables_a_hold() -> None:
     row = wb.verdicts.value.split("<b>pipelined</b>")[1].split("</tr>")[0]
     assert "held \u00d71 (1 committed" in row and "<td>2</td>" in row
     assert "held \u00d7" not in wb.verdicts.value.split("<b>pipelined</b>")[0]
-    assert wb.builder.runs["pipelined"].lanes[2].status == "committed after hold"
+    assert wb.builder.runs["pipelined"].lanes[2].status == "held, committed"
 
 
 @pytest.mark.parametrize("depth", [1, 3])

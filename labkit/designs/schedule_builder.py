@@ -150,7 +150,7 @@ class Lane:
     def status(self) -> str:
         """``in flight``, ``delivered``, ``duplicated``, ``given up``, ``lost in crash``,
         ``arrived late`` (after a give-up, a crash or a flush), and for `pipelined` ``held``,
-        ``committed after hold``, ``refused after hold`` or ``flushed``."""
+        ``held, committed``, ``held, refused`` or ``flushed``."""
         arrived, gave_up, lost = self.arrived_at, self.gave_up_at, self.lost_at
         flushed = self.flushed_at
         if arrived is None:
@@ -164,7 +164,7 @@ class Lane:
         if self.held_at is not None:
             settled = self.settled
             if settled is not None:
-                return "committed after hold" if settled.committed else "refused after hold"
+                return "held, committed" if settled.committed else "held, refused"
             return "held" if flushed is None else FLUSHED
         return "duplicated" if any(e.kind == DUPLICATE for e in self.events) else "delivered"
 

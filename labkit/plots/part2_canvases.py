@@ -34,7 +34,7 @@ DESIGN_LABELS = {
     "ballot": "single ballot + watermark",
     "fenced": "hedged ballots (W on one head)",
     "cas": "compare-and-set, no ballot",
-    "pipelined": "pipelined ballots, W in flight, fenced in order",
+    "pipelined": "W ballots in flight, in order",
 }
 REWIND_COLOR = "#b00020"
 

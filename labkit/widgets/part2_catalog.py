@@ -423,7 +423,7 @@ class ArrivalWorkbench(BatchedApp):
         self.depth = classed(widgets.Dropdown(
             options=[(f"W = {w}", w) for w in self.DEPTHS], value=depth,
             description="pipelined", layout=widgets.Layout(width="190px")), "wb-depth")
-        self.depth_note = classed(widgets.HTML(), "wb-depth-note")
+        self.depth_note = classed(widgets.HTML(layout=_fixed_height("2.2em")), "wb-depth-note")
         # Fixed heights: the picture below must not jump as these texts come and go.
         self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
         self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
@@ -633,10 +633,9 @@ def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
     """What the W picker changes, said for the design whose lanes are shown."""
     w = builder.depth
     if focus == "pipelined":
-        text = (f"pipelined keeps up to {w} tick(s) in flight, each fenced on the version "
-                "the one before it commits; an early answer is held until the head gets there.")
+        text = f"pipelined: up to {w} tick(s) in flight; an early answer is held for its fence."
     else:
-        text = (f"W changes pipelined only: the lanes of {focus} shown here do not move"
+        text = (f"W changes pipelined only: the lanes of {focus} do not move"
                 + (f" (fenced keeps its hedge of {builder.window})" if focus == "fenced" else "")
                 + ".")
     return f"<span style='font-size:12px;color:#444'>{html.escape(text)}</span>"
