@@ -347,7 +347,9 @@ def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np
 
 class WorkbenchCanvas:
     """The workbench picture: the focus design's requests as lanes (send -> arrival), above
-    one strip per design with the catalog head over the steps.
+    one strip per design with the catalog head over the steps. For `pipelined` a lane also
+    shows an answer held (a hollow square), its wait until the step its fence is reached
+    (dashed, ending at the commit or refusal) and a flush (its tick replayed).
 
     The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
     the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
