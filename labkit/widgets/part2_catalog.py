@@ -396,8 +396,10 @@ class ArrivalWorkbench(BatchedApp):
         self.preset = classed(widgets.Dropdown(
             options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
             value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
+        # with pipelined a request has more fates across the designs: its entries run longer
+        picker = "540px" if "pipelined" in self.designs else "400px"
         self.request = classed(widgets.Dropdown(description="request k",
-                                                layout=widgets.Layout(width="400px")),
+                                                layout=widgets.Layout(width=picker)),
                                "wb-request")
         fixed = {name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
                  for name, px in _REQUEST_BUTTON_PX.items()}

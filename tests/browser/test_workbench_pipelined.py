@@ -5,7 +5,7 @@ in the verdict table, and no text of the widget is cut.
 
 from __future__ import annotations
 
-from .jlab import WAIT_MS, screenshot, wait_image
+from .jlab import WAIT_MS, image_src, screenshot, wait_image
 from .test_widgets_fit import _CUT, _OPEN_FILE_BROWSER, OWN_SCROLL_MAX_PX, VIEWPORT
 
 CELL = """from labkit.designs.registry import ALL_DESIGNS
@@ -41,7 +41,17 @@ def test_workbench_plays_pipelined_at_1280(lab) -> None:
     expect(cell.locator(".wb-verdicts")).to_contain_text("held \u00d72", timeout=WAIT_MS)
     expect(cell.locator(".wb-verdicts")).to_contain_text("flushed \u00d72", timeout=WAIT_MS)
     expect(cell.locator(".wb-error")).to_have_text("", timeout=WAIT_MS)
-
     cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
     assert not cut, f"workbench with pipelined cut at 1280x800: {cut}"
     screenshot(cell, "workbench-pipelined")
+
+    # after a crash the picker's entries run longest, e.g. "3: in flight x3, not sent x1,
+    # delivered x1, held, refused x1"
+    src = image_src(cell)
+    cell.locator("button.wb-crash").dispatch_event("click")
+    wait_image(cell, changed_from=src)
+    expect(cell.locator(".wb-schedule input")).to_have_value(
+        "deliver 2; stale 3; deliver 1; crash", timeout=WAIT_MS
+    )
+    cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
+    assert not cut, f"workbench with pipelined cut at 1280x800 after a crash: {cut}"
