@@ -10,21 +10,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.pipeline_study import (
     COMMITTED,
+    FAULT_CASES,
     FLUSHED,
     GAVE_UP,
     IN_FLIGHT,
+    NO_FAULT,
+    PIPELINED_NAME,
     REFUSED,
     compare_at,
     depth_table,
+    fault_table,
     frontier_side_by_side,
     lanes,
+    plan_at,
+    runs_at,
 )
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.simulator import FAULTS, simulate
 from labkit.plots.part2_pipelined import pipelined_figure
-from labkit.widgets.part2_pipelined import NO_FAULT, PipelineDepthApp, idle_controls
+from labkit.widgets.part2_pipelined import PipelineDepthApp, idle_controls
 
 # --- lanes ------------------------------------------------------------------------------------
 
@@ -77,6 +84,26 @@ def test_compare_at_runs_each_design_at_the_asked_depth() -> None:
     assert (four["W"] == 4).all() and (four["rewinds"] == 0).all() and (four["kept"] == 10).all()
     by = four.set_index("design")
     assert by.loc["pipelined", "ticks replayed"] > by.loc["ballot", "ticks replayed"]
+
+
+def test_the_comparison_rules_are_written_once_in_plan_at() -> None:
+    assert plan_at(1) == [("ballot", 1), ("pipelined", 1)]
+    assert plan_at(4) == [("ballot", 1), ("fenced", 4), ("pipelined", 4)]
+    found = runs_at(3, ("stall",), 1, ticks=8)
+    assert [d for d, _ in found] == [d for d, _ in plan_at(3)]
+    table = compare_at(3, ("stall",), 1, ticks=8)
+    assert list(table["throughput"]) == [round(s.throughput, 2) for _, s in found]
+    assert list(table["name"]) == [DISPLAY_NAMES[d] for d, _ in found]
+    assert PIPELINED_NAME == DISPLAY_NAMES["pipelined"] in set(table["name"])
+
+
+def test_fault_table_stacks_compare_at_for_no_fault_and_each_fault_alone() -> None:
+    table = fault_table(3, seed=2, ticks=8)
+    assert list(dict.fromkeys(table["fault"])) == list(FAULT_CASES) == [NO_FAULT, *FAULTS]
+    for case in (NO_FAULT, "stall"):
+        alone = compare_at(3, () if case == NO_FAULT else (case,), 2, ticks=8)
+        mine = table[table["fault"] == case].drop(columns="fault").reset_index(drop=True)
+        assert mine.equals(alone)
 
 
 def test_depth_table_pipelining_grows_with_w_and_the_ballot_ignores_it() -> None:

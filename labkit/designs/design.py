@@ -33,6 +33,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "ballot": "single ballot",
     "fenced": "hedged ballots",
     "cas": "compare-and-set",
+    "pipelined": "pipelined ballots",  # notebook 05's last section; not one of the five `DESIGNS`
 }
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
 HELD = "held"  # not a refusal: a pipelined answer waits for the head to reach its fence
