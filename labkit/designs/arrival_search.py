@@ -277,7 +277,9 @@ class LoopModel:
             raise ScheduleError(str(step), f"request {rid} is not awaited")
         given_up = state.awaited[pos]
         if self.pipelined:
-            return self._settle(self._refuse(state, given_up)), StepOutcome(Kind.TIMEOUT, names[pos])
+            return self._settle(self._refuse(state, given_up)), StepOutcome(
+                Kind.TIMEOUT, names[pos]
+            )
         if self.guarded:
             state = self._drop_awaited(state, given_up)
         else:
