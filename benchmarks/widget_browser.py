@@ -152,6 +152,10 @@ CONTROLS = (
     Control(NB05, "05 latency slider", "FiveDesignsApp(", "app",
             _key(".wb-latency .noUi-handle", ("ArrowRight", "ArrowLeft"))),
     Control(NB05, "05 highlight", "FiveDesignsApp(", "app", _select(".wb-design select", (1, 2))),
+    Control(NB05, "05 pipelined depth slider", "PipelineDepthApp(", "depth_app",
+            _key(".wb-pipe-depth .noUi-handle", ("ArrowLeft", "ArrowRight"))),
+    Control(NB05, "05 pipelined fault", "PipelineDepthApp(", "depth_app",
+            _select(".wb-pipe-fault select", (1, 2))),
     Control(NB04, "04 workbench deliver/undo", "ArrivalWorkbench(preset=", "workbench",
             _click(("wb-deliver", "wb-undo"))),
 )  # fmt: skip

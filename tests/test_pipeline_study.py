@@ -4,12 +4,14 @@ comparisons, part one's frontier beside the hold's, the figure and the depth-sli
 
 from __future__ import annotations
 
+import asyncio
 import html
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import labkit.widgets.part2_pipelined as widget_module
 from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.pipeline_study import (
     COMMITTED,
@@ -30,7 +32,7 @@ from labkit.designs.pipeline_study import (
 )
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.simulator import FAULTS, simulate
-from labkit.plots.part2_pipelined import pipelined_figure
+from labkit.plots.part2_pipelined import END_LABELS, LATE_LABEL, pipelined_figure
 from labkit.widgets.part2_pipelined import PipelineDepthApp, idle_controls
 
 # --- lanes ------------------------------------------------------------------------------------
@@ -134,14 +136,21 @@ def _gids(fig) -> list[str]:
     return [a.get_gid() for ax in fig.axes for a in ax.get_children() if a.get_gid()]
 
 
+def _by_gid(fig) -> dict[str, object]:
+    return {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+
+
 def test_the_figure_marks_every_ended_lane_the_head_and_each_design() -> None:
     trace = simulate("pipelined", ("stall",), 0, ticks=10, window=4)
     fig = pipelined_figure(trace, depth_table((1, 2), ticks=8), window=2)
-    gids = _gids(fig)
+    gids, marks = _gids(fig), _by_gid(fig)
     ends = [lane.end for lane in lanes(trace) if lane.end != IN_FLIGHT]
-    for outcome in (COMMITTED, GAVE_UP, FLUSHED):
-        assert gids.count(f"lane-end:{outcome}") == ends.count(outcome)
+    for outcome in (COMMITTED, GAVE_UP, FLUSHED, REFUSED):  # one scatter per outcome
+        assert gids.count(f"lane-end:{outcome}") == 1
+        assert len(marks[f"lane-end:{outcome}"].get_offsets()) == ends.count(outcome)
     assert gids.count("head") == 1
+    head_x, head_y = marks["head"].get_data()
+    assert list(head_y[1:-1]) == list(trace["head_version"])
     assert {g for g in gids if g.startswith("depth:")} == {
         "depth:ballot",
         "depth:fenced",
@@ -155,6 +164,56 @@ def test_the_figure_marks_every_ended_lane_the_head_and_each_design() -> None:
 @pytest.fixture
 def app() -> PipelineDepthApp:
     return PipelineDepthApp(window=4, fault="stall", seed=0)
+
+
+def test_the_widget_shows_what_the_study_functions_compute(app: PipelineDepthApp) -> None:
+    """Runs shared between the table and the curve, and kept per setting, change nothing."""
+    for window, fault, seed in ((4, "stall", 0), (3, "stale_body", 2), (1, NO_FAULT, 2)):
+        with app.hold():
+            app.window.value, app.fault.value, app.seed.value = window, fault, seed
+        app.update()
+        faults = () if fault == NO_FAULT else (fault,)
+        assert app.table.equals(compare_at(window, faults, seed, ticks=20))
+        assert app.depth.equals(depth_table(faults=faults, seed=seed, ticks=20))
+        assert app.trace.equals(simulate("pipelined", faults, seed, ticks=20, window=window))
+
+
+def test_the_legend_is_html_and_names_every_mark(app: PipelineDepthApp) -> None:
+    for label in (*END_LABELS.values(), LATE_LABEL, "answered, held"):
+        assert html.escape(label) in app.legend.value
+    assert "wb-pipe-legend" in app.legend._dom_classes
+
+
+def test_an_idle_kernel_prepares_the_next_moves(app: PipelineDepthApp, monkeypatch) -> None:
+    """With an event loop and idle time, the settings one move away are simulated and drawn
+    ahead; moving there then simulates nothing and shows what a cold update would."""
+    monkeypatch.setattr(widget_module, "AHEAD_DELAY_S", 0.0)
+
+    async def idle() -> None:
+        for _ in range(2000):
+            await asyncio.sleep(0)
+            if not app._ahead:
+                return
+
+    async def moves() -> None:
+        app.seed.value = 1  # an update inside a running loop schedules the work ahead
+        for control, value in ((app.window, 5), (app.fault, "inverted")):
+            await idle()
+            assert not app._ahead
+            with monkeypatch.context() as patched:
+                patched.setattr(widget_module, "run", _no_run)
+                control.value = value
+
+    asyncio.run(moves())
+    assert app.done_ahead > 0
+    assert app.table.equals(compare_at(5, ("inverted",), 1, ticks=20))
+    cold = PipelineDepthApp(window=5, fault="inverted", seed=1)
+    assert cold.depth.equals(app.depth) and cold.state.value == app.state.value
+    assert cold.metrics.value == app.metrics.value
+
+
+def _no_run(*args, **kwargs):
+    raise AssertionError("simulated although it was prepared ahead")
 
 
 def test_the_widget_starts_on_the_stalled_run(app: PipelineDepthApp) -> None:
