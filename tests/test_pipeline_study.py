@@ -222,6 +222,8 @@ def test_the_widget_starts_on_the_stalled_run(app: PipelineDepthApp) -> None:
     assert list(app.table["design"]) == ["ballot", "fenced", "pipelined"]
     assert "3 flushed" in app.state.value and "v20" in app.state.value
     assert "pipelined ballots" in app.metrics.value and "wb-scroll" in app.metrics.value
+    (bold,) = [row for row in app.metrics.value.split("<tr") if "font-weight:bold" in row]
+    assert f">{PIPELINED_NAME}<" in bold  # the pipelined row stands out
     classes = {
         c
         for w in (app.window, app.fault, app.seed, app.idle, app.out, app.metrics)

@@ -23,6 +23,9 @@ def png_output(out: widgets.Output, png: bytes) -> None:
     out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
 
 
+_CELL = "white-space:nowrap;padding:0 6px"
+
+
 def scrolling(table_html: str) -> str:
     """A table in a box as wide as its widget that scrolls sideways on its own when the table is
     wider (`width:0; min-width:100%` keeps the table's width out of the layout's sums)."""
@@ -34,7 +37,7 @@ def scrolling(table_html: str) -> str:
 def html_table(table: pd.DataFrame, highlight: str | None) -> str:
     """`table` as a scrolling HTML table; the row whose first cell is `highlight` in bold, a
     nonzero `rewinds` cell in red."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    head = "".join(f"<th style='padding:0 6px'>{html.escape(str(c))}</th>" for c in table.columns)
     body = []
     for row in table.itertuples(index=False):
         style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""
@@ -43,9 +46,9 @@ def html_table(table: pd.DataFrame, highlight: str | None) -> str:
             bad = col == "rewinds" and value
             text = html.escape(str(value))
             cells.append(
-                f"<td style='color:#b00020;white-space:nowrap'><b>{text}</b></td>"
+                f"<td style='color:#b00020;{_CELL}'><b>{text}</b></td>"
                 if bad
-                else f"<td style='white-space:nowrap'>{text}</td>"
+                else f"<td style='{_CELL}'>{text}</td>"
             )
         body.append(f"<tr{style}>{''.join(cells)}</tr>")
     return scrolling(

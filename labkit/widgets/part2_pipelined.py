@@ -91,7 +91,8 @@ def legend_html() -> str:
         color = str(style.get("color", "black"))
         items.append(item(_MARKS[str(style["marker"])], color, END_LABELS[outcome]))
     items.append(item("&#9475;", COLORS["reject"], LATE_LABEL))
-    return f"<div style='font-size:12px;line-height:1.5'>{''.join(items)}</div>"
+    style = "font-size:12px;line-height:1.5;white-space:normal;width:0;min-width:100%"
+    return f"<div style='{style}'>{' '.join(items)}</div>"  # it wraps between items
 
 
 @dataclass(frozen=True)
