@@ -112,8 +112,12 @@ class PipelinedCanvas:
         *,
         legend: bool = True,
         title: str = "Pipelined ballots",
+        depth_top: float = 1.0,
     ) -> None:
+        """`depth_top`: the throughput axis reaches at least this far (a widget passes room for
+        its usual curves, so that most of them share one frame)."""
         self._frames = FrameCache()
+        self.depth_top = depth_top
         with workbook_style():
             self._build(width, height, legend, title)
 
@@ -235,8 +239,8 @@ class PipelinedCanvas:
             self.rings[design].set_offsets(
                 _points(list(zip(here["W"], here["throughput"], strict=True)))
             )
-        top = max(1.0, float(depth["throughput"].max())) if len(depth) else 1.0
-        self.depth_ax.set_ylim(0, 2 * math.ceil(top * 1.12 / 2))
+        top = float(depth["throughput"].max()) * 1.12 if len(depth) else 0.0
+        self.depth_ax.set_ylim(0, max(self.depth_top, 2 * math.ceil(top / 2)))
         if title is not None:
             self.title.set_text(title)
         return list(shown)
