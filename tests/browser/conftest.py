@@ -18,7 +18,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .jlab import ARTIFACTS, CHROMIUM, WAIT_MS, LabServer, Notebook, copy_workbook, start_lab
+from .jlab import (
+    ARTIFACTS,
+    CHROMIUM,
+    WAIT_MS,
+    LabServer,
+    Notebook,
+    close_notebooks,
+    copy_workbook,
+    start_lab,
+)
 from .jlab import open_notebook as _open_notebook
 from .jlab import write_notebook as _write_notebook
 
@@ -28,6 +37,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def _in_ci() -> bool:
@@ -119,21 +129,50 @@ class Lab:
         return path
 
 
+@pytest.fixture(scope="session")
+def _lab_tab(browser: Browser) -> Iterator[list[Page]]:
+    """The session's one browser tab (at most one page in the list; a failed test empties it)."""
+    tab: list[Page] = []
+    yield tab
+    for page in tab:
+        page.context.close()
+
+
 @pytest.fixture
-def lab(lab_server: LabServer, browser: Browser, request: pytest.FixtureRequest) -> Iterator[Lab]:
-    """A fresh browser context on the session's JupyterLab; kernels are shut down after."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(WAIT_MS)
-    context.route("**/*", _local_only)
-    page = context.new_page()
+def lab(
+    lab_server: LabServer, browser: Browser, _lab_tab: list[Page], request: pytest.FixtureRequest
+) -> Iterator[Lab]:
+    """The session's browser tab on the session's JupyterLab, at the default size; the test's
+    notebooks are closed unsaved and their kernels shut down after it.
+
+    One tab serves every test, so JupyterLab loads once rather than once per notebook (about
+    5 s of CPU each, see jlab.open_notebook); after a failed test the tab is thrown away and the
+    next test starts in a fresh browser context."""
+    if not _lab_tab:
+        context = browser.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(WAIT_MS)
+        context.route("**/*", _local_only)
+        _lab_tab.append(context.new_page())
+    page = _lab_tab[0]
+    page.set_viewport_size(VIEWPORT)
     try:
         yield Lab(page, lab_server)
     finally:
-        report = getattr(request.node, "_report_call", None)
-        if report is not None and report.failed:
+        reports = [getattr(request.node, f"_report_{when}", None) for when in ("setup", "call")]
+        failed = any(report is not None and report.failed for report in reports)
+        if failed:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^\w.-]+", "_", request.node.name)
             with contextlib.suppress(Exception):  # a debugging aid must not mask the failure
                 page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"))
-        context.close()
-        lab_server.shutdown_kernels()
+        kept = False
+        try:
+            if not failed:
+                close_notebooks(page)
+                kept = True
+        finally:
+            if not kept:
+                _lab_tab.clear()
+                with contextlib.suppress(Exception):
+                    page.context.close()
+            lab_server.shutdown_kernels()
