@@ -33,7 +33,7 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 # other test goes to whichever worker is free. (Not `xdist_group` marks: under pytest 9.2,
 # pytest-xdist 3.8's --dist loadgroup ignores them without a word.)
 SHARED_SETUP = {
-    "tests/browser/": "one JupyterLab and one Chromium (session fixtures)",
+    "tests/browser/": "one JupyterLab, one Chromium and one tab (package fixtures)",
     "tests/test_figures.py": "every docs figure built once (a module fixture)",
 }
 

@@ -1,4 +1,4 @@
-"""Fixtures for the real-browser tests: one JupyterLab and one Chromium per session.
+"""Fixtures for the real-browser tests: one JupyterLab, one Chromium and one tab for this folder.
 
 Locally the tests skip when /usr/bin/chromium (or Playwright) is missing; with CI=true they
 fail instead, so CI can never pass by skipping them. See jlab.py for how to write a test.
@@ -76,9 +76,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="session")
+# The server, the browser and the tab last as long as this folder's tests (package scope), not
+# the session: while Playwright's sync API is open its event loop counts as running in this
+# thread, so a later test on the same worker that calls asyncio.run() would fail.
+
+
+@pytest.fixture(scope="package")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ and data/ (shared by the session)."""
+    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ and data/ (shared by the tests)."""
     _require_browser()  # before starting anything, so a missing browser costs no time
     base = tmp_path_factory.mktemp("jlab")
     server = start_lab(copy_workbook(base / "workbook"), base / "state")
@@ -88,7 +93,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     shutil.copyfile(server.log, ARTIFACTS / "jupyterlab.log")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     """Debian's headless Chromium, driven by Playwright (its own download is not needed)."""
     _require_browser()
@@ -129,9 +134,9 @@ class Lab:
         return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _lab_tab(browser: Browser) -> Iterator[list[Page]]:
-    """The session's one browser tab (at most one page in the list; a failed test empties it)."""
+    """The tests' one browser tab (at most one page in the list; a failed test empties it)."""
     tab: list[Page] = []
     yield tab
     for page in tab:
@@ -142,7 +147,7 @@ def _lab_tab(browser: Browser) -> Iterator[list[Page]]:
 def lab(
     lab_server: LabServer, browser: Browser, _lab_tab: list[Page], request: pytest.FixtureRequest
 ) -> Iterator[Lab]:
-    """The session's browser tab on the session's JupyterLab, at the default size; the test's
+    """The one browser tab on the one JupyterLab, at the default size; the test's
     notebooks are closed unsaved and their kernels shut down after it.
 
     One tab serves every test, so JupyterLab loads once rather than once per notebook (about
