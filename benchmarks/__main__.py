@@ -28,6 +28,7 @@ NAMES = (
     "pg_commit_order",
     "pg_ballots",
     "remote_vs_sim",
+    "pg_remote",
 )
 
 

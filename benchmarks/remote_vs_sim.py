@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, print_table
 from labkit.designs.registry import ALL_DESIGNS
-from labkit.remote.compare import METRICS, measure, side_by_side
+from labkit.remote.compare import METRICS, differences, measure, side_by_side
 from labkit.remote.faults import SERVICE_FAULTS
 from labkit.remote.load import load
 from labkit.remote.service import serve
@@ -34,6 +34,8 @@ def measure_compare(smoke: bool) -> list[dict[str, object]]:
     for label, faults in sets:
         pairs = measure(ALL_DESIGNS, faults, seeds, ticks=ticks, latency=latency)
         table = side_by_side(pairs, latency)
+        for cell in differences(table).to_dict("records"):  # each gap past 25 %, with its reason
+            print(f"{label}: {cell['design']} {cell['metric']} x{cell['real/sim']}: {cell['why']}")
         for row in table.to_dict("records"):
             rows.append(
                 {"kind": "compare", "faults": label, "latency_s": latency, "ticks": ticks, **row}

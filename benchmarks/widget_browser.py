@@ -2,7 +2,7 @@
 the redrawn image is decoded and painted, for notebook 01's sliders, notebook 05's controls and
 the arrival workbench's buttons (notebook 04), plus a 14-step schedule typed into the workbench.
 
-One JupyterLab serves a copy of the notebooks (`tests/browser/jlab.py`); each notebook is opened
+One JupyterLab serves a copy of the notebooks (`benchmarks/lab.py`); each notebook is opened
 and run (Run All). In the page, an input listener takes the time of the press (the event's own
 timestamp) and a MutationObserver on the app's cell waits for an `<img>` with a new `src`; once
 that image is decoded, the next animation frame and a task after it mark it painted. Every
@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, percentile, print_table
+from benchmarks.lab import CHROMIUM, copy_workbook, open_notebook, start_lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 NAME = "widget_browser"
-PRESSES, SMOKE_PRESSES = 30, 2
+PRESSES, SMOKE_PRESSES = 30, 1  # the smoke: one press after the warm-up
 COLD_RUNS, SMOKE_COLD_RUNS = 3, 1
 WARM_TYPED, SMOKE_WARM_TYPED = 10, 1
 TARGET_P95_S = 0.100
@@ -52,8 +53,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def available() -> bool:
     """True when Debian's chromium and Playwright are there (the benchmark drives both)."""
-    from tests.browser.jlab import CHROMIUM
-
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -211,11 +210,23 @@ def _row(name: str, kind: str, wall: list[float], python: list[float], target: f
 
 
 def _open(page: Page, server: Any, path: str) -> Any:
-    from tests.browser.jlab import open_notebook
-
     nb = open_notebook(page, server, path)
     nb.run_all(timeout_ms=180_000)
     return nb
+
+
+def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[float], list[float]]:
+    """Press `control` 1 + `presses` times (the first is a warm-up): the wall times of the
+    counted presses, and the app's own update times for them."""
+    cell = nb.cell_with(control.cell_text)
+    cell.scroll_into_view_if_needed()
+    wall = []
+    for i in range(presses + 1):
+        took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
+        if i:
+            wall.append(took)
+        time.sleep(PAUSE_S)
+    return wall, _kernel_timings(page, nb.panel_id, control.app, presses)
 
 
 def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
@@ -225,16 +236,7 @@ def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
         if control.notebook not in opened:
             server.shutdown_kernels()
             opened = {control.notebook: _open(page, server, control.notebook)}
-        nb = opened[control.notebook]
-        cell = nb.cell_with(control.cell_text)
-        cell.scroll_into_view_if_needed()
-        wall = []
-        for i in range(presses + 1):  # press 0 is the warm-up
-            took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
-            if i:
-                wall.append(took)
-            time.sleep(PAUSE_S)
-        python = _kernel_timings(page, nb.panel_id, control.app, presses)
+        wall, python = _press(page, opened[control.notebook], control, presses)
         rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
         print(
             f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
@@ -277,11 +279,7 @@ def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str,
 
 def measure(smoke: bool) -> list[dict[str, object]]:
     """Start JupyterLab and Chromium, drive every control, return one row per control."""
-    from tests.browser.jlab import copy_workbook, start_lab
-
-    # kernels must import this checkout's labkit, whatever the venv's editable install says
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    _kernels_import(ROOT)
     base = Path(tempfile.mkdtemp(prefix="bench-widget-browser-"))
     server = start_lab(copy_workbook(base / "workbook"), base / "state")
     try:
@@ -294,10 +292,15 @@ def measure(smoke: bool) -> list[dict[str, object]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _kernels_import(checkout: Path) -> None:
+    """Kernels started from now on import `checkout`'s labkit, whatever the venv's editable
+    install says (a JupyterLab hands its environment on to its kernels)."""
+    paths = [str(checkout), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+
 def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
     from playwright.sync_api import sync_playwright
-
-    from tests.browser.jlab import CHROMIUM
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM))
@@ -380,3 +383,165 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
         for r in rows
     }
     return finish(NAME, rows, ratios, targets, plot(rows), out)
+
+
+# --- A/B: the same presses on several checkouts, in alternation -------------------------------
+
+# Run the (first) cell whose source contains `text` again: a fresh app, as after Run All.
+_RERUN_CELL = f"""async ([id, text]) => {{
+  const app = window.jupyterapp, panel = {_PANEL};
+  app.shell.activateById(id);
+  const nb = panel.content;
+  const i = nb.widgets.findIndex(c => c.model.sharedModel.getSource().includes(text));
+  if (i < 0) throw new Error('no cell contains ' + text);
+  nb.activeCellIndex = i;
+  await app.commands.execute('notebook:run-cell');
+  return i;
+}}"""
+
+_HAS_IMAGE = """(cell) => {
+  const img = cell.querySelector('.jp-Cell-outputArea img');
+  return !!img && img.complete && img.naturalWidth > 0;
+}"""
+
+
+def compare(
+    checkouts: list[Path], names: list[str], presses: int = PRESSES, rounds: int = 3
+) -> list[dict[str, object]]:
+    """Press `names` (controls of one notebook) on each checkout's labkit in turn, `rounds`
+    times (order A B, then B A, ...), each round on a fresh app (its cell run again), so every
+    side meets the same seeds, machine and moment. One row per checkout, control and round."""
+    controls = [c for c in CONTROLS if c.name in names]
+    if not controls or len({c.notebook for c in controls}) != 1:
+        raise ValueError(f"pick controls of one notebook from {[c.name for c in CONTROLS]}")
+    base = Path(tempfile.mkdtemp(prefix="bench-widget-ab-"))
+    saved = os.environ.get("PYTHONPATH")
+    servers = []
+    try:
+        for k, checkout in enumerate(checkouts):
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), saved]))
+            servers.append(start_lab(copy_workbook(base / f"workbook{k}"), base / f"state{k}"))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_drive_ab, servers, checkouts, controls, presses, rounds).result()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        for server in servers:
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _drive_ab(
+    servers: list[Any], checkouts: list[Path], controls: list[Control], presses: int, rounds: int
+) -> list[dict[str, object]]:
+    from playwright.sync_api import sync_playwright
+
+    rows: list[dict[str, object]] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM))
+        try:
+            pages, notebooks = [], []
+            for server in servers:
+                context = browser.new_context(viewport={"width": 1400, "height": 1700})
+                context.set_default_timeout(WAIT_MS)
+                context.route("**/*", _local_only)
+                pages.append(context.new_page())
+                notebooks.append(_open(pages[-1], server, controls[0].notebook))
+                code = "import labkit; print(labkit.__file__)"
+                where = pages[-1].evaluate(_KERNEL_PRINT, [notebooks[-1].panel_id, code]).strip()
+                print(f"  kernel {len(notebooks)} imports {where}", flush=True)
+            for r in range(rounds):
+                order = range(len(servers)) if r % 2 == 0 else reversed(range(len(servers)))
+                for k in order:
+                    page, nb = pages[k], notebooks[k]
+                    page.bring_to_front()
+                    for control in controls:
+                        cell = nb.cell_with(control.cell_text)
+                        page.evaluate(_RERUN_CELL, [nb.panel_id, control.cell_text])
+                        page.wait_for_function(_HAS_IMAGE, arg=cell.element_handle(), polling=100)
+                        load = os.getloadavg()[0]
+                        wall, python = _press(page, nb, control, presses)
+                        row = _row(control.name, "press", wall, python, TARGET_P95_S)
+                        code = f"print(getattr({control.app}, 'frames_drawn_ahead', '-'))"
+                        ahead = page.evaluate(_KERNEL_PRINT, [nb.panel_id, code]).strip()
+                        row.update(checkout=str(checkouts[k]), round=r + 1, load_start=load)
+                        row["frames_drawn_ahead"] = ahead
+                        rows.append(row)
+                        _say(row)
+        finally:
+            browser.close()
+    return rows
+
+
+def _say(row: dict[str, object]) -> None:
+    print(
+        f"  round {row['round']} {row['checkout']}: {row['control']}: "
+        f"p50 {fmt_s(float(row['p50_s']))} p95 {fmt_s(float(row['p95_s']))} "
+        f"python p50 {fmt_s(float(row['python_p50_s']))} "
+        f"load {float(row['load_start']):.2f}-{float(row['load_1min']):.2f}, "
+        f"frames drawn ahead {row['frames_drawn_ahead']}",
+        flush=True,
+    )
+
+
+def _pooled(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per checkout and control: every round's presses together."""
+    out = []
+    for key in dict.fromkeys((str(r["checkout"]), str(r["control"])) for r in rows):
+        mine = [r for r in rows if (str(r["checkout"]), str(r["control"])) == key]
+        wall = [float(x) for r in mine for x in str(r["samples"]).split()]
+        p95s = " ".join(f"{float(r['p95_s']) * 1e3:.0f}" for r in mine)
+        loads = [float(r[k]) for r in mine for k in ("load_start", "load_1min")]
+        out.append({
+            "checkout": key[0], "control": key[1], "presses": len(wall),
+            "p50": fmt_s(percentile(wall, 0.5)), "p95": fmt_s(percentile(wall, 0.95)),
+            "max": fmt_s(max(wall)),
+            "python p50": fmt_s(percentile([float(r["python_p50_s"]) for r in mine], 0.5)),
+            "p95 per round (ms)": p95s, "load": f"{min(loads):.1f}-{max(loads):.1f}",
+        })  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.widget_browser --control NAME [--labkit DIR ...]`: some controls
+    only, on one or more checkouts in alternation; prints, writes nothing unless `--csv`."""
+    import argparse
+    import csv
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.widget_browser")
+    parser.add_argument(
+        "--control",
+        action="append",
+        required=True,
+        choices=[c.name for c in CONTROLS],
+        help="a control to press",
+    )
+    parser.add_argument(
+        "--labkit",
+        action="append",
+        type=Path,
+        help="a checkout whose labkit the kernels import (default: this one); "
+        "several are measured in alternation",
+    )
+    parser.add_argument("--presses", type=int, default=PRESSES)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--csv", type=Path, help="write every round's row here")
+    args = parser.parse_args(argv)  # fmt: skip
+    if not available():
+        parser.error("needs /usr/bin/chromium and Playwright")
+    checkouts = [p.resolve() for p in args.labkit or [ROOT]]
+    rows = compare(checkouts, args.control, args.presses, args.rounds)
+    pooled = _pooled(rows)
+    print_table(pooled, list(pooled[0]))
+    if args.csv:
+        with args.csv.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -35,6 +35,8 @@ EXPECTED_ROWS = {
     "widget_browser": 10,
     # six designs with every planner fault (smoke: no fault-free set), then one load row
     "remote_vs_sim": 6 + 1,
+    # ballot and pipelined against the real planner, each on SQLite and on PostgreSQL
+    "pg_remote": 2 * 2,
 }
 
 

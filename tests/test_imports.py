@@ -153,3 +153,17 @@ def test_the_graph_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
         "labkit.catalog.crashlab", files["labkit.catalog.crashlab"], set(files)
     )
     assert {"labkit.catalog.crash_child", "labkit.db", "labkit.catalog.loop"} <= crashlab
+
+
+def test_no_benchmark_imports_from_tests() -> None:
+    """Benchmarks measure the product and share helpers through `benchmarks/` (the browser
+    tests import `benchmarks.lab`), never the other way round."""
+    found = {}
+    for path in sorted((PACKAGE_DIR.parent / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found.update({f"{path.name}: {n}": n for n in names})
+    assert any(n == "benchmarks.lab" for n in found.values())  # the reader sees imports
+    assert [k for k, n in found.items() if n.split(".")[0] == "tests"] == []

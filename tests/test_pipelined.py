@@ -3,9 +3,11 @@ order, a base-hash check, a flush on every refusal; never a rewind, one version 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
+from backends import open_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +22,12 @@ from labkit.designs.arrival_orders import (
 )
 from labkit.designs.arrival_search import explore_with_stats
 from labkit.designs.design import DESIGNS
-from labkit.designs.pipeline_crash import crash_and_resume, kill_and_resume, statement_count
+from labkit.designs.pipeline_crash import (
+    crash_and_resume,
+    crash_and_resume_pg,
+    kill_and_resume,
+    statement_count,
+)
 from labkit.designs.pipelined import HASH_MISMATCH, PipelinedDesign
 from labkit.designs.planner import answer_tools, respond
 from labkit.designs.registry import ALL_DESIGNS, make_design
@@ -265,11 +272,21 @@ def _assert_sound(run, ticks: int = 6) -> None:
         assert base == v and tools[:-1] == below  # each body is built on the version below
 
 
+def test_a_crash_run_counts_the_falls_its_reader_saw() -> None:
+    from labkit.designs.pipeline_crash import CrashRun
+
+    assert CrashRun(1, True, (0, 2, 1, 1, 3, 2), (), 0, 9).falls == 2
+    assert CrashRun(1, True, (0, 1, 1, 2), (), 0, 9).falls == 0
+
+
 def test_a_kill_at_every_tenth_statement_keeps_the_readers_promise(tmp_path: Path) -> None:
     total = statement_count(tmp_path / "whole.db")
     assert total > 50
-    for k in range(1, total + 1, 10):
-        _assert_sound(crash_and_resume(tmp_path / f"k{k}.db", k))
+    runs = [crash_and_resume(tmp_path / f"k{k}.db", k) for k in range(1, total + 1, 10)]
+    for run_k in runs:
+        _assert_sound(run_k)
+        assert run_k.falls == 0
+    assert any(r.held_at_restart for r in runs)  # some kills left answers held in the file
 
 
 def test_a_real_kill_of_the_loop_process_keeps_the_readers_promise(tmp_path: Path) -> None:
@@ -321,12 +338,119 @@ def test_reserve_ahead_on_postgres(pg_connect) -> None:
     _fenced_ahead(WatermarkLoop(pg_connect(autocommit=True), window=2))
 
 
+# --- the hold and the design on PostgreSQL: the same steps, the same results -------------------
+
+
+def _steps(design: PipelinedDesign, seed: int, *, ticks: int) -> list:
+    """Drive `design` with seeded planner behaviour (answers in a shuffled order, some stale,
+    some twice, a give-up now and then), settling after each step; what each step decided,
+    the hold after it and the head, in order."""
+    rng = random.Random(seed)
+    seen: list = []
+    answers: list = []
+    now = 0.0
+    design.start(now)
+    for _ in range(400):
+        if design.read_head()[0] >= ticks:
+            break
+        now += 1.0
+        waiting = design.awaited()
+        roll = rng.random()
+        if waiting and roll < 0.1:
+            req = rng.choice(waiting)
+            design.on_timeout(req, now)
+            seen.append(("timeout", req.request_id))
+        elif answers and roll < 0.2:  # a duplicate of an earlier answer
+            req, resp = rng.choice(answers)
+            d = design.on_response(req, resp, now)
+            seen.append(("again", req.request_id, d.committed, d.reason))
+        elif waiting:
+            req = rng.choice(waiting)
+            resp = respond(design, req, now, stale=req.base_version > 0 and roll > 0.9)
+            answers.append((req, resp))
+            d = design.on_response(req, resp, now)
+            seen.append(("answer", req.request_id, d.committed, d.reason))
+        while (settled := design.settle(now)) is not None:
+            seen.append(("settle", settled[0].ballot_id, settled[1].committed))
+        seen.append(("hold", tuple(hold.held(design.conn)), design.read_head()))
+    log = [(v.version, v.base_version, v.ballot_id, v.tools) for v in catalog.history(design.conn)]
+    return [*seen, ("log", log)]
+
+
 @pytest.mark.postgres
-def test_the_pipelined_design_refuses_postgres_in_one_line(pg_connect) -> None:
-    from labkit.backend import UnsupportedBackend
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pipelined_on_sqlite_and_postgres_agree_step_by_step(request, seed: int) -> None:
+    """Same steps on both backends: the same decisions, the same held answers after every
+    step, the same commits (versions, bases, ballots, bodies)."""
+    runs = []
+    for name in ("sqlite", "postgres"):
+        store = open_store(request, name)
+        runs.append(_steps(PipelinedDesign(store.connect(), window=3, ticks=8), seed, ticks=8))
+    sqlite_run, postgres_run = runs
+    assert any(s[0] == "settle" for s in sqlite_run)  # answers were held and settled
+    assert any(s[0] == "timeout" for s in sqlite_run)  # and a give-up flushed successors
+    assert sqlite_run[-1][1][-1][0] == 8
+    assert postgres_run == sqlite_run
+
+
+@pytest.mark.postgres
+def test_the_hold_on_postgres_is_durable_when_it_returns(pg_connect) -> None:
+    design = PipelinedDesign(pg_connect(), window=2, ticks=4)
+    r1, r2 = design.start(0.0)
+    assert design.on_response(r2, respond(design, r2, 1.0), 1.0).reason == "held"
+    # a new connection (a restarted process) sees the held answer: it was committed
+    other = pg_connect()
+    (row,) = hold.held(other)
+    assert (row.ballot_id, row.fence, row.base_version) == (r2.ballot_id, 1, 1)
+    assert row.base_hash == catalog.tools_hash(r2.tools)
+    assert not hold.hold(other, r2.ballot_id, 1, 1, None, ["x"], 2.0)  # already held
+    assert not hold.hold(other, 999, 1, 1, None, ["x"], 2.0)  # no such ballot in flight
+    # a restarted loop checks the held answer again before it commits it
+    again = PipelinedDesign(other, window=2, ticks=4)
+    assert again.on_response(r1, respond(again, r1, 3.0), 3.0).committed
+    request, decision = again.settle(4.0)
+    assert request.ballot_id == r2.ballot_id and decision.committed
+    assert catalog.verify(other) == 2 and hold.held(other) == []
+
+
+@pytest.mark.postgres
+def test_the_hold_refuses_a_postgres_session_whose_commits_are_not_durable(pg_connect) -> None:
+    from labkit.catalog.versions_pg import DurabilityError
 
     conn = pg_connect(autocommit=True)
-    with pytest.raises(UnsupportedBackend, match="PipelinedDesign works on sqlite only"):
-        PipelinedDesign(conn)
-    with pytest.raises(UnsupportedBackend, match="hold.create works on sqlite only"):
+    conn.execute("SET synchronous_commit = off")
+    with pytest.raises(DurabilityError, match="hold.create on PostgreSQL: synchronous_commit"):
         hold.create(conn)
+
+
+@pytest.mark.postgres
+def test_the_hold_refuses_a_postgres_transaction_left_open(pg_connect) -> None:
+    from labkit.catalog.loop_pg import LoopConnectionError
+
+    conn = pg_connect()
+    design = PipelinedDesign(conn, window=2, ticks=4)
+    _, r2 = design.start(0.0)
+    conn.execute("SELECT 1")  # opens a transaction the caller never ends
+    with pytest.raises(LoopConnectionError, match="no open transaction"):
+        hold.hold(conn, r2.ballot_id, 1, 1, None, ["x"], 1.0)
+    conn.rollback()
+    assert hold.held(conn) == []
+
+
+@pytest.mark.postgres
+def test_a_kill_at_statements_across_a_postgres_run_keeps_the_readers_promise(pg_dsn) -> None:
+    """The loop's connection dies before statement k (its open transaction rolled back by the
+    server); a loop on a new connection finishes: no fall, the log contiguous, the hold empty."""
+    from labkit.pg import instance as pg
+
+    def lab(kill_at: int):
+        with pg.scratch_schema(pg_dsn, prefix="pipe") as schema:
+            opts = pg.search_path_option(schema)
+            return crash_and_resume_pg(lambda: pg.connect(pg_dsn, options=opts), kill_at)
+
+    whole = lab(0)
+    assert not whole.killed and whole.statements > 50 and whole.versions[-1][0] == 6
+    runs = [lab(k) for k in range(1, whole.statements + 1, 12)]  # a dozen kills, ~3 s
+    for run_k in runs:
+        _assert_sound(run_k)
+    assert any(r.held_at_restart for r in runs)  # held answers outlived the dead connection

@@ -86,11 +86,44 @@ def test_frame_cache_keeps_both_frames_of_a_control_moved_back_and_forth(traces,
     monkeypatch.setattr(FigureCanvasAgg, "draw", lambda self: full_draws.append(1) or draw(self))
     canvas = FiveDesignsCanvas()
     images = [canvas.png(traces, "lww", scale=s, at_least=(30.0 * s, 20.0)) for s in (1, 2)]
+    assert len(full_draws) == 1  # the second frame's ticks go on the first one's kept rest
     for _ in range(2):  # back and forth: both frames are kept, neither is drawn again
         assert [canvas.png(traces, "lww", scale=s, at_least=(30.0 * s, 20.0)) for s in (1, 2)] == (
             images
         )
-    assert images[0] != images[1] and len(full_draws) == 2
+    assert images[0] != images[1] and len(full_draws) == 1
+
+
+@pytest.mark.parametrize("live_titles", [False, True])
+def test_new_limits_and_highlights_draw_what_a_fresh_canvas_does(traces, live_titles) -> None:
+    """The frame of new limits is the kept rest plus that frame's ticks, and a highlight's
+    spines are kept drawn: byte for byte what a canvas that drew everything shows."""
+    grown = FiveDesignsCanvas(live_titles=live_titles)
+    for room, highlight in [(20.0, "lww"), (30.0, "lww"), (30.0, "ballot"), (50.0, "cas"),
+                            (50.0, "lww"), (50.0, "ballot")]:  # fmt: skip
+        shown = grown.png(traces, highlight, scale=room, at_least=(room, 26.0))
+        fresh = FiveDesignsCanvas(live_titles=live_titles)
+        assert shown == fresh.png(traces, highlight, scale=room, at_least=(room, 26.0))
+
+
+def test_a_frame_drawn_ahead_is_restored_by_the_run_that_needs_it(traces, monkeypatch):
+    from matplotlib.axis import Axis
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FiveDesignsCanvas()
+    assert not canvas.draw_ahead()  # nothing shown yet: no limits to go past
+    canvas.png(traces, "lww", scale=1, at_least=(30.0, 20.0))
+    assert canvas.draw_ahead() and not canvas.draw_ahead()  # the 40-long axis, kept once
+    assert canvas.axes["lww"].get_xlim() == (-0.6, 30.6)  # the limits shown are put back
+    drawn = []
+    for cls in (FigureCanvasAgg, Axis):
+        monkeypatch.setattr(cls, "draw", lambda self, *a, cls=cls, d=cls.draw: (
+            drawn.append(cls), d(self, *a))[1])  # fmt: skip
+    longer = canvas.png(traces, "lww", scale=2, at_least=(40.0, 20.0))  # as a longer run would
+    assert drawn == []  # no frame and no tick drawn: restored
+    monkeypatch.undo()
+    assert canvas.axes["lww"].get_xlim() == (-0.8, 40.8)
+    assert longer == FiveDesignsCanvas().png(traces, "lww", scale=2, at_least=(40.0, 20.0))
 
 
 def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one(traces):

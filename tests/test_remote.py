@@ -269,14 +269,6 @@ def test_on_postgresql_the_ballot_never_falls_and_the_callback_does(
             assert catalog.verify(conn) == 10
 
 
-@pytest.mark.postgres
-def test_pipelined_on_postgresql_is_refused_in_one_line(faulty: str, pg_dsn: str) -> None:
-    from labkit.backend import UnsupportedBackend
-
-    with pytest.raises(UnsupportedBackend, match="PipelinedDesign works on sqlite only"):
-        run("pipelined", faulty, ticks=3, window=3, dsn=pg_dsn, name="pg-pipelined")
-
-
 def test_an_interrupted_run_stops_cleanly_and_keeps_its_commits(tmp_path) -> None:
     """Ctrl-C in the caller's thread while the loop runs: the loop stops at once (a
     `truncated` row would be its last) and what it committed stays, contiguous."""

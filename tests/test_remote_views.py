@@ -6,6 +6,7 @@ each)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -15,8 +16,10 @@ from labkit.catalog.head_watch import Change, Fall, ReaderProcess
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS
 from labkit.plots.part3_remote import lanes_figure, shown_lanes
+from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
-from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, reader_trace
+from labkit.remote.service import serve
+from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, falls_text, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
 
 
@@ -190,14 +193,90 @@ def test_a_fault_switched_in_the_widget_strikes_the_run_going() -> None:
     assert not app.design.disabled and app.stop_button.disabled
 
 
-def test_stop_ends_the_run_early() -> None:
+def test_stop_ends_the_run_early_and_says_so() -> None:
     app = RealPlannerApp(design="ballot", ticks=80, latency_ms=20)
     app.start()
     assert app.wait_for_head(2)
     assert app.stop()
+    assert app.stop() is False and "Already stopping" in app.message.value
+    assert app.why_not("stop") == "the run is stopping"
     result = app.wait()
     assert result is not None and result.trace["event"].iloc[-1] == "truncated"
     assert result.summary.kept < 80
+    head = result.summary.final_head
+    assert f"Stopped ballot at v{head} of v80" in app.message.value
+    assert "Finished" not in app.message.value
+
+
+def test_a_seed_out_of_range_is_refused_before_any_run() -> None:
+    app = RealPlannerApp(design="ballot")
+    app.seed.value = 10**30
+    assert app.start() is False and not app.running and app.lanes is None
+    assert "Not started: the random seed must be a whole number" in app.message.value
+
+
+def test_a_fault_ticked_while_the_service_starts_reaches_it(monkeypatch) -> None:
+    """Ticked before the run's service is up: kept, and switched on as soon as it is."""
+    import threading
+    from contextlib import contextmanager
+
+    import labkit.widgets.part3_remote as part3_remote
+
+    up = threading.Event()
+
+    @contextmanager
+    def slow_serve(*args, **kwargs):
+        with serve(*args, **kwargs) as url:
+            up.wait(10)  # the service runs; the widget does not know its URL yet
+            yield url
+
+    monkeypatch.setattr(part3_remote, "serve", slow_serve)
+    app = RealPlannerApp(design="callback", ticks=12, latency_ms=10, seed=1, span=2)
+    assert app.start()
+    app.set_faults(["inverted"])
+    assert "still starting" in app.message.value and "No run is going" not in app.message.value
+    assert "faults on: none" in app.status.value or "no run yet" in app.status.value
+    up.set()
+    result = app.wait()
+    assert result is not None and app.error == ""
+    assert app.switches == [(0, ("inverted",))]
+    sends = result.trace[result.trace["event"] == "send"]
+    assert (sends["fault"] == "inverted").any()  # the service had it
+    assert "faults on: inverted" in app.status.value
+
+
+def test_start_is_given_back_only_after_the_runs_last_picture() -> None:
+    app = RealPlannerApp(design="ballot", ticks=5, latency_ms=10)
+    assert app.start()
+    while app.running:
+        time.sleep(0.001)
+    first = app.result  # the moment start is allowed again, the run is drawn and judged
+    assert first is not None and "Finished ballot" in app.message.value
+    assert "finished" in app.status.value and not app.start_button.disabled
+    assert app.start()
+    second = app.wait()
+    assert second is not None and second is not first and app.result is second
+
+
+@pytest.mark.slow
+def test_leaving_python_with_a_widget_run_going_is_clean(tmp_path) -> None:
+    """The interpreter's exit stops the run and joins its threads (once, it aborted in C++:
+    "terminate called without an active exception")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "from labkit.widgets.part3_remote import RealPlannerApp\n"
+        "app = RealPlannerApp(design='ballot', ticks=80, latency_ms=20)\n"
+        "app.start()\n"
+        "assert app.wait_for_head(2)\n"
+    )
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr
 
 
 def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
@@ -212,7 +291,7 @@ def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
 
 
 def test_differences_lists_only_the_cells_more_than_the_tolerance_apart() -> None:
-    from labkit.remote.compare import METRICS, differences
+    from labkit.remote.compare import differences
 
     def cells(metric: str, sim: float, real: float) -> dict:
         ratio = round(real / sim, 2) if sim else None
@@ -233,3 +312,96 @@ def test_differences_lists_only_the_cells_more_than_the_tolerance_apart() -> Non
     assert differences(pd.DataFrame([row]), tolerance=0.6)["metric"].tolist() == [
         "wasted_per_commit"
     ]
+    assert apart["why"].tolist() == [  # real above simulated: the reasons for "higher"
+        WHY[("latency_p50", "higher")],
+        WHY[("wasted_per_commit", "higher")],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("design", "metric", "sim", "real", "says"),
+    [
+        ("fenced", "latency_p95", 0.03, 0.06, "just inside the timeout"),
+        ("fenced", "latency_p95", 0.06, 0.03, "the other way"),
+        ("ballot", "throughput", 20.0, 12.0, "durable SQLite write"),
+        ("callback", "wasted_per_commit", 1.5, 0.8, "simulator only"),
+        ("callback", "rewinds", 3, 0, "near-tie"),
+        ("cas", "rewinds", 0, 1, "bug"),
+    ],
+)
+def test_each_difference_gets_the_reason_for_its_direction(design, metric, sim, real, says):
+    from labkit.remote.compare import differences
+
+    row = {"design": design, "seeds": 1}
+    for m, _ in METRICS:
+        row.update({f"{m} sim": 1.0, f"{m} real": 1.0, f"{m} real/sim": 1.0})
+    row.update({f"{metric} sim": sim, f"{metric} real": real})
+    row[f"{metric} real/sim"] = round(real / sim, 2) if sim else None
+    (got,) = differences(pd.DataFrame([row]))["why"]
+    assert says in got and got == why(design, metric, sim, real)
+
+
+def test_a_store_reads_back_as_a_chained_log_or_a_head_row_that_only_climbed(tmp_path) -> None:
+    from labkit.remote.crash import Crash, fates, lost_commits
+    from labkit.remote.driver import run
+    from labkit.remote.readback import read_back
+
+    with serve(latency=0.005, seed=3) as url:
+        runs = {
+            d: run(d, url, ticks=4, seed=3, store=tmp_path / f"{d}.db", name=f"rb-{d}")
+            for d in ("ballot", "cas")
+        }
+    log, row = read_back(runs["ballot"]), read_back(runs["cas"])
+    assert (log.kind, log.head, log.whole, log.text) == ("log", 4, True, "1..4 chained")
+    assert (row.kind, row.head, row.whole) == ("head row", 4, True)
+    assert row.text.startswith("row at v4; ")
+
+    fell = replace(runs["cas"], reader_changes=(Change(1.0, 0, 2), Change(2.0, 2, 1)))
+    assert not read_back(fell).whole and read_back(fell).text == "row at v4; fell 1 time"
+    assert "climbs only" in read_back(replace(fell, reader_changes=(Change(1.0, 0, 2),))).text
+
+    conn = connect(tmp_path / "ballot.db")  # a body that is not what its hash says: broken
+    conn.execute("UPDATE catalog_versions SET tools_hash = 'x' WHERE version = 3")
+    conn.commit()
+    conn.close()
+    broken = read_back(runs["ballot"])
+    assert not broken.whole and "version 3" in broken.text
+    with pytest.raises(ValueError, match="no store file"):
+        read_back(replace(runs["ballot"], store=None))
+
+    trace = runs["ballot"].trace
+    done = trace[(trace["event"] == "deliver") & (trace["committed"] == True)]  # noqa: E712
+    commits = {int(r.head_version): int(r.ballot_id) for r in done.itertuples()}
+    store = tmp_path / "ballot.db"
+    assert lost_commits(store, Crash(-9, commits, ())) == []
+    wrong = {**commits, 2: commits[2] + 100, 9: 1}  # another ballot at v2; v9 never written
+    assert lost_commits(store, Crash(-9, wrong, ())) == [2, 9]
+
+    ballots = sorted(int(b) for b in trace["ballot_id"].dropna().unique())
+    got = fates(store, ballots, trace).set_index("ballot")
+    assert list(got.index) == ballots  # every ballot asked about has a row, seen or not
+    for ballot in commits.values():
+        assert got.at[ballot, "status"] == "committed" and got.at[ballot, "reason"] == ""
+        assert ": commit" in got.at[ballot, "the restarted loop saw"]
+    quiet = fates(store, ballots[:1], trace.iloc[:0])  # a trace that shows none of them
+    assert quiet["the restarted loop saw"].tolist() == ["nothing"]
+
+
+def test_falls_are_written_one_way_everywhere() -> None:
+    falls = [Fall(1.0, 5, 2), Fall(2.0, 7, 6), Fall(3.0, 8, 5)]
+    assert falls_text([]) == "none"
+    assert falls_text(falls) == "v5 → v2, v7 → v6, v8 → v5"
+    assert falls_text(falls, most=2) == "v5 → v2, v7 → v6 and 1 more"
+
+
+def test_the_head_panels_legend_lists_rejections_only_where_drawn() -> None:
+    from labkit.plots.part2_catalog import rewind_panels_figure
+
+    def labels(fig) -> list[str]:
+        return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts]
+
+    trace = pd.DataFrame({"t": [0.0, 0.1, 0.2], "head_version": [0, 1, 2]})
+    read = trace.assign(design="ballot", event="read", committed=None, rewind=False)
+    assert "response rejected" not in labels(rewind_panels_figure({"ballot": read}))
+    refused = read.assign(event=["read", "deliver", "deliver"], committed=[None, True, False])
+    assert "response rejected" in labels(rewind_panels_figure({"ballot": refused}))

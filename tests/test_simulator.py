@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from labkit.ballot import simulate
 from labkit.db import connect
 from labkit.designs.run_stats import RunSummary, summarize_run
-from labkit.designs.simulator import COLUMNS, FAULTS, run
+from labkit.designs.simulator import COLUMNS, FAULTS, PlannerConfig, _Run, run, trace_frame
 
 SAFE = ("ballot", "fenced")
 UNSAFE = ("callback", "lww")
@@ -34,6 +35,29 @@ def test_run_returns_the_trace_and_its_summary_explicitly() -> None:
     assert done.summary == summarize_run(done.trace)
     assert done.faults == ("inverted", "duplicate") and done.seed == 3
     assert (done.config.ticks, done.config.window) == (10, 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    design=st.sampled_from(["callback", "lww", "ballot", "fenced", "cas", "pipelined"]),
+    faults=st.sets(st.sampled_from(FAULTS)),
+    seed=st.integers(0, 10_000),
+    max_events=st.sampled_from([20, 5000]),
+)
+def test_the_trace_frame_is_the_one_pandas_builds_from_the_rows(
+    design: str, faults: set[str], seed: int, max_events: int
+) -> None:
+    """Built column by column for speed, the trace is exactly `pd.DataFrame(rows)`: values,
+    dtypes (None as NaN or None alike) and index; truncated runs and no rows included."""
+    from labkit.designs.registry import make_design
+
+    cfg = PlannerConfig(ticks=8, window=2, max_events=max_events)
+    made = make_design(design, window=cfg.window, ticks=cfg.ticks)
+    rows = _Run(made, frozenset(faults), seed, cfg).run()
+    for some in (rows, []):
+        pd.testing.assert_frame_equal(
+            trace_frame(some), pd.DataFrame(some, columns=COLUMNS), check_exact=True
+        )
 
 
 @pytest.mark.parametrize("design", [*NEVER_REWIND, *UNSAFE])

@@ -44,6 +44,21 @@ def test_css_classes_for_the_browser_test(app: FiveDesignsApp) -> None:
         c for box in app.fault_boxes.values() for c in box._dom_classes}
 
 
+def test_an_idle_kernel_draws_the_next_frame_ahead_and_a_script_does_not(app) -> None:
+    import asyncio
+
+    from labkit.widgets.part2_catalog import AHEAD_DELAY_S
+
+    async def in_a_kernel() -> FiveDesignsApp:  # a running event loop, as ipykernel has
+        made = FiveDesignsApp(highlight="ballot", preset="inverted", seed=0)
+        await asyncio.sleep(AHEAD_DELAY_S * 4)
+        return made
+
+    assert asyncio.run(in_a_kernel()).frames_drawn_ahead == 1
+    app.seed.value = 5
+    assert app.frames_drawn_ahead == 0  # no loop: no idle time, nothing drawn
+
+
 def test_picking_a_design_redraws_only(app: FiveDesignsApp) -> None:
     before_png, before = app.last_png, dict(app.traces)
     app.design.value = "callback"
@@ -390,6 +405,15 @@ def test_the_first_in_order_refusal_is_explained_on_the_verdict_line(bench) -> N
     assert "same head as one that committed first" in fenced
     ballot = bench.verdicts.value.split("<b>ballot</b>")[1].split("</tr>")[0]
     assert "came in order" not in ballot
+
+
+def test_every_refusal_a_design_can_give_has_its_why_written_once() -> None:
+    from labkit.catalog.rule import REASON_WHY, REASONS
+    from labkit.designs.design import CAS_CONFLICT
+    from labkit.widgets.part2_catalog import REFUSAL_WHY
+
+    assert set(REFUSAL_WHY) == {*REASONS, CAS_CONFLICT}
+    assert all(REFUSAL_WHY[r] is REASON_WHY[r] for r in REASONS)  # the rule's text, not a copy
 
 
 def test_reset_gives_the_lanes_fresh_axes(bench: ArrivalWorkbench) -> None:

@@ -2,36 +2,63 @@
 
 Pipelined ballots (`labkit.designs.pipelined`) keep several ticks in flight, each fenced on the
 version its predecessor will commit. An answer whose fence is still ahead of the head is not
-refused: it is stored here (durably, on SQLite, before the loop says "held") and committed
-later, in fence order, once the head reaches it, after the same checks as an answer that
-arrived on time. A crash loses nothing: the rows outlive the process, and a restarted loop
-checks each one again before it commits it; it never applies one blindly.
+refused: it is stored here, durably, before the loop says "held", and committed later, in
+fence order, once the head reaches it, after the same checks as an answer that arrived on
+time. A crash loses nothing: the rows outlive the process, and a restarted loop checks each
+one again before it commits it; it never applies one blindly.
 
-Which held answers are next is part one's low-watermark rule: the fences are the row ids,
-"answered" is "delivered", and the head is the frontier (`frontier`). SQLite only for now: a
-PostgreSQL connection is refused in one line (`backend.UnsupportedBackend`).
+Which held answers are next is part one's low-watermark rule: fence f is row id f + 1,
+"answered" is "delivered", the head is the coverage base the rule starts from, and the frontier
+(`frontier`) is how far the head may move, one commit per fence.
+
+Every function takes a sqlite3 or a psycopg connection (`labkit.backend`); each statement is
+written once, and only the table is written per backend, side by side. A write is durable when
+it returns on both: SQLite's BEGIN IMMEDIATE on the loop's file; on PostgreSQL a transaction of
+its own, committed before the function returns (a connection with a transaction already open is
+refused, as the ballot store refuses it: `labkit.catalog.loop_pg.deciding`).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.catalog.loop_pg as loop_pg
 import labkit.catalog.versions as catalog
+import labkit.catalog.versions_pg as versions_pg
 from labkit import backend
+from labkit.backend import Connection, Dialect
 from labkit.db import immediate
 
-HELD_TABLE = """CREATE TABLE IF NOT EXISTS wm_held (
+HELD_TABLE = catalog.Schema(
+    sqlite=(
+        """CREATE TABLE IF NOT EXISTS wm_held (
     ballot_id    INTEGER PRIMARY KEY,
     fence        INTEGER NOT NULL,
     base_version INTEGER NOT NULL,
     base_hash    TEXT,
     tools        TEXT    NOT NULL,
     received_at  REAL    NOT NULL
-)"""
+)""",
+    ),
+    postgres=versions_pg.Tables(
+        ddl=(
+            """CREATE TABLE IF NOT EXISTS wm_held (
+    ballot_id    bigint PRIMARY KEY,
+    fence        bigint NOT NULL,
+    base_version bigint NOT NULL,
+    base_hash    text,
+    tools        text   NOT NULL,
+    received_at  double precision NOT NULL
+)""",
+        ),
+        names=("wm_held",),
+        lock="labkit.hold:",
+    ),
+)
 # Held only while the ballot is in flight; a duplicate delivery of a held answer changes nothing.
 HOLD_SQL = (
     "INSERT INTO wm_held (ballot_id, fence, base_version, base_hash, tools, received_at)\n"
@@ -56,15 +83,33 @@ class Held:
     tools: tuple[Any, ...]
 
 
-def create(conn: sqlite3.Connection) -> None:
-    """Make the hold's table if it is missing (next to the ballot store's tables)."""
-    backend.require(conn, "hold.create", "sqlite")
-    with immediate(conn):
-        conn.execute(HELD_TABLE)
+@contextmanager
+def _writing(conn: Connection) -> Iterator[Dialect]:
+    """One write transaction, committed (durable) when the block ends: BEGIN IMMEDIATE on
+    SQLite; on PostgreSQL a transaction of its own on a connection with none open."""
+    d = backend.dialect(conn)
+    if not d.is_postgres:
+        with immediate(conn):
+            yield d
+        return
+    with loop_pg.deciding(conn), conn.transaction():
+        yield d
+
+
+def create(conn: Connection) -> None:
+    """Make the hold's table if it is missing (next to the ballot store's tables). On
+    PostgreSQL a session whose commits are not durable when reported (`synchronous_commit =
+    off`) or a table that would not survive a crash (UNLOGGED, TEMPORARY) is refused."""
+    if backend.dialect(conn).is_postgres:
+        versions_pg.require_durable_commits(conn, "hold.create")
+    with catalog.making(conn, HELD_TABLE) as d:
+        pass
+    if d.is_postgres:
+        versions_pg.require_logged_tables(conn, ["wm_held"], "hold.create")
 
 
 def hold(
-    conn: sqlite3.Connection,
+    conn: Connection,
     ballot_id: int,
     fence: int,
     base_version: int,
@@ -72,35 +117,38 @@ def hold(
     tools: Iterable[Any],
     now: float,
 ) -> bool:
-    """Store an early answer for the in-flight `ballot_id`; False if its ballot is not in
-    flight (nothing stored) or the answer was already held."""
-    backend.require(conn, "hold.hold", "sqlite")
+    """Store an early answer for the in-flight `ballot_id`, durably before returning; False if
+    its ballot is not in flight (nothing stored) or the answer was already held."""
     body = catalog.tools_json(tuple(tools))
     params = (ballot_id, fence, base_version, base_hash, body, now, ballot_id)
-    with immediate(conn):
-        return conn.execute(HOLD_SQL, params).rowcount == 1
+    with _writing(conn) as d:
+        return d.execute(conn, HOLD_SQL, params).rowcount == 1
 
 
-def held(conn: sqlite3.Connection) -> list[Held]:
+def held(conn: Connection) -> list[Held]:
     """Every held answer, lowest fence first."""
-    backend.require(conn, "hold.held", "sqlite")
-    rows = conn.execute(HELD_SQL).fetchall()
+    d = backend.dialect(conn)
+    with d.reading(conn):
+        rows = d.execute(conn, HELD_SQL).fetchall()
     return [Held(b, f, base, h, tuple(json.loads(t))) for b, f, base, h, t in rows]
 
 
-def release(conn: sqlite3.Connection, ballot_ids: Iterable[int]) -> None:
+def release(conn: Connection, ballot_ids: Iterable[int]) -> None:
     """Forget the held answers of `ballot_ids` (committed, refused or flushed)."""
-    backend.require(conn, "hold.release", "sqlite")
-    with immediate(conn):
-        conn.executemany(RELEASE_SQL, [(b,) for b in ballot_ids])
+    gone = [(b,) for b in ballot_ids]
+    if not gone:
+        return
+    with _writing(conn) as d:
+        d.executemany(conn, RELEASE_SQL, gone)
 
 
 def frontier(head: int, answered: Iterable[int]) -> int:
     """Part one's rule on fences: one past the highest fence f such that every fence from
     `head` to f is answered, else `head` (the next fence still waits for its answer).
 
-    A fence is a row id, "answered" is "delivered", and the head is the frontier: the head can
-    move to this value, one commit per fence, if each held answer passes its check.
+    Fence f is row id f + 1, "answered" is "delivered", the head is the coverage base, and the
+    result is the frontier: the head can move to it, one commit per fence, if each held answer
+    passes its check.
     """
     done = set(answered)
     reach = head

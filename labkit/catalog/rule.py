@@ -14,6 +14,20 @@ from typing import Literal
 Reason = Literal["unknown_ballot", "stale_watermark", "stale_base"]
 # The refusals in the order `Checks.reason` tests their conditions (exercises rank them by it).
 REASONS: tuple[str, ...] = ("unknown_ballot", "stale_watermark", "stale_base")
+# Why each refusal befalls an answer, in `REASONS` order, in the words the widgets show.
+REASON_WHY: dict[str, str] = dict(
+    zip(
+        REASONS,
+        (
+            "the loop no longer knew its ballot (given up, or forgotten in a crash)",
+            "its ballot was reserved on the same head as one that committed first, so the loop "
+            "fenced it out and replays its tick on the new head (hedged ballots keep one version "
+            "per head)",
+            "its body was built on an older version than the head",
+        ),
+        strict=True,
+    )
+)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "pipelined": "pipelined ballots",  # notebook 05's last section; not one of the five `DESIGNS`
 }
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
+CAS_CONFLICT_WHY = "the head had moved past the version its body was computed from"
 HELD = "held"  # not a refusal: a pipelined answer waits for the head to reach its fence
 
 

@@ -9,6 +9,8 @@ the kill, so the reader's promise (never a fall, at most one version per step) i
 across it. `statement_count` says how many statements an unbroken run takes, so a test can
 kill at every one of them. `kill_and_resume` does the same with a real kill, as notebook 06's
 crash lab does: the loop runs in a child process that the operating system kills.
+`crash_and_resume_pg` runs the same lab on PostgreSQL: the loop's connection refuses its k-th
+statement and is closed, so the server rolls back whatever it had not committed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import labkit.catalog.crash_child as crash_child
 import labkit.catalog.hold as hold
@@ -39,7 +43,9 @@ class CrashRun:
 
     `heads` is what the independent reader saw after each step, across the kill; `killed`
     says the kill happened (the run had that many statements); `versions` is the catalog log
-    at the end, as (version, base, tools); `held_left` the hold's rows left at the end.
+    at the end, as (version, base, tools); `held_left` the hold's rows left at the end;
+    `held_at_restart` the held answers the restarted loop found in the store (each is checked
+    again before it commits, never applied as it lies there).
     """
 
     kill_at: int
@@ -48,6 +54,12 @@ class CrashRun:
     versions: tuple[tuple[int, int, tuple], ...]
     held_left: int
     statements: int
+    held_at_restart: int = 0
+
+    @property
+    def falls(self) -> int:
+        """How many of the reader's looks saw a lower head than the look before."""
+        return sum(after < before for before, after in pairwise(self.heads))
 
 
 class _Tracer:
@@ -71,7 +83,7 @@ class _Tracer:
 def _play(
     design: PipelinedDesign,
     rng: random.Random,
-    reader: sqlite3.Connection,
+    reader: Any,
     look: Callable[[], None],
     ticks: int,
 ) -> None:
@@ -99,19 +111,18 @@ def _play(
 
 
 def _second_life(
-    path: str | Path,
+    second: PipelinedDesign,
     rng: random.Random,
-    reader: sqlite3.Connection,
+    reader: Any,
     look: Callable[[], None],
     *,
     ticks: int,
-    window: int,
-) -> tuple[tuple[tuple[int, int, tuple], ...], int]:
-    """A new loop on the file finishes the run; the catalog log and the hold's rows left."""
-    second = PipelinedDesign(
-        window=window, ticks=ticks, path=path, first_request=RESTART_FIRST_REQUEST
-    )
+) -> tuple[tuple[tuple[int, int, tuple], ...], int, int]:
+    """The restarted loop `second`, a new one on the same store, finishes the run; the
+    catalog log, the hold's rows left and the held answers it found when it opened. Its
+    connection is closed at the end."""
     try:
+        found = len(hold.held(second.conn))
         second.start(0.0)
         look()  # the reader's first look after the restart
         while second.settle(0.0) is not None:
@@ -121,9 +132,16 @@ def _second_life(
         log = tuple(
             (v.version, v.base_version, tuple(v.tools)) for v in catalog.history(second.conn)
         )
-        return log, len(hold.held(second.conn))
+        return log, len(hold.held(second.conn)), found
     finally:
         second.conn.close()
+
+
+def _restarted(path: str | Path, ticks: int, window: int) -> PipelinedDesign:
+    """A new loop on the SQLite file `path`, numbering its requests apart from the first's."""
+    return PipelinedDesign(
+        window=window, ticks=ticks, path=path, first_request=RESTART_FIRST_REQUEST
+    )
 
 
 def crash_and_resume(
@@ -151,15 +169,85 @@ def crash_and_resume(
     finally:
         first.conn.close()  # the process is gone: nothing uncommitted survives
     try:
-        log, left = _second_life(path, rng, reader, look, ticks=ticks, window=window)
+        second = _restarted(path, ticks, window)
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
     finally:
         reader.close()
-    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count)
+    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count, found)
 
 
 def statement_count(path: str | Path, *, ticks: int = 6, window: int = 3, seed: int = 0) -> int:
     """How many statements an unbroken run takes (the kill points `crash_and_resume` offers)."""
     return crash_and_resume(path, 0, ticks=ticks, window=window, seed=seed).statements
+
+
+# --- the same on PostgreSQL: the loop's connection stops dead before its k-th statement -------
+
+
+class _Killed(Exception):
+    """The loop's process is gone: raised instead of running the statement it was killed at."""
+
+
+def _count_statements(conn: Any, kill_at: int) -> list[int]:
+    """Make every statement `conn` runs (through a cursor, as each of the store's does) count
+    in the one-item list returned; the `kill_at`-th raises `_Killed` instead (0: never)."""
+    import psycopg
+
+    count = [0]
+
+    class Counting(psycopg.Cursor):
+        def _tick(self) -> None:
+            count[0] += 1
+            if kill_at and count[0] >= kill_at:
+                raise _Killed(f"killed at statement {kill_at}")
+
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            self._tick()
+            return super().execute(query, params, **kw)
+
+        def executemany(self, query: Any, params_seq: Any, **kw: Any) -> None:
+            self._tick()
+            super().executemany(query, params_seq, **kw)
+
+    conn.cursor_factory = Counting
+    return count
+
+
+def crash_and_resume_pg(
+    connect: Callable[[], Any], kill_at: int, *, ticks: int = 6, window: int = 3, seed: int = 0
+) -> CrashRun:
+    """`crash_and_resume` on PostgreSQL: `connect()` opens a new psycopg connection to an empty
+    store (a fresh schema). The loop's connection refuses its `kill_at`-th statement (0:
+    never) and is closed at once, so a transaction it had open is rolled back by the server as
+    in a kill; a loop on a new connection then finishes the run. The reader has its own."""
+    rng = random.Random(seed)
+    heads: list[int] = []
+    first = PipelinedDesign(connect(), window=window, ticks=ticks)
+    reader = connect()
+
+    def look() -> None:
+        heads.append(catalog.head(reader))
+
+    try:
+        if catalog.head(reader) != 0 or first.loop.inflight():
+            raise ValueError("crash_and_resume_pg wants an empty store, not one with a history")
+        count = _count_statements(first.conn, kill_at)
+        try:
+            first.start(0.0)
+            _play(first, rng, reader, look, ticks)
+        except _Killed:
+            pass
+        finally:
+            first.conn.close()  # the process is gone: what it had not committed is lost
+        second = PipelinedDesign(
+            connect(), window=window, ticks=ticks, first_request=RESTART_FIRST_REQUEST
+        )
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
+    finally:
+        first.conn.close()
+        reader.close()
+    killed = bool(kill_at) and count[0] >= kill_at
+    return CrashRun(kill_at, killed, tuple(heads), log, left, count[0], found)
 
 
 # --- the same with a real kill: a child process, killed by the operating system ---------------
@@ -220,22 +308,19 @@ def kill_and_resume(
     )
     killed = end.killed
     if not killed and end.returncode != 0:
-        raise RuntimeError(
-            f"child loop on {path} failed (exit {end.returncode}): {end.last_error}"
-        )
+        raise RuntimeError(f"child loop on {path} failed (exit {end.returncode}): {end.last_error}")
     reader = db.connect(path)
     try:
-        log, left = _second_life(
-            path,
+        log, left, found = _second_life(
+            _restarted(path, ticks, window),
             random.Random(seed + 1),
             reader,
             lambda: heads.append(catalog.head(reader)),
             ticks=ticks,
-            window=window,
         )
     finally:
         reader.close()
-    return CrashRun(kill_at, killed, tuple(heads), log, left, kill_at if killed else 0)
+    return CrashRun(kill_at, killed, tuple(heads), log, left, kill_at if killed else 0, found)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ will never be the head, so all of them are refused too and their ticks replayed 
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import labkit.catalog.hold as hold
 import labkit.catalog.versions as catalog
-from labkit import backend
+from labkit.backend import Connection
 from labkit.catalog.loop import Ballot, Response
 from labkit.designs.design import HELD, BallotDesign, Decision, Request
 from labkit.designs.planner import answer_tools
@@ -33,11 +32,12 @@ HASH_MISMATCH = "base_hash_mismatch"  # built on a tool list that is not the com
 
 class PipelinedDesign(BallotDesign):
     """The `pipelined` design: `WatermarkLoop(window=W)` with fences head, head+1, ..., a
-    durable hold for early answers, a base-hash check and a flush on every refusal."""
+    durable hold for early answers, a base-hash check and a flush on every refusal. Its store
+    is `conn` (SQLite or PostgreSQL), the SQLite file `path`, or else SQLite in memory."""
 
     def __init__(
         self,
-        conn: sqlite3.Connection | None = None,
+        conn: Connection | None = None,
         *,
         window: int = 4,
         ticks: int = 20,
@@ -45,8 +45,6 @@ class PipelinedDesign(BallotDesign):
         clock: Any = None,
         path: str | Path | None = None,
     ) -> None:
-        if conn is not None:  # the hold is SQLite only: refuse PostgreSQL before any write
-            backend.require(conn, "PipelinedDesign", "sqlite")
         super().__init__(
             conn, window=window, ticks=ticks, first_request=first_request, clock=clock, path=path
         )
@@ -203,7 +201,7 @@ class PipelinedDesign(BallotDesign):
         return req
 
     def awaited(self) -> list[Request]:
-        """In-flight ballots whose answer is not in yet, as recorded in SQLite."""
+        """In-flight ballots whose answer is not in yet, as recorded in the store."""
         held = {h.ballot_id for h in hold.held(self.conn)}
         out = []
         for b in self.loop.inflight():

@@ -75,8 +75,11 @@ def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
     return xy if mask is None else xy[mask]
 
 
-def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False) -> None:
-    """Point one design's artists at `trace`: head line, rejected responses, rewinds."""
+def _set_trace(
+    artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False
+) -> np.ndarray:
+    """Point one design's artists at `trace`: head line, rejected responses, rewinds; returns
+    the trace's (t, head_version) points."""
     xy = _xy(trace)
     artists["line"].set_data(xy[:, 0], xy[:, 1])
     artists["line"].set_linewidth(1.0 if faint else 2.0)
@@ -87,6 +90,7 @@ def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = Fa
     artists["rejects"].set_offsets(xy[rejected])
     artists["rejects"].set_alpha(0.5 if faint else 0.9)
     artists["rewinds"].set_offsets(xy[trace["rewind"].to_numpy(dtype=bool)])
+    return xy
 
 
 def draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = False) -> None:
@@ -203,10 +207,10 @@ class FiveDesignsCanvas:
             faint = highlight is not None and design != highlight
             if trace is None:
                 trace = _EMPTY_TRACE
-            _set_trace(self.artists[design], trace, faint=faint)
-            if len(trace):
-                xmax = max(xmax, float(trace["t"].max()))
-                ymax = max(ymax, float(trace["head_version"].max()))
+            xy = _set_trace(self.artists[design], trace, faint=faint)
+            if len(trace):  # nanmax: NaN skipped, as a Series' max skips it
+                xmax = max(xmax, float(np.nanmax(xy[:, 0])))
+                ymax = max(ymax, float(np.nanmax(xy[:, 1])))
             mine = design == highlight
             if self.live_titles:
                 ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
@@ -219,8 +223,11 @@ class FiveDesignsCanvas:
         if nice_limits:
             xmax, ymax = 10.0 * math.ceil(xmax / 10.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
         first = next(iter(self.axes.values()))
-        first.set_xlim(-0.02 * xmax, xmax * 1.02)
-        first.set_ylim(-0.8, ymax + 1.2)
+        xlim, ylim = (-0.02 * xmax, xmax * 1.02), (-0.8, ymax + 1.2)
+        if first.get_xlim() != xlim:  # the shared axes' callbacks run only on a real change
+            first.set_xlim(*xlim)
+        if first.get_ylim() != ylim:
+            first.set_ylim(*ylim)
         return self.fig
 
     def _dynamic(self) -> list[Any]:
@@ -228,7 +235,7 @@ class FiveDesignsCanvas:
         found: list[Any] = []
         for design, ax in self.axes.items():
             titles = [ax.title] if self.live_titles else []
-            found += [*titles, *ax.spines.values(), *self.artists[design].values()]
+            found += [*titles, *self.artists[design].values()]
         return found
 
     def png(
@@ -241,11 +248,12 @@ class FiveDesignsCanvas:
     ) -> bytes:
         """`update` and render to PNG bytes, redrawing only what changed (`FrameCache`).
 
-        The frame (axes, ticks, legend) is rendered once per (limits, dpi); each call restores
-        it and draws the traces, titles and spines on top, so a widget pays for a few artists
-        instead of every panel's tick labels. While `scale` (e.g. the latency setting) stays
-        the same the limits only grow, so new seeds mostly reuse the frame; `at_least` is where
-        they start (room for a typical run, so the frame is rarely redrawn).
+        The frame (axes, ticks, legend) is rendered once per (limits, dpi), and new limits
+        redraw only the ticks on the rest, which is kept; the spines of a highlight are kept
+        drawn on it. Each call restores that and draws the traces (and live titles) on top, so
+        a widget pays for a few artists instead of every panel's tick labels. While `scale`
+        (e.g. the latency setting) stays the same the limits only grow, so new seeds mostly
+        reuse the frame; `at_least` is where they start (room for a typical run).
         """
         floor = self._limits.get(scale, at_least)
         with workbook_style():
@@ -253,7 +261,39 @@ class FiveDesignsCanvas:
         first = next(iter(self.axes.values()))
         self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
         key = (first.get_xlim(), first.get_ylim(), dpi)
-        return self._frames.png(self.fig, self._dynamic(), key, dpi)
+        return self._frames.png(
+            self.fig,
+            self._dynamic(),
+            key,
+            dpi,
+            ticks=self._ticks(),
+            steady=[spine for ax in self.axes.values() for spine in ax.spines.values()],
+            steady_key=highlight,
+        )
+
+    def _ticks(self) -> list[Any]:
+        return [axis for ax in self.axes.values() for axis in (ax.xaxis, ax.yaxis)]
+
+    def draw_ahead(self, dpi: int = 80) -> bool:
+        """Draw and keep the frame a run longer than the time axis would need next (the axis
+        one step of 10 longer, as `png` rounds it), then put the limits back. A widget calls it
+        while its kernel is idle, so the seed that outlasts the axis restores a frame instead
+        of drawing one. False (nothing drawn) if there is no frame yet or it is kept already."""
+        first = next(iter(self.axes.values()))
+        if not self._limits:
+            return False
+        xlim, ylim = first.get_xlim(), first.get_ylim()
+        longer = 10.0 * (round(xlim[1] / 1.02 / 10.0) + 1)
+        ahead = (-0.02 * longer, longer * 1.02)
+        if self._frames.has((ahead, ylim, dpi), dpi):
+            return False
+        with workbook_style():
+            first.set_xlim(*ahead)
+            try:
+                self._frames.keep(self.fig, (first.get_xlim(), ylim, dpi), dpi, self._ticks())
+            finally:
+                first.set_xlim(*xlim)
+        return True
 
 
 

@@ -260,6 +260,7 @@ def rewind_panels_figure(
     axes = fig.subplots(len(shown), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     fig.subplots_adjust(left=0.09, right=0.7, top=1 - 0.55 / fig.get_figheight(),
                         bottom=0.55 / fig.get_figheight(), hspace=0.45)
+    any_rejected = False  # the legend lists the rejected mark only where one is drawn
     for ax, (design, trace) in zip(axes, shown.items(), strict=True):
         color = COLORS.get(design, "#444444")
         t = trace["t"].to_numpy(dtype=float)
@@ -274,6 +275,7 @@ def rewind_panels_figure(
             trace["committed"].to_numpy() == False)  # noqa: E712 (None = no decision)
         ax.scatter(t[rejected], heads[rejected], marker="|", s=70, color=COLORS["reject"],
                    zorder=3, gid=f"reject:{design}")
+        any_rejected = any_rejected or bool(rejected.any())
         falls = np.flatnonzero(_below_mask(heads) & ~np.r_[False, _below_mask(heads)[:-1]])
         for i in falls[:1]:
             ax.annotate(
@@ -295,9 +297,10 @@ def rewind_panels_figure(
         *(Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=d) for d in shown),
         Line2D([], [], color="#555555", ls=":", label="highest version already seen"),
         Patch(color=REWIND_COLOR, alpha=0.25, label="reader sees an older catalog"),
-        Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
-               label="response rejected"),
     ]
+    if any_rejected:
+        handles.append(Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
+                              label="response rejected"))
     axes[0].legend(handles=handles, **RIGHT_LEGEND)
     return fig
 

@@ -155,15 +155,22 @@ class FrameCache:
     nudged left and right) finds both frames. A full Agg draw of ticks and legend text costs
     ~60 ms; this path costs a few.
 
+    `ticks` (the axes' `xaxis`/`yaxis`: ticks, tick labels, grid) are what differs from one
+    frame key to the next when the rest of the frame (titles, legend, labels' text, panels) is
+    the same for every key, as when only the limits change: that rest is drawn once per figure
+    size and dpi and kept, and a new frame draws only the ticks on it (half a full draw).
+
     `texts` (labels that change with the data, but less often than it) are drawn onto the frame
     and those pixels kept too, keyed by what the texts say and where: text is the dearest
     artist to rasterise, and an undo, a reset or a retyped schedule brings back texts already
-    drawn. They go under the other animated artists.
+    drawn. `steady` artists (e.g. a highlighted panel's frame) are kept the same way, keyed by
+    `steady_key`, under the texts. Both go under the other animated artists.
     """
 
     def __init__(self, frames: int = 6) -> None:
         self._frames = frames
         self._canvas: FigureCanvasAgg | None = None
+        self._bases: OrderedDict[object, object] = OrderedDict()
         self._backgrounds: OrderedDict[object, object] = OrderedDict()
         self._with_texts: OrderedDict[object, object] = OrderedDict()
 
@@ -174,22 +181,20 @@ class FrameCache:
         frame_key: object,
         dpi: int,
         texts: Sequence[Text] = (),
+        *,
+        ticks: Sequence[Artist] = (),
+        steady: Sequence[Artist] = (),
+        steady_key: object = None,
     ) -> bytes:
         """PNG bytes of `fig` at `dpi`, redrawing the frame only for a `frame_key` not kept."""
-        for artist in (*animated, *texts):
+        for artist in (*animated, *steady, *texts):
             artist.set_animated(True)
         key = (frame_key, dpi)
         with workbook_style():
-            if self._canvas is None or self._canvas.figure is not fig:
-                self._canvas = FigureCanvasAgg(fig)  # a new figure: nothing kept applies
-                self._backgrounds.clear()
-                self._with_texts.clear()
-            canvas = self._canvas
-            fig.set_canvas(canvas)
-            if fig.dpi != dpi:
-                fig.set_dpi(dpi)
-            layer = (key, tuple(_text_key(t) for t in texts))
-            if texts and layer in self._with_texts:
+            canvas = self._canvas_for(fig, dpi)
+            layered = bool(texts or steady)
+            layer = (key, steady_key, tuple(_text_key(t) for t in texts))
+            if layered and layer in self._with_texts:
                 self._with_texts.move_to_end(layer)
                 canvas.restore_region(self._with_texts[layer])
             else:
@@ -197,15 +202,65 @@ class FrameCache:
                     self._backgrounds.move_to_end(key)
                     canvas.restore_region(self._backgrounds[key])
                 else:
-                    canvas.draw()
+                    self._draw_frame(fig, canvas, ticks, dpi)
                     _keep(self._backgrounds, key, canvas.copy_from_bbox(fig.bbox), self._frames)
-                if texts:
-                    for text in texts:
-                        fig.draw_artist(text)
+                if layered:
+                    for artist in (*steady, *texts):
+                        fig.draw_artist(artist)
                     _keep(self._with_texts, layer, canvas.copy_from_bbox(fig.bbox), self._frames)
             for artist in animated:
                 fig.draw_artist(artist)
             return widget_png(canvas)
+
+    def has(self, frame_key: object, dpi: int) -> bool:
+        """True if the frame of `frame_key` at `dpi` is kept (a `png` with it draws no frame)."""
+        return (frame_key, dpi) in self._backgrounds
+
+    def keep(self, fig: Figure, frame_key: object, dpi: int, ticks: Sequence[Artist] = ()) -> None:
+        """Draw the frame of `frame_key` now and keep it, e.g. while a widget's kernel is idle,
+        so that the `png` that first needs it only restores it. The caller has set the figure
+        up as that key says (its limits) and marked the data artists animated."""
+        with workbook_style():
+            canvas = self._canvas_for(fig, dpi)
+            self._draw_frame(fig, canvas, ticks, dpi)
+            _keep(
+                self._backgrounds, (frame_key, dpi), canvas.copy_from_bbox(fig.bbox), self._frames
+            )
+
+    def _canvas_for(self, fig: Figure, dpi: int) -> FigureCanvasAgg:
+        """The Agg canvas of `fig` at `dpi`; a new figure forgets everything kept."""
+        if self._canvas is None or self._canvas.figure is not fig:
+            self._canvas = FigureCanvasAgg(fig)
+            self._bases.clear()
+            self._backgrounds.clear()
+            self._with_texts.clear()
+        fig.set_canvas(self._canvas)
+        if fig.dpi != dpi:
+            fig.set_dpi(dpi)
+        return self._canvas
+
+    def _draw_frame(
+        self, fig: Figure, canvas: FigureCanvasAgg, ticks: Sequence[Artist], dpi: int
+    ) -> None:
+        """Draw the frame: all of it, or the kept base (the frame without `ticks`) plus ticks."""
+        if not ticks:
+            canvas.draw()
+            return
+        base = (dpi, tuple(fig.get_size_inches()))
+        if base in self._bases:
+            self._bases.move_to_end(base)
+            canvas.restore_region(self._bases[base])
+        else:
+            for artist in ticks:
+                artist.set_animated(True)
+            try:
+                canvas.draw()
+            finally:
+                for artist in ticks:
+                    artist.set_animated(False)
+            _keep(self._bases, base, canvas.copy_from_bbox(fig.bbox), 2)
+        for artist in ticks:
+            fig.draw_artist(artist)
 
 
 def _keep(kept: OrderedDict[object, object], key: object, pixels: object, most: int) -> None:

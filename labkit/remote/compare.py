@@ -31,6 +31,68 @@ METRICS: tuple[tuple[str, int], ...] = (
 )
 
 
+# Why real and simulated part, per (metric, direction of real against simulated): the reasons
+# `differences` gives each cell more than its tolerance apart (notebook 09, benchmarks.md §11).
+WHY: dict[tuple[str, str], str] = {
+    ("throughput", "lower"): (
+        "the loop's own work costs real time the simulator counts as free: a durable SQLite "
+        "write per reserve and per decision, an HTTP message each way, one event handled at a "
+        "time (the hedged design pays it for each of its W ballots); an answer landing near the "
+        "timeout can also replay a tick on the real side only"
+    ),
+    ("throughput", "higher"): (
+        "a near-tie went the other way: an answer beat its timer for real but not in the "
+        "simulator, or the simulator had a fall the real run did not, so more versions were "
+        "kept in less time"
+    ),
+    ("latency_p50", "higher"): (
+        "each version also waits for HTTP both ways, the durable writes and the loop's previous "
+        "event, all free in the simulator; the hedged design's winning answer also waits while "
+        "the losers' refusals are written"
+    ),
+    ("latency_p50", "lower"): (
+        "ticks the simulator replayed (their answers landed just after its timer) were answered "
+        "in time for real"
+    ),
+    ("latency_p95", "higher"): (
+        "the tail is one or two versions of a short run: an answer that landed just inside the "
+        "timeout (3 mean latencies) in the simulator landed just outside it for real, pushed "
+        "over by HTTP, durable writes and a timer waking late, so the real loop replayed that "
+        "tick and waited for another answer"
+    ),
+    ("latency_p95", "lower"): (
+        "the same near-tie at the timeout the other way: the simulator replayed a tick whose "
+        "answer landed just after its timer, while the real answer beat the timer"
+    ),
+    ("wasted_per_commit", "higher"): (
+        "an answer landing near the timeout came too late on the real side only, so the real "
+        "loop replayed its tick and sent one call more; for a design that falls, a fall the "
+        "simulator did not have also takes kept versions back"
+    ),
+    ("wasted_per_commit", "lower"): (
+        "a replay (an answer near the timeout) or a fall happened in the simulator only: the "
+        "near-tie went the other way for real"
+    ),
+    ("rewinds", "higher"): (
+        "a late answer and the next commit were a near-tie, and real scheduling (HTTP, timers "
+        "waking a few ms late) put them in the other order; the service also releases a held "
+        "inverted answer when it sees a request two versions past its base, the simulator when "
+        "the head gets there"
+    ),
+}
+WHY[("rewinds", "lower")] = WHY[("rewinds", "higher")]
+GUARDED_FELL = "a bug, not a difference of model: a guarded design must never fall"
+UNGUARDED = ("callback", "lww")  # the designs that may fall
+
+
+def why(design: str, metric: str, sim: float, real: float) -> str:
+    """The reason real and simulated `metric` part for `design` (`WHY`); a guarded design
+    whose rewinds differ is a bug, said so."""
+    if metric == "rewinds" and design not in UNGUARDED:
+        return GUARDED_FELL
+    return WHY[(metric, "higher" if real > sim else "lower")]
+
+
 def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
@@ -89,8 +151,8 @@ def side_by_side(
 
 def differences(table: pd.DataFrame, tolerance: float = 0.25) -> pd.DataFrame:
     """The cells of a `side_by_side` table where real and simulated differ by more than
-    `tolerance` (a ratio outside 1 ± tolerance, or one side zero and the other not): the ones
-    that need a reason."""
+    `tolerance` (a ratio outside 1 ± tolerance, or one side zero and the other not), each with
+    its reason (`why`)."""
     rows = []
     for row in table.to_dict("records"):
         for metric, _ in METRICS:
@@ -109,6 +171,7 @@ def differences(table: pd.DataFrame, tolerance: float = 0.25) -> pd.DataFrame:
                         "sim": sim,
                         "real": real,
                         "real/sim": ratio,
+                        "why": why(row["design"], metric, sim, real),
                     }
                 )
-    return pd.DataFrame(rows, columns=["design", "metric", "sim", "real", "real/sim"])
+    return pd.DataFrame(rows, columns=["design", "metric", "sim", "real", "real/sim", "why"])

@@ -8,7 +8,7 @@ The safe designs write through `WatermarkLoop` on a SQLite file (or PostgreSQL w
 the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separate reader process
 (`labkit.catalog.head_watch`) polls the store the whole time. The trace has the simulator's
 columns (times in seconds since the start) plus `wall`; the summary is the simulator's
-(`labkit.designs.run_stats.summarize_rows`), so throughput is commits per second.
+(`labkit.designs.run_stats.summarize_rows`), so throughput is kept versions per second.
 
 A run on a store that already holds ballots is a restart: ballots in flight survive, and the
 answers to calls a dead process made are judged by them when the service redelivers them.

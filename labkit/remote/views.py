@@ -12,11 +12,13 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from labkit.catalog.head_watch import Fall
 from labkit.remote.driver import RemoteRun
 
 COMMIT = "commit"
@@ -140,6 +142,14 @@ class Lanes:
             )
             now = self._last_t if self.done else self._clock()
             return LaneView(lanes, tuple(self._heads), now, self.done, tuple(self._switched))
+
+
+def falls_text(falls: Sequence[Fall], most: int | None = None) -> str:
+    """The falls a reader process saw, as "v5 → v2, v7 → v6" ("none" if it saw none); with
+    `most`, the first `most` and how many more."""
+    shown = falls if most is None else falls[:most]
+    text = ", ".join(f"v{f.before} → v{f.after}" for f in shown) or "none"
+    return text + (f" and {len(falls) - len(shown)} more" if len(falls) > len(shown) else "")
 
 
 def reader_trace(result: RemoteRun) -> pd.DataFrame:

@@ -4,11 +4,13 @@ inverted arrival step by step, and the arrival-order workbench (notebooks 04 and
 Each control change runs `labkit.designs.simulator.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FiveDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
-axes and ticks are rendered once per frame and only traces and titles are redrawn.
+axes and ticks are rendered once per frame and only traces and titles are redrawn; while the
+kernel is idle, the frame a longer run would need is drawn ahead.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import time
@@ -19,8 +21,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from labkit.catalog.rule import REASON_WHY
 from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
-from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.design import CAS_CONFLICT, CAS_CONFLICT_WHY, DESIGNS, DISPLAY_NAMES
 from labkit.designs.run_stats import RunSummary, summary_table
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
@@ -52,21 +55,14 @@ SEED_INVERTED: tuple[Step, ...] = (
 )
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
+AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel draws the next frame ahead
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
 _REQUEST_BUTTON_PX = {"deliver": 160, "dup": 215, "stale": 140, "give_up": 185}
-# Why an answer that came in order was refused, by the loop's reason.
-REFUSAL_WHY = {
-    "stale_watermark": (
-        "its ballot was reserved on the same head as one that committed first, so the loop "
-        "fenced it out and replays its tick on the new head (hedged ballots keep one version "
-        "per head)"
-    ),
-    "stale_base": "its body was built on an older version than the head",
-    "unknown_ballot": "the loop no longer knew its ballot (given up, or forgotten in a crash)",
-    "cas_conflict": "the head had moved past the version its body was computed from",
-}
+# Why an answer that came in order was refused, by the loop's reason (each written once, with
+# the rule's reasons and with `cas`'s).
+REFUSAL_WHY = {**REASON_WHY, CAS_CONFLICT: CAS_CONFLICT_WHY}
 VERDICT_COLORS = {"broken": "#b00020", "lost update": "#b26a00", "safe": "#2e7d32"}
 
 
@@ -82,7 +78,8 @@ class FiveDesignsApp(BatchedApp):
 
     `ui` is the container to display; `runs` maps design -> `SimulationRun`, `traces` and
     `summaries` design -> its trace and `RunSummary`; `last_png` is the image shown and
-    `timings` each update's duration in seconds.
+    `timings` each update's duration in seconds; `frames_drawn_ahead` counts the frames an
+    idle kernel drew before a seed needed them.
     """
 
     def __init__(
@@ -101,6 +98,7 @@ class FiveDesignsApp(BatchedApp):
         self.last_png = b""
         self.timings: list[float] = []
         self.memo_hits = 0
+        self.frames_drawn_ahead = 0
         self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
         self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
@@ -256,6 +254,21 @@ class FiveDesignsApp(BatchedApp):
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
         self.metrics.value = caption + html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
+        self._draw_ahead_when_idle()
+
+    def _draw_ahead_when_idle(self) -> None:
+        """Once this update is out, let the kernel's event loop draw the frame a longer run
+        would need (`FiveDesignsCanvas.draw_ahead`): a seed that outlasts the time axis then
+        costs a restore, not half a frame. Without a running loop (a script, a test) there is
+        no idle time to use, and nothing is drawn ahead."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_later(AHEAD_DELAY_S, self._draw_ahead)
+
+    def _draw_ahead(self) -> None:
+        self.frames_drawn_ahead += self.canvas.draw_ahead(WIDGET_DPI)
 
     def _show_counterexamples(self) -> None:
         found = shortest_counterexamples()

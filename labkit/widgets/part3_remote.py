@@ -6,19 +6,25 @@ on 127.0.0.1 (so nothing outlives the run, and a later cell can never close what
 needs); a fault box ticked during the run switches the service's faults at once through
 `labkit.remote.control.set_faults`. A second thread redraws the lanes
 (`labkit.plots.part3_remote.lanes_figure`) a few times a second from the rows the loop reports;
-when the run ends, the head the reader process saw is drawn under the loop's own.
+when the run ends, the head the reader process saw is drawn under the loop's own. Each run
+keeps its own state (`_Run`), handed to its two threads, so a run started right after another
+never reads or draws the old one's.
 """
 
 from __future__ import annotations
 
+import atexit
 import html
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 import ipywidgets as widgets
 
+from labkit import backend
 from labkit.designs.design import DESIGNS
 from labkit.plots.part2_canvases import DESIGN_LABELS
 from labkit.plots.part3_remote import lanes_figure
@@ -27,14 +33,54 @@ from labkit.remote.control import PlannerUnreachable, set_faults
 from labkit.remote.driver import RemoteRun, run
 from labkit.remote.faults import SERVICE_FAULTS
 from labkit.remote.service import serve
-from labkit.remote.views import COMMIT, Lanes, reader_trace
+from labkit.remote.views import COMMIT, Lanes, falls_text, reader_trace
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
 REFRESH_S = 0.5  # between redraws while a run goes: live enough, and the loop keeps its cores
+DEADLINE_S = 60.0  # a widget run is cut off after this long
+EXIT_JOIN_S = 10.0  # how long the interpreter's exit waits for a run it stopped
 HEDGED = ("fenced",)  # the designs that read the window
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 _names = itertools.count(1)
+
+
+@dataclass(eq=False)
+class _Run:
+    """One run of the widget: what its threads share. `wanted` is the fault set ticked,
+    `faults_on` the one the service accepted; `url` is None until the service is up and again
+    once the run ended (`ended`)."""
+
+    design: str
+    ticks: int
+    faults_on: tuple[str, ...]
+    lanes: Lanes = field(default_factory=Lanes)
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)  # the loop ended
+    drawn: threading.Event = field(default_factory=threading.Event)  # its last picture shown
+    lock: threading.Lock = field(default_factory=threading.Lock)  # url, ended, wanted
+    switching: threading.Lock = field(default_factory=threading.Lock)  # one switch at a time
+    url: str | None = None
+    ended: bool = False
+    wanted: tuple[str, ...] = ()
+    result: RemoteRun | None = None
+    error: str = ""
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+_LIVE: weakref.WeakSet[_Run] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_runs() -> None:
+    """At the interpreter's exit, stop every run still going and wait for its threads, so no
+    thread is cut off inside the loop's sockets or SQLite."""
+    runs = list(_LIVE)
+    for r in runs:
+        r.stop.set()
+    for r in runs:
+        for thread in r.threads:
+            thread.join(EXIT_JOIN_S)
 
 
 def _grey(text: str) -> str:
@@ -98,7 +144,7 @@ class RealPlannerApp(BatchedApp):
 
     `ui` is the container to display; `lanes` the requests of the current (or last) run;
     `result` the last finished `RemoteRun` (None while one goes); `last_png` the image shown;
-    `switches` the fault sets switched during the runs, as (head, faults).
+    `switches` the fault sets the service accepted during the runs, as (head, faults).
     """
 
     def __init__(
@@ -112,20 +158,11 @@ class RealPlannerApp(BatchedApp):
         span: int = 5,
     ) -> None:
         self.span = span
-        self.lanes: Lanes | None = None
-        self.result: RemoteRun | None = None
-        self.url: str | None = None
-        self.error = ""
         self.last_png = b""
         self.switches: list[tuple[int, tuple[str, ...]]] = []
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._done = threading.Event()
-        self._done.set()
-        self._drawn = threading.Event()  # the finished run's last picture is shown
-        self._drawn.set()
+        self._run_now: _Run | None = None  # the current or last run
         self._draw_lock = threading.Lock()
-        self._faults_now: tuple[str, ...] = ()
+        self._ticked: tuple[str, ...] = ()  # the boxes as the last update saw them
 
         self.design = classed(
             widgets.Dropdown(
@@ -154,7 +191,7 @@ class RealPlannerApp(BatchedApp):
             "layout": widgets.Layout(width="350px"),
         }
         self.ticks = classed(
-            widgets.IntSlider(value=ticks, min=5, max=80, description="ticks", **slider),
+            widgets.IntSlider(value=ticks, min=5, max=80, description="versions", **slider),
             "wb-rp-ticks",
         )
         self.latency = classed(
@@ -210,7 +247,7 @@ class RealPlannerApp(BatchedApp):
             ]
         )
         self.ui.add_class("wb-real-planner-app")
-        self._faults_now = self.selected_faults
+        self._ticked = self.selected_faults
         self.message.value = _grey(
             "Press <b>start a run</b>: a planner service starts on 127.0.0.1 for this run only. "
             "Tick or untick faults while it goes; the lanes fill as answers arrive."
@@ -222,7 +259,20 @@ class RealPlannerApp(BatchedApp):
 
     @property
     def running(self) -> bool:
-        return not self._done.is_set()
+        """A run goes, or its last picture is not drawn yet (start waits for both)."""
+        return self._run_now is not None and not self._run_now.drawn.is_set()
+
+    @property
+    def lanes(self) -> Lanes | None:
+        return None if self._run_now is None else self._run_now.lanes
+
+    @property
+    def result(self) -> RemoteRun | None:
+        return None if self._run_now is None else self._run_now.result
+
+    @property
+    def error(self) -> str:
+        return "" if self._run_now is None else self._run_now.error
 
     @property
     def selected_faults(self) -> tuple[str, ...]:
@@ -233,7 +283,9 @@ class RealPlannerApp(BatchedApp):
         """Why `control` ("design", "ticks", "latency", "window", "seed", "start", "stop")
         does nothing now, in words ("" when it does something)."""
         if control == "stop":
-            return "" if self.running else "no run is going"
+            if not self.running:
+                return "no run is going"
+            return "the run is stopping" if self._run_now.stop.is_set() else ""
         if control == "window" and self.design.value not in HEDGED:
             return "only the hedged design (fenced) keeps several ballots in flight"
         if self.running:
@@ -270,122 +322,191 @@ class RealPlannerApp(BatchedApp):
         self.update()
 
     def update(self) -> None:
-        """The fault boxes changed: switch the service's faults now if a run goes."""
-        before, after = self._faults_now, self.selected_faults
-        self._faults_now = after
-        url, lanes = self.url, self.lanes
-        running = self.running and url is not None and lanes is not None
-        head = lanes.snapshot().head if lanes is not None else 0
-        if running:
-            try:
-                set_faults(url, after)
-            except (PlannerUnreachable, ValueError):
-                running = False  # the run ended in between: the boxes apply to the next one
-            else:
-                lanes.switched(after)
-                self.switches.append((head, after))
-        left = max(0, self.ticks.value - head)
+        """The fault boxes changed: switch the service's faults now if a run goes; if its
+        service is still starting, the run switches them as soon as it is up."""
+        before, after = self._ticked, self.selected_faults
+        self._ticked = after
+        cur = self._run_now
+        if cur is not None:
+            with cur.lock:
+                live, starting = not cur.ended, cur.url is None
+                cur.wanted = after
+            if live and starting:
+                on = ", ".join(after) or "none"
+                self.message.value = _grey(
+                    html.escape(
+                        f"The run's planner service is still starting: it is switched to "
+                        f"these faults ({on}) as soon as it is up."
+                    )
+                )
+                return
+            if live and self._switch(cur):
+                return
         self.message.value = _grey(
             html.escape(
                 fault_switch_note(
-                    before, after, running=running, head=head, left=left, span=self.span
+                    before, after, running=False, head=0, left=self.ticks.value, span=self.span
                 )
             )
         )
+
+    def _switch(self, cur: _Run, *, said: bool = True) -> bool:
+        """Switch `cur`'s service to the faults last ticked, if they differ from what it has
+        (called by a box change, and by the run once its service is up: `said` False, quiet
+        if nothing changed); False if the run ended in between. The message line says what
+        the service accepted."""
+        with cur.switching:
+            with cur.lock:
+                url, wanted = cur.url, cur.wanted
+            if url is None:
+                return False
+            before = cur.faults_on
+            if wanted == before and not said:
+                return True
+            head = cur.lanes.snapshot().head
+            if wanted != before:
+                try:
+                    accepted = set_faults(url, wanted)["faults"]
+                except (PlannerUnreachable, ValueError):
+                    return False  # the run ended in between: the boxes apply to the next one
+                cur.faults_on = tuple(f for f in SERVICE_FAULTS if f in accepted)
+                cur.lanes.switched(cur.faults_on)
+                self.switches.append((head, cur.faults_on))
+            note = fault_switch_note(
+                before,
+                cur.faults_on,
+                running=True,
+                head=head,
+                left=max(0, cur.ticks - head),
+                span=self.span,
+            )
+            self.message.value = _grey(html.escape(note))
+            return True
 
     # --- a run -------------------------------------------------------------------------------
 
     def start(self) -> bool:
         """Start a run in the background (what the start button does); False, said in the
-        message line, if one is going already."""
+        message line, if one is going already or the seed is out of range."""
         if self.running:
             self.message.value = _problem("Not started: a run is going; stop it first.")
             return False
-        self.lanes, self.result, self.error = Lanes(), None, ""
-        self._stop = threading.Event()
-        self._done.clear()
-        self._drawn.clear()
-        self._faults_now = self.selected_faults
+        try:
+            seed = backend.int_arg(self.seed.value, "random seed")
+        except (TypeError, ValueError):
+            self.message.value = _problem(
+                f"Not started: the random seed must be a whole number from "
+                f"{backend.INT64_MIN:,} to {backend.INT64_MAX:,}."
+            )
+            return False
+        faults = self.selected_faults
+        cur = _Run(self.design.value, int(self.ticks.value), faults, wanted=faults)
         knobs = {
-            "design": self.design.value,
-            "faults": self._faults_now,
-            "ticks": int(self.ticks.value),
+            "faults": faults,
             "latency": self.latency.value / 1000,
             "window": int(self.window.value),
-            "seed": int(self.seed.value),
+            "seed": seed,
         }
-        self._thread = threading.Thread(
-            target=self._run, kwargs=knobs, name="labkit-widget-run", daemon=True
-        )
-        self._thread.start()
-        threading.Thread(
-            target=self._redraw_while_running, name="labkit-widget-draw", daemon=True
-        ).start()
+        self._run_now = cur
+        self._ticked = faults
+        cur.threads = [
+            threading.Thread(
+                target=self._run, args=(cur,), kwargs=knobs, name="labkit-widget-run", daemon=True
+            ),
+            threading.Thread(
+                target=self._redraw_while_running,
+                args=(cur,),
+                name="labkit-widget-draw",
+                daemon=True,
+            ),
+        ]
+        _LIVE.add(cur)
+        for thread in cur.threads:
+            thread.start()
         self._refresh_controls()
-        on = ", ".join(knobs["faults"]) or "none"
+        on = ", ".join(faults) or "none"
         self.message.value = _grey(
             html.escape(
-                f"Running {knobs['design']} for {knobs['ticks']} versions; faults on: {on}."
+                f"Running {cur.design} until the head reaches v{cur.ticks}; faults on: {on}."
             )
         )
         return True
 
     def _run(
         self,
-        design: str,
+        cur: _Run,
         faults: tuple[str, ...],
-        ticks: int,
         latency: float,
         window: int,
         seed: int,
     ) -> None:
-        lanes = self.lanes
         try:
             with serve(faults, seed, latency=latency, span=self.span, duplicate_rate=0.5) as url:
-                self.url = url
+                with cur.lock:
+                    cur.url = url
+                self._switch(cur, said=False)  # boxes ticked while it was starting
                 try:
-                    self.result = run(
-                        design,
+                    cur.result = run(
+                        cur.design,
                         url,
-                        ticks=ticks,
+                        ticks=cur.ticks,
                         window=window,
                         seed=seed,
                         name=f"widget-{next(_names)}",
-                        progress=lanes.add,
-                        stop=self._stop,
-                        deadline=60.0,
+                        progress=cur.lanes.add,
+                        stop=cur.stop,
+                        deadline=DEADLINE_S,
                     )
                 finally:
-                    self.url = None
+                    with cur.lock:
+                        cur.url, cur.ended = None, True
         except Exception as exc:  # shown in the message line, never a traceback in a thread
-            self.error = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            cur.error = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
         finally:
-            lanes.finish()
-            self._done.set()
+            with cur.lock:
+                cur.ended = True
+            cur.lanes.finish()
+            cur.done.set()
 
-    def _redraw_while_running(self) -> None:
-        while not self._done.wait(REFRESH_S):
-            self.draw()
+    def _redraw_while_running(self, cur: _Run) -> None:
+        """Redraw `cur` while it goes; then its last picture and verdict, and only then give
+        the controls back (so a new run never starts under this run's last drawing)."""
+        while not cur.done.wait(REFRESH_S):
+            self.draw(cur)
+        self.draw(cur)
+        if cur.error:
+            self.message.value = _problem(f"The run failed: {cur.error}")
+        elif cur.result is not None:
+            self.message.value = _grey(html.escape(self.verdict(cur)))
+        cur.drawn.set()
         self._refresh_controls()
-        self.draw()
-        if self.error:
-            self.message.value = _problem(f"The run failed: {self.error}")
-        elif self.result is not None:
-            self.message.value = _grey(html.escape(self.verdict()))
-        self._drawn.set()
 
     def stop(self) -> bool:
-        """Stop the run going (what the stop button does); False, said, if none is."""
-        if not self.running:
+        """Stop the run going (what the stop button does); False, said, if none is or it is
+        stopping already."""
+        cur = self._run_now
+        if not self.running or cur is None:
             self.message.value = _problem("Nothing stopped: no run is going.")
             return False
-        self._stop.set()
+        if cur.stop.is_set():
+            self.message.value = _problem("Already stopping: the run ends after its current event.")
+            return False
+        cur.stop.set()
+        self._refresh_controls()
+        head = cur.lanes.snapshot().head
+        self.message.value = _grey(
+            html.escape(f"Stopping {cur.design} at head v{head} of v{cur.ticks}.")
+        )
         return True
 
     def wait(self, timeout: float = 60.0) -> RemoteRun | None:
-        """Block until the run ends (and its last picture is drawn); its result, or None."""
-        self._drawn.wait(timeout)
-        return self.result
+        """Block until the current run ends (and its last picture is drawn); its result, or
+        None if it failed or `timeout` passed first."""
+        cur = self._run_now
+        if cur is None:
+            return None
+        cur.drawn.wait(timeout)
+        return cur.result
 
     def wait_for_head(self, version: int, timeout: float = 30.0) -> bool:
         """Block until the loop's head reaches `version` (True) or the run ends (False)."""
@@ -399,33 +520,43 @@ class RealPlannerApp(BatchedApp):
             time.sleep(0.01)
         return False
 
-    def verdict(self) -> str:
-        """One line on the finished run: what it committed and the falls the reader saw."""
-        r = self.result
+    def verdict(self, cur: _Run | None = None) -> str:
+        """One line on the finished run: how it ended (finished, stopped, cut off), what it
+        committed and the falls the reader saw."""
+        cur = cur or self._run_now
+        r = None if cur is None else cur.result
         if r is None:
             return ""
         falls = r.reader_falls
-        seen = ", ".join(f"v{f.before} → v{f.after}" for f in falls[:4])
-        more = f" and {len(falls) - 4} more" if len(falls) > 4 else ""
         reader = f"saw {len(falls)} fall{'s' if len(falls) != 1 else ''}" + (
-            f" ({seen}{more})" if falls else ""
+            f" ({falls_text(falls, most=4)})" if falls else ""
         )
+        if not r.summary.truncated:
+            ended = f"Finished {r.design}"
+        elif cur.stop.is_set():
+            ended = f"Stopped {r.design} at v{r.summary.final_head} of v{cur.ticks}"
+        else:
+            ended = (
+                f"Cut off {r.design} after {DEADLINE_S:g} s at v{r.summary.final_head} "
+                f"of v{cur.ticks}"
+            )
         return (
-            f"Finished {r.design}: {r.summary.kept} versions kept of {r.summary.commits} "
+            f"{ended}: {r.summary.kept} versions kept of {r.summary.commits} "
             f"commits; the reader process {reader}."
         )
 
     # --- drawing -----------------------------------------------------------------------------
 
-    def draw(self) -> None:
-        """Redraw the lanes and the status line from the rows so far."""
+    def draw(self, cur: _Run | None = None) -> None:
+        """Redraw the lanes and the status line from the rows of `cur` (the current run) so
+        far."""
         with self._draw_lock:
-            lanes = self.lanes or Lanes()
-            view = lanes.snapshot()
-            result = self.result if view.done else None
+            cur = cur or self._run_now
+            view = (cur.lanes if cur is not None else Lanes()).snapshot()
+            result = cur.result if cur is not None and view.done else None
             reader = reader_trace(result) if result is not None and not result.trace.empty else None
-            design = result.design if result is not None else self.design.value
-            state = "finished" if view.done else ("running" if self.running else "no run yet")
+            design = cur.design if cur is not None else self.design.value
+            state = "finished" if view.done else ("running" if cur is not None else "no run yet")
             title = f"{design}: {DESIGN_LABELS.get(design, design)}, {state}"
             fig = lanes_figure(view, design, reader=reader, title=title)
             self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
@@ -436,5 +567,5 @@ class RealPlannerApp(BatchedApp):
                 f"{state}: head v{view.head}, {view.in_flight} in flight, {answered} answered, "
                 f"{refused} answers refused, {view.falls} fall{'s' if view.falls != 1 else ''} of the head; "
                 f"faults on: "
-                f"{', '.join(self._faults_now) or 'none'}"
+                f"{', '.join(cur.faults_on if cur is not None else self._ticked) or 'none'}"
             )

@@ -7,7 +7,7 @@ through the whole widget's scrollbar far below. Notebook 07's step-it-yourself w
 still work after Run All, whose last cell used to close its connection; the workbench's
 picture must not move as the hints above it change. Notebook 05's depth slider must redraw
 and, at W = 1, say what it leaves unchanged, still fitting. Notebook 09's widget must start a
-run of its own after Run All and switch a fault while that run goes.
+run of its own after Run All, switch a fault while that run goes, and stop it.
 """
 
 from __future__ import annotations
@@ -206,8 +206,11 @@ def test_notebook_09_widget_fits_and_switches_a_fault_mid_run_after_run_all(lab)
     cell.locator(".wb-rp-fault-duplicate input").check()  # off in the notebook's run
     expect(message).to_contain_text("Switched at head", timeout=WAIT_MS)
     src = wait_image(cell, changed_from=src)  # the lanes redraw while the run goes
+    # stopped here rather than run to v80: cheaper, and the stop button is proved too
+    cell.locator("button.wb-rp-stop").dispatch_event("click")
     expect(status).to_contain_text("finished", timeout=WAIT_MS)
-    expect(message).to_contain_text("Finished callback", timeout=WAIT_MS)
+    expect(message).to_contain_text("Stopped callback at v", timeout=WAIT_MS)
+    expect(cell.locator("button.wb-rp-start")).to_be_enabled(timeout=WAIT_MS)
     cut = cell.page.evaluate(_CUT, [cell.element_handle(timeout=WAIT_MS), OWN_SCROLL_MAX_PX])
     assert not cut, f"09: cut after a run: {cut}"
     screenshot(cell, "09-after-a-switched-run")

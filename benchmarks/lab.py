@@ -1,0 +1,302 @@
+"""A JupyterLab on 127.0.0.1 serving a copy of the workbook, and its notebooks opened and run
+in headless Debian Chromium: what the browser benchmark (`benchmarks/widget_browser.py`) and the
+browser tests (`tests/browser`, whose `jlab.py` adds the widget helpers) both drive.
+
+`start_lab(copy_workbook(dir / "workbook"), dir / "state")` starts a server with private Jupyter
+directories on a free port; `open_notebook(page, server, path)` opens a notebook in a clean
+workspace and waits for an idle kernel; `Notebook.run_all()` runs it and fails on an error
+output. Playwright is imported only inside functions, so importing this module needs no browser.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+WAIT_MS = 60_000
+_PR_SET_PDEATHSIG = 1
+
+
+# --------------------------------------------------------------------------- server
+
+
+@dataclass
+class LabServer:
+    """A running JupyterLab: where it listens, what it serves, and its process."""
+
+    url: str
+    token: str
+    root: Path
+    log: Path
+    proc: subprocess.Popen[bytes] = field(repr=False)
+
+    def api(self, method: str, path: str) -> Any:
+        """Call the server's REST API (e.g. `api("GET", "/api/sessions")`); JSON or None."""
+        req = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        """Delete every session, which shuts its kernel down."""
+        for session in self.api("GET", "/api/sessions"):
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+
+    def stop(self, grace_s: float = 10) -> None:
+        """SIGTERM the server (it shuts its kernels down), then SIGKILL its process group."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+
+
+def copy_workbook(dest: Path) -> Path:
+    """Copy notebooks/ and data/ into `dest` (same layout, so `../data` paths still work)."""
+    skip = shutil.ignore_patterns(".ipynb_checkpoints", "*.sqlite", "*.db", "__pycache__")
+    for name in ("notebooks", "data"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name, ignore=skip, dirs_exist_ok=True)
+    (dest / "notebooks").mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _private_env(state: Path) -> dict[str, str]:
+    """Environment with private Jupyter dirs and the news notification switched off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MPLBACKEND"))}
+    dirs = {
+        "JUPYTER_CONFIG_DIR": state / "config",
+        "JUPYTER_DATA_DIR": state / "data",
+        "JUPYTER_RUNTIME_DIR": state / "runtime",
+        "JUPYTERLAB_SETTINGS_DIR": state / "config" / "lab" / "user-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": state / "config" / "lab" / "workspaces",
+        "IPYTHONDIR": state / "ipython",
+    }
+    for key, path in dirs.items():
+        path.mkdir(parents=True, exist_ok=True)
+        env[key] = str(path)
+    env["JUPYTER_PLATFORM_DIRS"] = "1"
+    news = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True, exist_ok=True)
+    (news / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    return env
+
+
+def _die_with_parent_fn() -> Any:
+    """A preexec_fn that makes the child get SIGTERM when the test process dies."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not after fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def _wait_ready(server: LabServer, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            return False
+        try:
+            server.api("GET", "/api/status")
+            return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    return False
+
+
+def start_lab(root: Path, state: Path, timeout_s: float = 60, attempts: int = 3) -> LabServer:
+    """Start JupyterLab on 127.0.0.1 (free port, token) serving `root`; wait until it answers."""
+    env = _private_env(state)
+    token = os.urandom(16).hex()
+    log = state / "jupyterlab.log"
+    for _ in range(attempts):  # a free port can be taken between probe and bind
+        port = _free_port()
+        cmd = [
+            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+            "--ServerApp.terminals_enabled=False",
+        ]  # fmt: skip
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent_fn(),
+            )  # fmt: skip
+        server = LabServer(f"http://127.0.0.1:{port}", token, root, log, proc)
+        if _wait_ready(server, time.monotonic() + timeout_s):
+            return server
+        server.stop()
+    tail = log.read_text(errors="replace")[-3000:]
+    raise RuntimeError(f"JupyterLab did not start in {attempts} attempts; log {log}:\n{tail}")
+
+
+# --------------------------------------------------------------------------- page
+
+_FIND_PANEL = """([path]) => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell) return false;
+  for (const w of app.shell.widgets('main')) {
+    if (!w.context || w.context.path !== path || !w.sessionContext) continue;
+    const s = w.sessionContext, k = s.session && s.session.kernel;
+    if (w.context.isReady && s.isReady && k && k.status === 'idle') return w.id;
+  }
+  return false;
+}"""
+
+_PANEL = "[...window.jupyterapp.shell.widgets('main')].find(w => w.id === id)"
+
+_RUN_ALL = f"""(id) => {{
+  const app = window.jupyterapp, panel = {_PANEL};
+  app.shell.activateById(id);
+  window.__jlabRunAll = 'running';
+  app.commands.execute('notebook:run-all-cells').then(
+    () => {{ window.__jlabRunAll = 'done'; }},
+    (e) => {{ window.__jlabRunAll = 'failed: ' + e; }});
+  return panel.content.widgets.length;
+}}"""
+
+# Finished when Run All settled and every code prompt reads [n]:; an error output ends it early.
+_RUN_STATE = f"""(id) => {{
+  const panel = {_PANEL};
+  let pending = 0;
+  for (const [i, cell] of panel.content.widgets.entries()) {{
+    if (cell.model.type !== 'code') continue;
+    const outs = cell.model.outputs;
+    for (let j = 0; j < outs.length; j++) {{
+      const o = outs.get(j).toJSON();
+      if (o.output_type === 'error') return {{cell: i, error: o.ename + ': ' + o.evalue}};
+    }}
+    const prompt = cell.node.querySelector('.jp-InputPrompt');
+    if (!prompt || !/^\\[\\d+\\]:$/.test(prompt.textContent.trim())) pending++;
+  }}
+  const run = window.__jlabRunAll;
+  if (run && run.startsWith('failed')) return {{error: run}};
+  return pending === 0 && run === 'done' ? {{ok: true}} : false;
+}}"""
+
+
+@dataclass
+class Notebook:
+    """An open notebook tab: its cells as Playwright locators, and Run All."""
+
+    page: Page
+    path: str
+    panel_id: str
+
+    @property
+    def panel(self) -> Locator:
+        return self.page.locator(f'[id="{self.panel_id}"]')
+
+    @property
+    def cells(self) -> Locator:
+        """All cells (markdown too), in notebook order."""
+        return self.panel.locator(".jp-Notebook .jp-Cell")
+
+    def cell(self, index: int) -> Locator:
+        """The cell at `index`, counting every cell from 0."""
+        return self.cells.nth(index)
+
+    def cell_with(self, text: str) -> Locator:
+        """The one cell whose source contains `text` (fails if none or several match)."""
+        return self.cells.filter(has=self.page.locator(".jp-InputArea", has_text=text))
+
+    def run_all(self, timeout_ms: float = WAIT_MS) -> None:
+        """Run All through the command registry; wait until every code prompt shows [n]:."""
+        self.page.evaluate(_RUN_ALL, self.panel_id)
+        state = self.page.wait_for_function(
+            _RUN_STATE, arg=self.panel_id, timeout=timeout_ms, polling=100
+        ).json_value()
+        if "error" in state:
+            where = f" in cell {state['cell']}" if "cell" in state else ""
+            raise AssertionError(f"{self.path}: Run All failed{where}: {state['error']}")
+
+
+_CLOSE_ALL = """() => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell) return;
+  for (const w of [...app.shell.widgets('main')]) {
+    if (w.context && w.context.model) w.context.model.dirty = false;
+    w.dispose();
+  }
+}"""
+
+# A page that already shows this server's JupyterLab opens the next notebook in place: every
+# open tab is closed unsaved (their kernels are shut down by the caller), the side panels go
+# back to how the page's own load left them, and the notebook opens as from the file browser.
+# Loading the app again would cost about 5 s of CPU a notebook (mostly Chromium compiling
+# JupyterLab's scripts); opening in place about 1 s. False: the page must load the app.
+_OPEN_IN_PLACE = f"""([origin, path]) => {{
+  const app = window.jupyterapp;
+  if (location.origin !== origin || !app || !app.shell || !window.__jlabLayout
+      || document.querySelector('.jp-Dialog')) return false;
+  ({_CLOSE_ALL})();
+  const [left, right] = window.__jlabLayout;
+  if (left) app.shell.collapseLeft(); else app.shell.expandLeft();
+  if (right) app.shell.collapseRight(); else app.shell.expandRight();
+  app.commands.execute('docmanager:open', {{path}});
+  return true;
+}}"""
+
+_REMEMBER_LAYOUT = """() => {
+  const shell = window.jupyterapp.shell;
+  window.__jlabLayout = window.__jlabLayout || [shell.leftCollapsed, shell.rightCollapsed];
+}"""
+
+
+def open_notebook(
+    page: Page, server: LabServer, path: str, timeout_ms: float = WAIT_MS
+) -> Notebook:
+    """Open `path` (relative to the served root) in a clean workspace; wait for an idle kernel.
+
+    The first notebook loads JupyterLab in the page (`?reset`: the default workspace); later
+    ones on the same page open in place (see `_OPEN_IN_PLACE`)."""
+    if not page.evaluate(_OPEN_IN_PLACE, [server.url, path]):
+        page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}")
+    panel_id = page.wait_for_function(
+        _FIND_PANEL, arg=[path], timeout=timeout_ms, polling=100
+    ).json_value()
+    page.evaluate(_REMEMBER_LAYOUT)
+    return Notebook(page, path, panel_id)
+
+
+def close_notebooks(page: Page) -> None:
+    """Close every tab of the page's JupyterLab without saving (before its kernels go)."""
+    page.evaluate(_CLOSE_ALL)
