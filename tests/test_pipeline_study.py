@@ -212,6 +212,16 @@ def test_an_idle_kernel_prepares_the_next_moves(app: PipelineDepthApp, monkeypat
     assert cold.metrics.value == app.metrics.value
 
 
+def test_a_long_session_keeps_a_bounded_memory(app: PipelineDepthApp, monkeypatch) -> None:
+    monkeypatch.setattr(widget_module, "KEPT", 3)
+    for seed in range(1, 6):
+        app.seed.value = seed
+    assert len(app._views) == len(app._depths) == 3 and len(app._runs) == 3
+    assert list(app._views)[-1] == (4, "stall", 5)  # the newest are kept
+    app.seed.value = 1  # a forgotten setting is simply computed again, the same
+    assert app.table.equals(compare_at(4, ("stall",), 1, ticks=20))
+
+
 def _no_run(*args, **kwargs):
     raise AssertionError("simulated although it was prepared ahead")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import html
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -42,6 +42,7 @@ from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, p
 
 MAX_DEPTH = 8
 TICKS = 20
+KEPT = 400  # runs, depth curves and shown settings remembered (each kind), oldest forgotten
 DEPTH_TOP = 6.0  # throughput axis room: at 20 ticks the curves stay below it for most seeds
 AHEAD_DELAY_S = 0.02  # between two steps done ahead while the kernel is idle
 SHOWN_COLUMNS = [
@@ -96,6 +97,14 @@ def legend_html() -> str:
     return f"<div style='{style}'>{' '.join(items)}</div>"  # it wraps between items
 
 
+def _keep(kept: OrderedDict, key: object, value: object) -> None:
+    """Remember `value`, forgetting the oldest entries beyond `KEPT` (a long session's memory
+    stays bounded: a few MB of runs and pictures)."""
+    kept[key] = value
+    while len(kept) > KEPT:
+        kept.popitem(last=False)
+
+
 @dataclass(frozen=True)
 class _View:
     """What the app shows for one (W, fault, seed), kept so that coming back only shows it."""
@@ -127,9 +136,9 @@ class PipelineDepthApp(BatchedApp):
         self.depth = pd.DataFrame()
         self.last_png = b""
         self.timings: list[float] = []
-        self._runs: dict[tuple[str, int, str, int], SimulationRun] = {}
-        self._depths: dict[tuple[str, int], pd.DataFrame] = {}
-        self._views: dict[tuple[int, str, int], _View] = {}
+        self._runs: OrderedDict[tuple[str, int, str, int], SimulationRun] = OrderedDict()
+        self._depths: OrderedDict[tuple[str, int], pd.DataFrame] = OrderedDict()
+        self._views: OrderedDict[tuple[int, str, int], _View] = OrderedDict()
         self._ahead: deque[AheadStep] = deque()
         self.done_ahead = 0
         self.canvas = PipelinedCanvas(8.4, 3.3, legend=False, depth_top=DEPTH_TOP)
@@ -196,7 +205,7 @@ class PipelineDepthApp(BatchedApp):
         key = (design, window, fault, seed)
         if key not in self._runs:
             faults = () if fault == NO_FAULT else (fault,)
-            self._runs[key] = run(design, faults, seed, ticks=TICKS, window=window)
+            _keep(self._runs, key, run(design, faults, seed, ticks=TICKS, window=window))
         return self._runs[key]
 
     def _table(self, window: int, fault: str, seed: int) -> pd.DataFrame:
@@ -211,7 +220,7 @@ class PipelineDepthApp(BatchedApp):
         key = (fault, seed)
         if key not in self._depths:
             tables = [self._table(w, fault, seed) for w in DEPTHS]
-            self._depths[key] = pd.concat(tables, ignore_index=True)
+            _keep(self._depths, key, pd.concat(tables, ignore_index=True))
         return self._depths[key]
 
     @staticmethod
@@ -238,7 +247,7 @@ class PipelineDepthApp(BatchedApp):
             shown = lanes(trace)
             title = f"W = {window}, fault: {fault}, random seed {seed}"
             self.canvas.update(trace, depth, window, title, shown=shown)
-            self._views[setting] = _View(
+            view = _View(
                 trace,
                 table,
                 depth,
@@ -246,6 +255,7 @@ class PipelineDepthApp(BatchedApp):
                 self._state_line(setting, shown, trace),
                 html_table(table[SHOWN_COLUMNS], PIPELINED_NAME),
             )
+            _keep(self._views, setting, view)
         return self._views[setting]
 
     # --- ahead of the user: what the next moves need, while the kernel is idle -------------
