@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 NAME = "widget_browser"
-PRESSES, SMOKE_PRESSES = 30, 2
+PRESSES, SMOKE_PRESSES = 30, 1  # the smoke: one press after the warm-up
 COLD_RUNS, SMOKE_COLD_RUNS = 3, 1
 WARM_TYPED, SMOKE_WARM_TYPED = 10, 1
 TARGET_P95_S = 0.100
@@ -151,6 +151,10 @@ CONTROLS = (
     Control(NB05, "05 latency slider", "FiveDesignsApp(", "app",
             _key(".wb-latency .noUi-handle", ("ArrowRight", "ArrowLeft"))),
     Control(NB05, "05 highlight", "FiveDesignsApp(", "app", _select(".wb-design select", (1, 2))),
+    Control(NB05, "05 pipelined depth slider", "PipelineDepthApp(", "depth_app",
+            _key(".wb-pipe-depth .noUi-handle", ("ArrowLeft", "ArrowRight"))),
+    Control(NB05, "05 pipelined fault", "PipelineDepthApp(", "depth_app",
+            _select(".wb-pipe-fault select", (1, 2))),
     Control(NB04, "04 workbench deliver/undo", "ArrivalWorkbench(preset=", "workbench",
             _click(("wb-deliver", "wb-undo"))),
 )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +12,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")
+
+# nbformat validates with jsonschema, whose format checkers import rfc3987_syntax where it is
+# installed (jupyter-events brings it in): that module builds a Lark grammar as it is imported,
+# about 1.4 s of CPU in every test process, for an "iri" format no notebook schema uses.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -27,7 +33,7 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 # other test goes to whichever worker is free. (Not `xdist_group` marks: under pytest 9.2,
 # pytest-xdist 3.8's --dist loadgroup ignores them without a word.)
 SHARED_SETUP = {
-    "tests/browser/": "one JupyterLab and one Chromium (session fixtures)",
+    "tests/browser/": "one JupyterLab, one Chromium and one tab (package fixtures)",
     "tests/test_figures.py": "every docs figure built once (a module fixture)",
 }
 
@@ -107,7 +113,8 @@ def _check_pg_dsn_users(items: list[pytest.Item]) -> None:
     """A test that takes the `pg_dsn` fixture must be marked `postgres` (checked before any
     server starts, so one unmarked test cannot fail the session's shared server for others)."""
     unmarked = [
-        item.nodeid for item in items
+        item.nodeid
+        for item in items
         if "pg_dsn" in getattr(item, "fixturenames", ())
         and item.get_closest_marker("postgres") is None
     ]

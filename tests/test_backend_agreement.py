@@ -20,7 +20,7 @@ from labkit import backend, db
 from labkit.catalog.loop import Response, WatermarkLoop
 from labkit.pg import instance as pg
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # 150 programs on two backends: 15-25 s
 
 TOP = 2**63 - 1  # the largest fence either backend can store
 # What an answer echoes, relative to its ballot: (observed, base) shifts or fixed values, and
@@ -70,7 +70,9 @@ def answer(b: Any, kind: str) -> Response:
     d_observed, d_base, body_kind = ANSWERS[kind]
     body = ["tool", b.ballot_id] if body_kind == "good" else [{1, 2}]
     ballot_id = 10_000 if kind == "unknown ballot" else b.ballot_id
-    return Response(ballot_id, shifted(b.watermark, d_observed), shifted(b.base_version, d_base), body)
+    return Response(
+        ballot_id, shifted(b.watermark, d_observed), shifted(b.base_version, d_base), body
+    )
 
 
 def drop_head(conn: Any) -> None:
@@ -124,21 +126,63 @@ def run_program(
     return seen, state
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(program=st.lists(STEP, min_size=1, max_size=16), window=st.sampled_from([1, 2, 3]))
 # The cases where a commit tried before reading would go wrong if its guard were weaker:
-@example(program=[("reserve", 0), ("reserve", 1), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "claims the next fence")], window=3)
-@example(program=[("reserve", 0), ("reserve", 1), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "fresh"), ("apply", 1, 1, "stale base")], window=3)
+@example(
+    program=[
+        ("reserve", 0),
+        ("reserve", 1),
+        ("apply", 0, 0, "fresh"),
+        ("apply", 1, 1, "claims the next fence"),
+    ],
+    window=3,
+)
+@example(
+    program=[
+        ("reserve", 0),
+        ("reserve", 1),
+        ("apply", 0, 0, "fresh"),
+        ("apply", 1, 1, "fresh"),
+        ("apply", 1, 1, "stale base"),
+    ],
+    window=3,
+)
 @example(program=[("reserve", 0), ("apply", 1, 0, "fresh"), ("apply", 0, 0, "fresh")], window=3)
 @example(program=[("reserve", 0), ("abandon", 1, 0), ("apply", 0, 0, "fresh")], window=3)
-@example(program=[("reserve", 0), ("apply", 0, 0, "fresh"), ("reserve", 1), ("head goes back", 1),
-                  ("apply", 1, 1, "fresh"), ("reserve", 1), ("apply", 1, 2, "fresh")], window=3)
-@example(program=[("reserve", 0), ("apply", 0, 0, "largest fence"),
-                  ("apply", 1, 0, "unknown ballot"), ("checks", 1, 0, "negative fence")], window=1)
-@example(program=[("reserve", 0), ("replay", 1, 0), ("apply", 0, 0, "fresh"),
-                  ("apply", 1, 1, "fresh"), ("apply", 0, 0, "claims the previous fence")], window=3)
+@example(
+    program=[
+        ("reserve", 0),
+        ("apply", 0, 0, "fresh"),
+        ("reserve", 1),
+        ("head goes back", 1),
+        ("apply", 1, 1, "fresh"),
+        ("reserve", 1),
+        ("apply", 1, 2, "fresh"),
+    ],
+    window=3,
+)
+@example(
+    program=[
+        ("reserve", 0),
+        ("apply", 0, 0, "largest fence"),
+        ("apply", 1, 0, "unknown ballot"),
+        ("checks", 1, 0, "negative fence"),
+    ],
+    window=1,
+)
+@example(
+    program=[
+        ("reserve", 0),
+        ("replay", 1, 0),
+        ("apply", 0, 0, "fresh"),
+        ("apply", 1, 1, "fresh"),
+        ("apply", 0, 0, "claims the previous fence"),
+    ],
+    window=3,
+)
 def test_postgres_decides_every_step_as_sqlite_does(
     pg_dsn: str, program: list[tuple], window: int
 ) -> None:

@@ -31,8 +31,8 @@ EXPECTED_ROWS = {
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
     "pg_ballots": 4,
-    # six controls pressed, and the typed schedule cold and warm
-    "widget_browser": 8,
+    # eight controls pressed, and the typed schedule cold and warm
+    "widget_browser": 10,
     # six designs with every planner fault (smoke: no fault-free set), then one load row
     "remote_vs_sim": 6 + 1,
     # ballot and pipelined against the real planner, each on SQLite and on PostgreSQL

@@ -40,7 +40,7 @@ from labkit.designs.simulator import FAULTS, SimulationRun, run
 from labkit.plots.part2_canvases import DESIGN_LABELS, FiveDesignsCanvas, WorkbenchCanvas
 from labkit.plots.part2_catalog import arrival_lanes_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, png_output, scrolling
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
 FAULT_PRESETS: dict[str, tuple[str, ...]] = {
@@ -70,31 +70,6 @@ VERDICT_COLORS = {"broken": "#b00020", "lost update": "#b26a00", "safe": "#2e7d3
 def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[Step] | None]:
     """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
     return {d: explore(d, n, window=window).shortest for d in DESIGNS}
-
-
-def _scrolling(table_html: str) -> str:
-    """A table in a box as wide as its widget that scrolls sideways on its own when the table is
-    wider (`width:0; min-width:100%` keeps the table's width out of the layout's sums)."""
-    return ("<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>"
-            f"{table_html}</div>")
-
-
-def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    body = []
-    for row in table.itertuples(index=False):
-        style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""
-        cells = []
-        for col, value in zip(table.columns, row, strict=True):
-            bad = col == "rewinds" and value
-            text = html.escape(str(value))
-            cells.append(f"<td style='color:#b00020;white-space:nowrap'><b>{text}</b></td>" if bad
-                         else f"<td style='white-space:nowrap'>{text}</td>")
-        body.append(f"<tr{style}>{''.join(cells)}</tr>")
-    return _scrolling(
-        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
 
 
 class FiveDesignsApp(BatchedApp):
@@ -277,7 +252,7 @@ class FiveDesignsApp(BatchedApp):
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
-        self.metrics.value = caption + _html_table(table, self.design.value)
+        self.metrics.value = caption + html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
         self._draw_ahead_when_idle()
 
@@ -723,5 +698,5 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
     head = "".join(f"<th>{c}</th>" for c in (
         "design", "verdict", "versions committed", "rejected (by reason)",
         "falls the reader saw", "head now", "steps that did not apply"))
-    return _scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")

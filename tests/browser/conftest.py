@@ -1,4 +1,4 @@
-"""Fixtures for the real-browser tests: one JupyterLab and one Chromium per session.
+"""Fixtures for the real-browser tests: one JupyterLab, one Chromium and one tab for this folder.
 
 Locally the tests skip when /usr/bin/chromium (or Playwright) is missing; with CI=true they
 fail instead, so CI can never pass by skipping them. See jlab.py for how to write a test.
@@ -18,7 +18,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .jlab import ARTIFACTS, CHROMIUM, WAIT_MS, LabServer, Notebook, copy_workbook, start_lab
+from .jlab import (
+    ARTIFACTS,
+    CHROMIUM,
+    WAIT_MS,
+    LabServer,
+    Notebook,
+    close_notebooks,
+    copy_workbook,
+    start_lab,
+)
 from .jlab import open_notebook as _open_notebook
 from .jlab import write_notebook as _write_notebook
 
@@ -28,6 +37,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def _in_ci() -> bool:
@@ -66,9 +76,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="session")
+# The server, the browser and the tab last as long as this folder's tests (package scope), not
+# the session: while Playwright's sync API is open its event loop counts as running in this
+# thread, so a later test on the same worker that calls asyncio.run() would fail.
+
+
+@pytest.fixture(scope="package")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ and data/ (shared by the session)."""
+    """JupyterLab on 127.0.0.1 serving a copy of notebooks/ and data/ (shared by the tests)."""
     _require_browser()  # before starting anything, so a missing browser costs no time
     base = tmp_path_factory.mktemp("jlab")
     server = start_lab(copy_workbook(base / "workbook"), base / "state")
@@ -78,7 +93,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     shutil.copyfile(server.log, ARTIFACTS / "jupyterlab.log")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     """Debian's headless Chromium, driven by Playwright (its own download is not needed)."""
     _require_browser()
@@ -119,21 +134,50 @@ class Lab:
         return path
 
 
+@pytest.fixture(scope="package")
+def _lab_tab(browser: Browser) -> Iterator[list[Page]]:
+    """The tests' one browser tab (at most one page in the list; a failed test empties it)."""
+    tab: list[Page] = []
+    yield tab
+    for page in tab:
+        page.context.close()
+
+
 @pytest.fixture
-def lab(lab_server: LabServer, browser: Browser, request: pytest.FixtureRequest) -> Iterator[Lab]:
-    """A fresh browser context on the session's JupyterLab; kernels are shut down after."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(WAIT_MS)
-    context.route("**/*", _local_only)
-    page = context.new_page()
+def lab(
+    lab_server: LabServer, browser: Browser, _lab_tab: list[Page], request: pytest.FixtureRequest
+) -> Iterator[Lab]:
+    """The one browser tab on the one JupyterLab, at the default size; the test's
+    notebooks are closed unsaved and their kernels shut down after it.
+
+    One tab serves every test, so JupyterLab loads once rather than once per notebook (about
+    5 s of CPU each, see jlab.open_notebook); after a failed test the tab is thrown away and the
+    next test starts in a fresh browser context."""
+    if not _lab_tab:
+        context = browser.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(WAIT_MS)
+        context.route("**/*", _local_only)
+        _lab_tab.append(context.new_page())
+    page = _lab_tab[0]
+    page.set_viewport_size(VIEWPORT)
     try:
         yield Lab(page, lab_server)
     finally:
-        report = getattr(request.node, "_report_call", None)
-        if report is not None and report.failed:
+        reports = [getattr(request.node, f"_report_{when}", None) for when in ("setup", "call")]
+        failed = any(report is not None and report.failed for report in reports)
+        if failed:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             name = re.sub(r"[^\w.-]+", "_", request.node.name)
             with contextlib.suppress(Exception):  # a debugging aid must not mask the failure
                 page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"))
-        context.close()
-        lab_server.shutdown_kernels()
+        kept = False
+        try:
+            if not failed:
+                close_notebooks(page)
+                kept = True
+        finally:
+            if not kept:
+                _lab_tab.clear()
+                with contextlib.suppress(Exception):
+                    page.context.close()
+            lab_server.shutdown_kernels()

@@ -17,8 +17,9 @@ this folder is marked `browser` and gets a 180 s timeout automatically):
         screenshot(cell, "01-priority")  # -> artifacts/browser/01-priority.png
 
 The server serves a copy of `notebooks/` and `data/` (`lab.root`), so tests never rewrite the
-sources; `lab.write_notebook(...)` puts a throwaway notebook into that copy. Each test gets a
-fresh browser context; its kernels are shut down afterwards. Every wait defaults to 60 s.
+sources; `lab.write_notebook(...)` puts a throwaway notebook into that copy. The tests share one
+browser tab (a fresh one after a failure), at 1400x1000 when each test starts; a test's
+notebooks are closed and its kernels shut down afterwards. Every wait defaults to 60 s.
 Playwright is imported only inside functions so that plain `pytest` runs without it. The server
 and the notebook tab live in `benchmarks/lab.py`, which the browser benchmark drives too; this
 module hands them on and adds the widget helpers.
@@ -37,6 +38,7 @@ from benchmarks.lab import (
     WAIT_MS,
     LabServer,
     Notebook,
+    close_notebooks,
     copy_workbook,
     open_notebook,
     start_lab,
@@ -46,10 +48,10 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator
 
 __all__ = [
-    "ARTIFACTS", "CHROMIUM", "WAIT_MS", "LabServer", "Notebook", "copy_workbook", "dropdown",
-    "figure", "html", "image_src", "label", "open_notebook", "output", "screenshot",
-    "slider_handle", "slider_readout", "start_lab", "wait_image", "wait_text_changed",
-    "widget_text", "write_notebook",
+    "ARTIFACTS", "CHROMIUM", "WAIT_MS", "LabServer", "Notebook", "close_notebooks",
+    "copy_workbook", "dropdown", "figure", "html", "image_src", "label", "open_notebook",
+    "output", "screenshot", "slider_handle", "slider_readout", "start_lab", "wait_image",
+    "wait_text_changed", "widget_text", "write_notebook",
 ]  # fmt: skip
 
 ARTIFACTS = ROOT / "artifacts" / "browser"
