@@ -83,14 +83,36 @@ def test_a_bad_option_is_named_as_such_not_as_a_silent_server(
     assert "did not answer" not in str(info.value) and "pw" not in str(info.value)
 
 
-def reconnect(dsn: str, schema: str, attempts: int = 100):
-    """Connect again once the server has recovered (crash recovery takes a moment)."""
-    for _ in range(attempts):
+RECOVERY_WAIT_S = 60.0  # crash recovery takes well under a second idle, seconds at load 10
+
+
+def reconnect(dsn: str, schema: str, wait: float = RECOVERY_WAIT_S):
+    """Connect again once the server has recovered: "in recovery mode" and "not yet accepting
+    connections" are refused connections, tried again until `wait` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
         try:
             return pg.connect(dsn, options=pg.search_path_option(schema))
-        except pg.PgUnavailable:
+        except pg.PgUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the server at {pg.mask_dsn(dsn)} had not recovered after {wait:g} s: {exc}"
+                ) from None
             time.sleep(0.1)
-    raise AssertionError("the server did not come back")
+
+
+def wait_for_reset(sentinel, wait: float = RECOVERY_WAIT_S) -> None:
+    """Block until the postmaster has ended `sentinel`, a session opened before a backend was
+    killed: its crash reset has begun, so a connection made from now on is refused until
+    recovery is over (one made before could be taken by the reset a moment later)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            sentinel.execute("SELECT 1")
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the server still served a session {wait:g} s after a backend died")
 
 
 def write_until_killed(dsn: str, schema: str, kill) -> tuple[list[int], Exception]:
@@ -148,7 +170,9 @@ def private_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_killed_backend_mid_run_loses_and_doubles_nothing(private_server: str) -> None:
     def kill(conn) -> None:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        os.kill(pid, signal.SIGKILL)  # the postmaster resets every session and recovers
+        with pg.connect(private_server, autocommit=True) as sentinel:
+            os.kill(pid, signal.SIGKILL)  # the postmaster resets every session and recovers
+            wait_for_reset(sentinel)
 
     with pg.scratch_schema(private_server, prefix="kill") as schema:
         committed, exc = write_until_killed(private_server, schema, kill)
@@ -174,8 +198,9 @@ class DebianServer:
         self.dsn = f"postgresql://postgres@/postgres?host={self.dir}"
 
     def _as_postgres(self, *args: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=120
+        )
 
     def init(self) -> None:
         self._as_postgres(str(DEBIAN_BIN / "initdb"), "-A", "trust", "-D", str(self.data))
@@ -183,8 +208,17 @@ class DebianServer:
     def start(self) -> None:
         opts = f"-k {self.dir} -c listen_addresses='' -c fsync=off"
         try:
-            self._as_postgres(str(DEBIAN_BIN / "pg_ctl"), "-D", str(self.data), "-o", opts,
-                              "-w", "-l", str(self.dir / "log"), "start")
+            self._as_postgres(
+                str(DEBIAN_BIN / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-o",
+                opts,
+                "-w",
+                "-l",
+                str(self.dir / "log"),
+                "start",
+            )
         except subprocess.CalledProcessError:
             log = (self.dir / "log").read_text().strip().splitlines()[-3:]
             raise AssertionError(f"pg_ctl start failed: {' | '.join(log)}") from None
@@ -194,8 +228,9 @@ class DebianServer:
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            self._as_postgres(str(DEBIAN_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                              "-w", "stop")
+            self._as_postgres(
+                str(DEBIAN_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            )
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -240,8 +275,9 @@ def test_killed_postmaster_then_restart_loses_and_doubles_nothing(
 ) -> None:
     def kill(_conn) -> None:
         postmaster = debian_server.pid()
-        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True,
-                                  text=True).stdout.split()
+        children = subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True
+        ).stdout.split()
         for pid in (postmaster, *map(int, children)):  # this server's processes, by pid
             os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)

@@ -273,15 +273,24 @@ def test_an_interrupted_run_stops_cleanly_and_keeps_its_commits(tmp_path) -> Non
     """Ctrl-C in the caller's thread while the loop runs: the loop stops at once (a
     `truncated` row would be its last) and what it committed stays, contiguous."""
     store = tmp_path / "store.db"
+    pressed = threading.Event()
+
+    def press_after_a_commit(row: dict) -> None:  # not on a timer: a slow start sends nothing
+        if row["committed"] is True and not pressed.is_set():
+            pressed.set()
+            _thread.interrupt_main()
+
     with serve(latency=0.01) as url:
-        timer = threading.Timer(0.5, _thread.interrupt_main)
-        timer.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                run("ballot", url, ticks=10**6, store=store, name="interrupted")
-        finally:
-            timer.cancel()
-        assert status(url)["requests"] > 0
+        with pytest.raises(KeyboardInterrupt):
+            run(
+                "ballot",
+                url,
+                ticks=10**6,
+                store=store,
+                name="interrupted",
+                progress=press_after_a_commit,
+            )
+        assert pressed.is_set() and status(url)["requests"] > 0
     conn = connect(store)
     try:
         assert catalog.verify(conn) >= 1
@@ -358,8 +367,6 @@ def test_a_fault_switched_on_mid_run_strikes_that_run(tmp_path) -> None:
 
 
 def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
-    import time
-
     import labkit.catalog.head_row as head_row
     from labkit.catalog.head_watch import ReaderProcess
 
@@ -370,12 +377,28 @@ def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
     try:
         for version in (1, 2, 5, 3, 4, 2):
             head_row.publish(conn, version, f"h{version}")
-            time.sleep(0.2)  # far longer than a poll, so the reader sees each value
+            assert reader.sync() == version  # it polled after the write, however late
     finally:
         falls = reader.stop()
         conn.close()
     assert [(f.before, f.after) for f in falls] == [(5, 3), (4, 2)]
-    assert reader.polls > 0
+    assert reader.polls >= 6
+
+
+def test_a_reader_process_that_died_says_so_when_asked_to_sync(tmp_path) -> None:
+    import labkit.catalog.head_row as head_row
+    from labkit.catalog.head_watch import ReaderProcess
+
+    store = tmp_path / "head.db"
+    conn = connect(store)
+    head_row.create(conn, 0, "h0")
+    reader = ReaderProcess("mirror", store, poll=0.001)
+    reader.proc.kill()
+    reader.proc.wait()
+    with pytest.raises(RuntimeError, match=f"reader process on {store} did not answer a sync"):
+        reader.sync(timeout=5.0)
+    reader.stop()
+    conn.close()
 
 
 _json = st.recursive(

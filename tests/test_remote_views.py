@@ -117,7 +117,7 @@ def test_the_reader_process_records_every_change_not_only_falls(tmp_path) -> Non
     try:
         for version in (1, 3, 2):
             head_row.publish(conn, version, f"h{version}")
-            time.sleep(0.2)
+            reader.sync()  # the reader polled after the write
     finally:
         falls = reader.stop()
         conn.close()

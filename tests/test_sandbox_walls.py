@@ -52,10 +52,34 @@ def test_learner_python_that_eats_memory_is_stopped() -> None:
     def hog() -> int:
         blocks = []
         while True:
-            blocks.append(bytearray(200 * 2**20))  # untouched pages: fast even on a busy machine
+            # bytes(n) is calloc'd, so its pages stay untouched and the limit is met at once; a
+            # bytearray is zero-filled: 400 MB of writes took 2-3 s at load 10, meeting the clock
+            blocks.append(bytes(200 * 2**20))
 
     with pytest.raises(Wrong, match="needed more than 512 MB of memory"):
         kit.learner_call("your rule", hog)
+
+
+def test_the_clock_starts_when_the_child_is_ready_not_at_the_fork(monkeypatch) -> None:
+    """A busy machine's slow start is not the learner's time: a child that takes longer than
+    the limit to get ready still gets its full `seconds` for the task."""
+    cap = walls._cap_memory
+
+    def slow_start(extra: int) -> None:  # runs in the forked child, before the ready signal
+        time.sleep(1.5)
+        cap(extra)
+
+    monkeypatch.setattr(walls, "_cap_memory", slow_start)
+    assert walls.run_walled(lambda: 7, seconds=0.5) == 7
+
+
+def test_a_child_that_is_never_ready_is_killed_at_the_outer_cap(monkeypatch) -> None:
+    monkeypatch.setattr(walls, "_cap_memory", lambda extra: time.sleep(60))
+    monkeypatch.setattr(walls, "READY_S", 0.5)
+    start = time.monotonic()
+    with pytest.raises(walls.NotStarted, match=r"^was not ready within 0.5 s \(the machine"):
+        walls.run_walled(lambda: 7)
+    assert time.monotonic() - start < LOOSE_S
 
 
 def test_learner_python_keeps_its_answers_and_its_changes() -> None:
@@ -99,8 +123,12 @@ def test_the_checkers_connection_is_untouched_by_a_read_and_updated_by_a_write()
     conn = fr.connect()
     fr.enqueue(conn, "a", 1)
     assert sandbox.run(conn, "SELECT COUNT(*), max(id) FROM conversations") == [(1, 1)]
-    sandbox.run(conn, "CREATE INDEX i ON conversations(priority) WHERE direction <> '--'",
-                what="your index", writes=True)
+    sandbox.run(
+        conn,
+        "CREATE INDEX i ON conversations(priority) WHERE direction <> '--'",
+        what="your index",
+        writes=True,
+    )
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "i" in names and fr.enqueue(conn, "a", 1) == 2
     with pytest.raises(Wrong, match="may only read"):
@@ -124,7 +152,9 @@ class SlowStr(str):
     __hash__ = str.__hash__
 
 
-@pytest.mark.parametrize("answer", [Evil, lambda: SlowStr("commit")], ids=["reduce", "str-subclass"])
+@pytest.mark.parametrize(
+    "answer", [Evil, lambda: SlowStr("commit")], ids=["reduce", "str-subclass"]
+)
 def test_only_plain_data_comes_back_so_no_learner_code_runs_in_the_checker(answer) -> None:
     start = time.monotonic()
     fb = exs.apply_rule_ex.check(lambda inflight, head, response: answer())

@@ -8,13 +8,16 @@ TARGET a SQLite file, or
 ``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
 command line). It prints ``ready`` and the head it read first, then one JSON line
 ``[wall, before, after]`` per change of the head (a fall is one whose `after` is lower), and on
-end of input ``done POLLS``. `ReaderProcess` starts and stops it.
+end of input ``done POLLS``. A ``sync`` line on its input is answered ``synced HEAD`` after the
+next poll that began once the line arrived (`ReaderProcess.sync`: the writer's proof that the
+reader has read what it wrote). `ReaderProcess` starts and stops it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -63,15 +66,27 @@ def watch(kind: str, target: str, poll: float) -> None:
     """The reader process's body: poll until stdin closes, printing each fall as it happens."""
     conn = _open(target)
     head = catalog.head if kind == "catalog" else (lambda c: head_row.read(c)[0])
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    stop, asked = threading.Event(), threading.Event()
+
+    def listen() -> None:
+        for line in sys.stdin:
+            if line.strip() == "sync":
+                asked.set()
+        stop.set()
+
+    threading.Thread(target=listen, daemon=True).start()
     previous, polls = head(conn), 0
     print(f"ready {previous}", flush=True)
     while not stop.is_set():
+        answer = asked.is_set()  # checked before the read: the read sees what was written
+        if answer:
+            asked.clear()
         now = head(conn)
         polls += 1
         if now != previous:
             print(json.dumps([time.time(), previous, now]), flush=True)
+        if answer:
+            print(f"synced {now}", flush=True)
         previous = now
         time.sleep(poll)
     print(f"done {polls}", flush=True)
@@ -92,9 +107,9 @@ class ReaderProcess:
         )
         if dsn is not None:
             env[DSN_VARIABLE] = dsn
-        target = "-" if dsn is not None else str(store)
+        self.target = "-" if dsn is not None else str(store)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labkit.catalog.head_watch", kind, target, repr(poll)],
+            [sys.executable, "-m", "labkit.catalog.head_watch", kind, self.target, repr(poll)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -104,6 +119,7 @@ class ReaderProcess:
         self.polls = 0
         self.first = 0
         self.changes: list[Change] = []
+        self._synced: queue.Queue[int | None] = queue.Queue()
         watchdog = threading.Timer(READY_TIMEOUT_S, self.proc.kill)
         watchdog.start()
         try:
@@ -116,20 +132,49 @@ class ReaderProcess:
             self.proc.kill()
             _, err = self.proc.communicate()
             last = (err.strip().splitlines() or ["no error output"])[-1]
-            raise RuntimeError(f"reader process on {target} did not start: {last}")
+            raise RuntimeError(f"reader process on {self.target} did not start: {last}")
+        self._pump = threading.Thread(target=self._read_output, daemon=True)
+        self._pump.start()
+
+    def _read_output(self) -> None:
+        """Collect the reader's lines as they come (changes, sync answers, its poll count)."""
+        for line in self.proc.stdout:
+            if line.startswith("done "):
+                self.polls = int(line.split()[1])
+            elif line.startswith("synced "):
+                self._synced.put(int(line.split()[1]))
+            elif line.strip():
+                self.changes.append(Change(*json.loads(line)))
+        self._synced.put(None)  # the reader is gone: no sync will be answered
+
+    def sync(self, timeout: float = READY_TIMEOUT_S) -> int:
+        """Wait until the reader has polled once after this call and return the head it read
+        then: whatever was written before the call, the reader has seen."""
+        try:
+            self.proc.stdin.write("sync\n")
+            self.proc.stdin.flush()
+            head = self._synced.get(timeout=timeout)
+        except (OSError, queue.Empty):
+            head = None
+        if head is None:
+            raise RuntimeError(
+                f"reader process on {self.target} did not answer a sync within {timeout:g} s"
+            )
+        return head
 
     def stop(self) -> list[Fall]:
         """End the reader (its input closes) and return every fall it recorded."""
         try:
-            out, _ = self.proc.communicate(input="", timeout=READY_TIMEOUT_S)
+            self.proc.stdin.close()
+        except OSError:
+            pass  # it died already; what it printed is in `changes`
+        try:
+            self.proc.wait(timeout=READY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, _ = self.proc.communicate()
-        for line in out.splitlines():
-            if line.startswith("done "):
-                self.polls = int(line.split()[1])
-            elif line.strip():
-                self.changes.append(Change(*json.loads(line)))
+            self.proc.wait()
+        self._pump.join(READY_TIMEOUT_S)
+        self.proc.stderr.close()
         return [Fall(c.wall, c.before, c.after) for c in self.changes if c.after < c.before]
 
 

@@ -5,6 +5,9 @@ A check asks, it does not trust: the child is forked (so it shares nothing it ca
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
 the parent waits `seconds + GRACE_S` at most before it kills the child. One slow call that
 SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap.
+The clock starts when the child says it is ready (forked, memory capped), so a learner is not
+charged for a busy machine's slow fork; a child that is not ready within `READY_S` is killed
+too, so nothing runs longer than `READY_S + seconds + GRACE_S`.
 Where a platform cannot fork (Windows), the code runs in-process with only the soft limits the
 caller sets itself (SQLite's progress handler); the README says so.
 """
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 
 SECONDS = 2.0
 GRACE_S = 0.5
+READY_S = 30.0  # a fork on a loaded machine takes a fraction of a second; this is the outer cap
 MEMORY_BYTES = 512 * 2**20
 T = TypeVar("T")
 
@@ -45,6 +49,11 @@ class MemoryLimit(Stopped):
 
 class Crashed(Stopped):
     """The child died without answering (a crash in native code, or killed from outside)."""
+
+
+class NotStarted(Crashed):
+    """The child was not ready to run the learner's code within `READY_S` and was killed (the
+    check's own failure, as a crash is: nothing of the learner's had run)."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,9 @@ def can_fork() -> bool:
 def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int = MEMORY_BYTES) -> T:
     """`task()` run in a forked child behind a wall-clock and a memory limit; its value back.
 
-    Raises `Raised` if the task raised, `TimeLimit` after `seconds` (the child is killed at
-    `seconds + GRACE_S`, not asked), `MemoryLimit`, or `Crashed`. Whatever the task printed is
+    Raises `Raised` if the task raised, `TimeLimit` after `seconds` counted from the child's
+    ready signal (the child is killed at `seconds + GRACE_S`, not asked), `MemoryLimit`,
+    `Crashed`, or `NotStarted` (not ready within `READY_S`). Whatever the task printed is
     printed here. The value comes back as data, never as objects: only None, bool, int, float,
     str, bytes, and lists, tuples and dicts of them (exact types, no subclasses), sent as JSON,
     so nothing the learner's code made runs in this process (`Raised` names anything else).
@@ -81,21 +91,34 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         warnings.simplefilter("ignore", DeprecationWarning)  # deadlock; the child runs no lock
         child.start()
     send.close()
-    start = time.monotonic()
     try:
+        if not receive.poll(READY_S):
+            child.kill()
+            raise NotStarted(
+                f"was not ready within {READY_S:g} s (the machine is too busy), so it was stopped"
+            )
+        _receive(receive, child, len(READY))  # the learner's clock starts now
+        start = time.monotonic()
         if not receive.poll(seconds + GRACE_S):
             child.kill()
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
-        try:
-            raw = receive.recv_bytes(MAX_ANSWER_BYTES)
-        except (EOFError, OSError):
-            child.join()
-            raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
-        message = _read_answer(raw)
+        message = _read_answer(_receive(receive, child, MAX_ANSWER_BYTES))
     finally:
         child.join()
         receive.close()
     return _answer(message, seconds, time.monotonic() - start)
+
+
+READY = b"ready"  # the child's first message: forked, capped, about to run the task
+
+
+def _receive(receive: Any, child: Any, most: int) -> bytes:
+    """The child's next message; `Crashed` if it died before sending one."""
+    try:
+        return receive.recv_bytes(most)
+    except (EOFError, OSError):
+        child.join()
+        raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
 
 
 def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
@@ -172,6 +195,7 @@ def _child(send: Any, task: Callable[[], Any], memory: int) -> None:
     """In the forked child: cap memory, run the task, send one message, exit at once."""
     sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
     _cap_memory(memory)
+    send.send_bytes(READY)
     kind, value, printed = _attempt(task)
     try:
         raw = json.dumps([kind, encode(value), printed]).encode("utf-8")

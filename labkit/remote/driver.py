@@ -6,7 +6,11 @@ HTTP, arms a real timer per request, and feeds the answers the service posts bac
 twice, stale) and the timers that fire into the design one at a time, on one asyncio loop.
 The safe designs write through `WatermarkLoop` on a SQLite file (or PostgreSQL with a DSN);
 the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separate reader process
-(`labkit.catalog.head_watch`) polls the store the whole time. The trace has the simulator's
+(`labkit.catalog.head_watch`) polls the store the whole time. Before and after a write that
+lowers the row, the loop waits until the reader has polled once (`ReaderProcess.sync`), so the
+reader has read the head before the fall and the fall itself: on a busy machine a poll can come
+tens of milliseconds late, and a fall undone by the next answer would slip between two polls.
+A loop that never lowers its head never waits. The trace has the simulator's
 columns (times in seconds since the start) plus `wall`; the summary is the simulator's
 (`labkit.designs.run_stats.summarize_rows`), so throughput is kept versions per second.
 
@@ -111,11 +115,14 @@ class _Driver:
         progress: Callable[[dict[str, Any]], None] | None,
         restart: bool,
         stop: threading.Event,
+        reader: ReaderProcess,
     ) -> None:
         self.d, self.mirror, self.url, self.name, self.seed = design, mirror_conn, url, name, seed
         self.timeout, self.deadline, self.drain = timeout, deadline, drain
         self.connect_timeout, self.progress = connect_timeout, progress
         self.restart = restart
+        self.reader = reader
+        self.published = design.read_head()[0]  # the version on the head row now
         self.rows: list[dict[str, Any]] = []
         self.sent: dict[int, Request] = {}
         self.timers: list[asyncio.TimerHandle] = []
@@ -194,15 +201,25 @@ class _Driver:
         ballot = resp.ballot_id if isinstance(self.d, BallotDesign) else None
         return Request(answer.request_id, ballot, resp.observed_watermark, resp.base_version, ())
 
-    def publish(self) -> None:
-        if self.mirror is not None:
-            head_row.publish(self.mirror, *self.d.read_head())
+    async def publish(self) -> None:
+        """Write the design's head to its row; a write that lowers it is witnessed (see the
+        module docstring)."""
+        if self.mirror is None:
+            return
+        version, digest = self.d.read_head()
+        lowers = version < self.published
+        if lowers:  # the reader has read the head this write takes back
+            await asyncio.to_thread(self.reader.sync)
+        head_row.publish(self.mirror, version, digest)
+        self.published = version
+        if lowers:  # and it has read the fall
+            await asyncio.to_thread(self.reader.sync)
 
     async def on_deliver(self, answer: Answer) -> None:
         req, resp = self.match(answer), answer.response
         t = self.now()
         decision = self.d.on_response(req, resp, t)  # `parse_answer` let only storable ones in
-        self.publish()
+        await self.publish()
         self.row(
             t,
             "deliver",
@@ -228,7 +245,7 @@ class _Driver:
     async def settle(self) -> None:
         while (settled := self.d.settle(self.now())) is not None:
             req, decision = settled
-            self.publish()
+            await self.publish()
             self.row(
                 self.now(), "settle", req, committed=decision.committed, reason=decision.reason
             )
@@ -387,6 +404,7 @@ def run(
             progress=progress,
             restart=restart,
             stop=stop,
+            reader=reader,
         )
         try:
             rows = asyncio.run(driver.main())
