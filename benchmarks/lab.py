@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's Chromium (Playwright's own download cannot reach its server here); CHROMIUM names
+# another binary on other machines.
+CHROMIUM = Path(os.environ.get("CHROMIUM") or shutil.which("chromium") or "chromium")
 WAIT_MS = 60_000
 _PR_SET_PDEATHSIG = 1
 
@@ -69,10 +71,13 @@ class LabServer:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # start_new_session: pgid == pid
-        except ProcessLookupError:
-            pass
+        if hasattr(os, "killpg"):  # POSIX: the kernels too (start_new_session: pgid == pid)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        else:
+            self.proc.kill()
         self.proc.wait(10)
 
 
@@ -122,10 +127,15 @@ def _die_with_parent_fn() -> Any:
 
     def preexec() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before prctl took effect
+        if hasattr(os, "kill") and os.getppid() != parent:  # the parent died before prctl
             os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
+
+
+def _die_with_parent() -> dict[str, Any]:
+    """Popen's keywords that tie the server to this process's life (Linux only: prctl)."""
+    return {"preexec_fn": _die_with_parent_fn()} if sys.platform == "linux" else {}
 
 
 def _wait_ready(server: LabServer, deadline: float) -> bool:
@@ -158,7 +168,7 @@ def start_lab(root: Path, state: Path, timeout_s: float = 60, attempts: int = 3)
             proc = subprocess.Popen(
                 cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent_fn(),
+                **_die_with_parent(),
             )  # fmt: skip
         server = LabServer(f"http://127.0.0.1:{port}", token, root, log, proc)
         if _wait_ready(server, time.monotonic() + timeout_s):
