@@ -41,6 +41,7 @@ TARGET_P95_S = 0.100
 TARGET_TYPED_S = 0.250
 PAUSE_S = 0.25  # between presses: a person's pace, and the kernel settles
 WAIT_MS = 60_000
+VIEWPORT = {"width": 1400, "height": 1700}
 SCHEDULE = (
     "timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
     "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9"
@@ -225,13 +226,16 @@ def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[fl
     return wall, _kernel_timings(page, nb.panel_id, control.app, presses)
 
 
-def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
+# Gives a notebook opened and run, its app (the cell containing the text) as after Run All.
+Opener = Callable[[str, str], Any]
+
+
+def _controls(page: Page, open_run: Opener, presses: int) -> list[dict[str, object]]:
     rows = []
     opened: dict[str, Any] = {}
     for control in CONTROLS:
         if control.notebook not in opened:
-            server.shutdown_kernels()
-            opened = {control.notebook: _open(page, server, control.notebook)}
+            opened = {control.notebook: open_run(control.notebook, control.cell_text)}
         wall, python = _press(page, opened[control.notebook], control, presses)
         rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
         print(
@@ -241,11 +245,10 @@ def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
     return rows
 
 
-def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str, object]]:
+def _typed(page: Page, open_run: Opener, cold_runs: int, warm: int) -> list[dict[str, object]]:
     cold, cold_py, warm_wall, warm_py = [], [], [], []
     for run in range(cold_runs):
-        server.shutdown_kernels()
-        nb = _open(page, server, NB04)
+        nb = open_run(NB04, "ArrivalWorkbench(preset=")
         cell = nb.cell_with("ArrivalWorkbench(preset=")
         cell.scroll_into_view_if_needed()
         box = cell.locator(".wb-schedule input")
@@ -298,23 +301,33 @@ def _kernels_import(checkout: Path) -> None:
 def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
     from playwright.sync_api import sync_playwright
 
+    def open_run(path: str, _app: str) -> Any:  # Run All in a new kernel: cold, as a reader
+        server.shutdown_kernels()
+        return _open(page, server, path)
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM))
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1700})
+            context = browser.new_context(viewport=VIEWPORT)
             context.set_default_timeout(WAIT_MS)
             context.route("**/*", _local_only)
             page = context.new_page()
-            rows = _controls(page, server, SMOKE_PRESSES if smoke else PRESSES)
-            rows += _typed(
-                page,
-                server,
-                SMOKE_COLD_RUNS if smoke else COLD_RUNS,
-                SMOKE_WARM_TYPED if smoke else WARM_TYPED,
-            )
+            rows = drive(page, open_run, smoke)
         finally:
             browser.close()
     return rows
+
+
+def drive(page: Page, open_run: Opener, smoke: bool) -> list[dict[str, object]]:
+    """Press every control and type the schedule on notebooks `open_run` gives, in `page`;
+    one row per control. The browser tests call this on the notebooks they already ran."""
+    rows = _controls(page, open_run, SMOKE_PRESSES if smoke else PRESSES)
+    return rows + _typed(
+        page,
+        open_run,
+        SMOKE_COLD_RUNS if smoke else COLD_RUNS,
+        SMOKE_WARM_TYPED if smoke else WARM_TYPED,
+    )
 
 
 def _local_only(route: Any) -> None:
@@ -347,14 +360,19 @@ def plot(rows: list[dict[str, object]]):
     return fig
 
 
-def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
-    """Drive the real page, print p50/p95 per control, write CSV and figure."""
+def run(
+    smoke: bool = False,
+    out: Path = FIGURES,
+    measured: Callable[[bool], list[dict[str, object]]] = measure,
+) -> BenchResult:
+    """Drive the real page, print p50/p95 per control, write CSV and figure. `measured` gives
+    the rows: by default `measure` (its own JupyterLab and Chromium)."""
     if not available():
         raise RuntimeError("needs /usr/bin/chromium and Playwright")
     import matplotlib
 
     matplotlib.use("Agg")
-    rows = measure(smoke)
+    rows = measured(smoke)
     print(f"  load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     print_table(
         [
@@ -382,18 +400,6 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
 
 
 # --- A/B: the same presses on several checkouts, in alternation -------------------------------
-
-# Run the (first) cell whose source contains `text` again: a fresh app, as after Run All.
-_RERUN_CELL = f"""async ([id, text]) => {{
-  const app = window.jupyterapp, panel = {_PANEL};
-  app.shell.activateById(id);
-  const nb = panel.content;
-  const i = nb.widgets.findIndex(c => c.model.sharedModel.getSource().includes(text));
-  if (i < 0) throw new Error('no cell contains ' + text);
-  nb.activeCellIndex = i;
-  await app.commands.execute('notebook:run-cell');
-  return i;
-}}"""
 
 _HAS_IMAGE = """(cell) => {
   const img = cell.querySelector('.jp-Cell-outputArea img');
@@ -440,7 +446,7 @@ def _drive_ab(
         try:
             pages, notebooks = [], []
             for server in servers:
-                context = browser.new_context(viewport={"width": 1400, "height": 1700})
+                context = browser.new_context(viewport=VIEWPORT)
                 context.set_default_timeout(WAIT_MS)
                 context.route("**/*", _local_only)
                 pages.append(context.new_page())
@@ -455,7 +461,7 @@ def _drive_ab(
                     page.bring_to_front()
                     for control in controls:
                         cell = nb.cell_with(control.cell_text)
-                        page.evaluate(_RERUN_CELL, [nb.panel_id, control.cell_text])
+                        nb.rerun(control.cell_text)
                         page.wait_for_function(_HAS_IMAGE, arg=cell.element_handle(), polling=100)
                         load = os.getloadavg()[0]
                         wall, python = _press(page, nb, control, presses)
