@@ -247,6 +247,10 @@ class Notebook:
         """Close this tab without saving (its kernel is the caller's to shut down)."""
         self.page.evaluate(_CLOSE_ONE, self.panel_id)
 
+    def index_of(self, text: str) -> int:
+        """The index of the first cell whose source contains `text` (counting every cell)."""
+        return self.page.evaluate(_CELL_INDEX, [self.panel_id, text])
+
     def rerun(self, text: str, timeout_ms: float = WAIT_MS) -> None:
         """Run the first cell whose source contains `text` again (a fresh app in the same
         kernel); wait until its widgets are shown, and fail on an error output."""
@@ -311,13 +315,19 @@ _CLOSE_ONE = f"""(id) => {{
   w.dispose();
 }}"""
 
+_CELL_INDEX = f"""([id, text]) => {{
+  const i = {_PANEL}.content.widgets.findIndex(
+    c => c.model.sharedModel.getSource().includes(text));
+  if (i < 0) throw new Error('no cell contains ' + text);
+  return i;
+}}"""
+
 # Run the (first) cell whose source contains `text` again: a fresh app, as after Run All.
 _RERUN_CELL = f"""async ([id, text]) => {{
   const app = window.jupyterapp, panel = {_PANEL};
   app.shell.activateById(id);
   const nb = panel.content;
-  const i = nb.widgets.findIndex(c => c.model.sharedModel.getSource().includes(text));
-  if (i < 0) throw new Error('no cell contains ' + text);
+  const i = ({_CELL_INDEX})([id, text]);
   nb.activeCellIndex = i;
   await app.commands.execute('notebook:run-cell');
   return i;

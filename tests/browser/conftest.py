@@ -148,11 +148,13 @@ KEEP_OPEN = 3
 
 @dataclass
 class Tab:
-    """The one browser tab (None until a test needs it, or after a failure) and the notebooks
-    Run All'ed in it that later tests may use, oldest first."""
+    """The one browser tab (None until a test needs it, or after a failure), the notebooks
+    Run All'ed in it that later tests may use (oldest first), and for each the apps a test
+    asked for `fresh` since (and so may have changed), by cell index."""
 
     page: Page | None = None
     ran: dict[str, Notebook] = field(default_factory=dict)
+    changed: dict[str, set[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -173,27 +175,31 @@ class Lab:
         this test alone (the other tabs close, their kernels shut down)."""
         self.opened = True
         self.tab.ran.clear()
+        self.tab.changed.clear()
         self.server.shutdown_kernels()
         return _open_notebook(self.page, self.server, path)
 
     def notebook(self, path: str, fresh: str | None = None) -> Notebook:
         """Notebook `path` Run All'ed, shared with the other tests: the first to ask opens and
-        runs it, later ones get it as the earlier left it, with the cell containing `fresh`
-        (an app) run again, so that app starts as after Run All."""
-        ran = self.tab.ran
+        runs it, later ones get it as the earlier left it. `fresh`: text of the cell of an app
+        this test needs as after Run All and may change; run again if an earlier test asked
+        for it too (the only way a test may change an app)."""
+        ran, changed = self.tab.ran, self.tab.changed
         if path in ran:
             nb = ran[path]
             nb.show()
-            if fresh is not None:
+            if fresh is not None and nb.index_of(fresh) in changed[path]:
                 nb.rerun(fresh)
-            return nb
-        if len(ran) >= KEEP_OPEN:
-            oldest = next(iter(ran))
-            ran.pop(oldest).close()
-            self.server.shutdown_kernels(oldest)
-        nb = _open_notebook(self.page, self.server, path, keep=True)
-        nb.run_all(timeout_ms=180_000)
-        ran[path] = nb
+        else:
+            if len(ran) >= KEEP_OPEN:
+                oldest = next(iter(ran))
+                ran.pop(oldest).close()
+                self.server.shutdown_kernels(oldest)
+            nb = _open_notebook(self.page, self.server, path, keep=True)
+            nb.run_all(timeout_ms=180_000)
+            ran[path], changed[path] = nb, set()
+        if fresh is not None:
+            changed[path].add(nb.index_of(fresh))
         return nb
 
     def write_notebook(self, path: str, cells: list[str]) -> str:
@@ -251,6 +257,7 @@ def lab(
             if not kept:
                 _lab_tab.page = None
                 _lab_tab.ran.clear()
+                _lab_tab.changed.clear()
                 with contextlib.suppress(Exception):
                     page.context.close()
             if not kept or lab.opened:

@@ -87,8 +87,13 @@ def _cut_in(nb) -> dict[int, list[str]]:
     return found
 
 
-# The app each check below changes, run again should this not be the notebook's first test.
-CHANGED = {"04": "ArrivalWorkbench(preset=", "05": "PipelineDepthApp("}
+# The app each check below changes (`Lab.notebook`'s `fresh`).
+CHANGED = {
+    "04": "ArrivalWorkbench(preset=",
+    "05": "PipelineDepthApp(",
+    "07": "CommitOrderApp(",
+    "09": "RealPlannerApp(design=",
+}
 
 
 def _open_at_1280(lab, path: str):
