@@ -21,6 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
+import labkit.designs.pipeline_study as study
 import labkit.designs.simulator as simulator
 from benchmarks.common import FIGURES, BenchResult, finish, print_table
 from labkit.designs.arrival_search import explore_with_stats
@@ -29,7 +30,7 @@ from labkit.designs.run_stats import RunSummary
 from labkit.designs.simulator import FAULTS
 
 NAME = "pipelined_throughput"
-DEPTHS = (1, 2, 4, 8)
+DEPTHS = study.DEPTHS
 ROWS = ("callback", "lww", "ballot", "fenced", "pipelined", "cas")  # Article 2's four + two
 assert set(ROWS) == set(ALL_DESIGNS)
 
@@ -49,14 +50,24 @@ def _rejected(s: RunSummary) -> int:
     return sum(s.rejects.values())
 
 
+def _seeded(window: int, faults: tuple[str, ...], ticks: int, seeds: int, designs) -> dict:
+    """`pipeline_study.runs_at` for every seed: each design's summaries, in `designs` order."""
+    found: dict[str, list[RunSummary]] = {}
+    for seed in range(seeds):
+        for design, s in study.runs_at(window, faults, seed, ticks=ticks, designs=designs):
+            found.setdefault(design, []).append(s)
+    return found
+
+
 def measure_depth(ticks: int, seeds: int) -> list[dict[str, object]]:
     """Throughput of the three ballot designs as W grows (W is ignored by `ballot`)."""
+    by_window = {w: _seeded(w, (), ticks, seeds, study.COMPARED) for w in DEPTHS}
     rows = []
-    for design in ("ballot", "fenced", "pipelined"):
+    for design in study.COMPARED:
         for w in DEPTHS:
-            if design == "fenced" and w < 2:
+            sums = by_window[w].get(design)
+            if sums is None:  # the rules of `plan_at` leave it out at this depth
                 continue
-            sums = _runs(design, (), w, ticks, seeds)
             rows.append(
                 {
                     "kind": "depth",
@@ -77,11 +88,13 @@ def measure_depth(ticks: int, seeds: int) -> list[dict[str, object]]:
 
 
 def measure_faults(ticks: int, seeds: int, window: int = 4) -> list[dict[str, object]]:
-    """What each fault class costs `pipelined` (and, for comparison, `ballot`)."""
+    """What each fault class costs `pipelined` (and, for comparison, `ballot`): the cases of
+    `pipeline_study.fault_table`, averaged over seeds."""
     rows = []
-    for faults in [(), *((f,) for f in FAULTS)]:
-        for design in ("ballot", "pipelined"):
-            sums = _runs(design, faults, window, ticks, seeds)
+    for case in study.FAULT_CASES:
+        faults = () if case == study.NO_FAULT else (case,)
+        runs = _seeded(window, faults, ticks, seeds, ("ballot", "pipelined"))
+        for design, sums in runs.items():
             reasons: dict[str, float] = {}
             for s in sums:
                 for reason, count in s.rejects.items():
@@ -92,7 +105,7 @@ def measure_faults(ticks: int, seeds: int, window: int = 4) -> list[dict[str, ob
                     "kind": "fault",
                     "design": design,
                     "window": window if design == "pipelined" else 1,
-                    "faults": faults[0] if faults else "none",
+                    "faults": case,
                     "throughput": round(_mean([s.throughput for s in sums]), 3),
                     "rewinds": sum(s.rewinds for s in sums),
                     "rejected": round(_mean([_rejected(s) for s in sums]), 2),

@@ -4,27 +4,36 @@ comparisons, part one's frontier beside the hold's, the figure and the depth-sli
 
 from __future__ import annotations
 
+import asyncio
 import html
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import labkit.widgets.part2_pipelined as widget_module
+from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.pipeline_study import (
     COMMITTED,
+    FAULT_CASES,
     FLUSHED,
     GAVE_UP,
     IN_FLIGHT,
+    NO_FAULT,
+    PIPELINED_NAME,
     REFUSED,
     compare_at,
     depth_table,
+    fault_table,
     frontier_side_by_side,
     lanes,
+    plan_at,
+    runs_at,
 )
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.simulator import FAULTS, simulate
-from labkit.plots.part2_pipelined import pipelined_figure
-from labkit.widgets.part2_pipelined import NO_FAULT, PipelineDepthApp, idle_controls
+from labkit.plots.part2_pipelined import END_LABELS, LATE_LABEL, pipelined_figure
+from labkit.widgets.part2_pipelined import PipelineDepthApp, idle_controls
 
 # --- lanes ------------------------------------------------------------------------------------
 
@@ -79,6 +88,26 @@ def test_compare_at_runs_each_design_at_the_asked_depth() -> None:
     assert by.loc["pipelined", "ticks replayed"] > by.loc["ballot", "ticks replayed"]
 
 
+def test_the_comparison_rules_are_written_once_in_plan_at() -> None:
+    assert plan_at(1) == [("ballot", 1), ("pipelined", 1)]
+    assert plan_at(4) == [("ballot", 1), ("fenced", 4), ("pipelined", 4)]
+    found = runs_at(3, ("stall",), 1, ticks=8)
+    assert [d for d, _ in found] == [d for d, _ in plan_at(3)]
+    table = compare_at(3, ("stall",), 1, ticks=8)
+    assert list(table["throughput"]) == [round(s.throughput, 2) for _, s in found]
+    assert list(table["name"]) == [DISPLAY_NAMES[d] for d, _ in found]
+    assert PIPELINED_NAME == DISPLAY_NAMES["pipelined"] in set(table["name"])
+
+
+def test_fault_table_stacks_compare_at_for_no_fault_and_each_fault_alone() -> None:
+    table = fault_table(3, seed=2, ticks=8)
+    assert list(dict.fromkeys(table["fault"])) == list(FAULT_CASES) == [NO_FAULT, *FAULTS]
+    for case in (NO_FAULT, "stall"):
+        alone = compare_at(3, () if case == NO_FAULT else (case,), 2, ticks=8)
+        mine = table[table["fault"] == case].drop(columns="fault").reset_index(drop=True)
+        assert mine.equals(alone)
+
+
 def test_depth_table_pipelining_grows_with_w_and_the_ballot_ignores_it() -> None:
     table = depth_table((1, 2, 4), ticks=12)
     speed = table.pivot(index="W", columns="design", values="throughput")
@@ -107,14 +136,21 @@ def _gids(fig) -> list[str]:
     return [a.get_gid() for ax in fig.axes for a in ax.get_children() if a.get_gid()]
 
 
+def _by_gid(fig) -> dict[str, object]:
+    return {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+
+
 def test_the_figure_marks_every_ended_lane_the_head_and_each_design() -> None:
     trace = simulate("pipelined", ("stall",), 0, ticks=10, window=4)
     fig = pipelined_figure(trace, depth_table((1, 2), ticks=8), window=2)
-    gids = _gids(fig)
+    gids, marks = _gids(fig), _by_gid(fig)
     ends = [lane.end for lane in lanes(trace) if lane.end != IN_FLIGHT]
-    for outcome in (COMMITTED, GAVE_UP, FLUSHED):
-        assert gids.count(f"lane-end:{outcome}") == ends.count(outcome)
+    for outcome in (COMMITTED, GAVE_UP, FLUSHED, REFUSED):  # one scatter per outcome
+        assert gids.count(f"lane-end:{outcome}") == 1
+        assert len(marks[f"lane-end:{outcome}"].get_offsets()) == ends.count(outcome)
     assert gids.count("head") == 1
+    head_x, head_y = marks["head"].get_data()
+    assert list(head_y[1:-1]) == list(trace["head_version"])
     assert {g for g in gids if g.startswith("depth:")} == {
         "depth:ballot",
         "depth:fenced",
@@ -130,12 +166,74 @@ def app() -> PipelineDepthApp:
     return PipelineDepthApp(window=4, fault="stall", seed=0)
 
 
+def test_the_widget_shows_what_the_study_functions_compute(app: PipelineDepthApp) -> None:
+    """Runs shared between the table and the curve, and kept per setting, change nothing."""
+    for window, fault, seed in ((4, "stall", 0), (3, "stale_body", 2), (1, NO_FAULT, 2)):
+        with app.hold():
+            app.window.value, app.fault.value, app.seed.value = window, fault, seed
+        app.update()
+        faults = () if fault == NO_FAULT else (fault,)
+        assert app.table.equals(compare_at(window, faults, seed, ticks=20))
+        assert app.depth.equals(depth_table(faults=faults, seed=seed, ticks=20))
+        assert app.trace.equals(simulate("pipelined", faults, seed, ticks=20, window=window))
+
+
+def test_the_legend_is_html_and_names_every_mark(app: PipelineDepthApp) -> None:
+    for label in (*END_LABELS.values(), LATE_LABEL, "answered, held"):
+        assert html.escape(label) in app.legend.value
+    assert "wb-pipe-legend" in app.legend._dom_classes
+
+
+def test_an_idle_kernel_prepares_the_next_moves(app: PipelineDepthApp, monkeypatch) -> None:
+    """With an event loop and idle time, the settings one move away are simulated and drawn
+    ahead; moving there then simulates nothing and shows what a cold update would."""
+    monkeypatch.setattr(widget_module, "AHEAD_DELAY_S", 0.0)
+
+    async def idle() -> None:
+        for _ in range(2000):
+            await asyncio.sleep(0)
+            if not app._ahead:
+                return
+
+    async def moves() -> None:
+        app.seed.value = 1  # an update inside a running loop schedules the work ahead
+        for control, value in ((app.window, 5), (app.fault, "inverted")):
+            await idle()
+            assert not app._ahead
+            with monkeypatch.context() as patched:
+                patched.setattr(widget_module, "run", _no_run)
+                control.value = value
+
+    asyncio.run(moves())
+    assert app.done_ahead > 0
+    assert app.table.equals(compare_at(5, ("inverted",), 1, ticks=20))
+    cold = PipelineDepthApp(window=5, fault="inverted", seed=1)
+    assert cold.depth.equals(app.depth) and cold.state.value == app.state.value
+    assert cold.metrics.value == app.metrics.value
+
+
+def test_a_long_session_keeps_a_bounded_memory(app: PipelineDepthApp, monkeypatch) -> None:
+    monkeypatch.setattr(widget_module, "KEPT", 3)
+    for seed in range(1, 6):
+        app.seed.value = seed
+    assert len(app._views) == len(app._depths) == 3 and len(app._runs) == 3
+    assert list(app._views)[-1] == (4, "stall", 5)  # the newest are kept
+    app.seed.value = 1  # a forgotten setting is simply computed again, the same
+    assert app.table.equals(compare_at(4, ("stall",), 1, ticks=20))
+
+
+def _no_run(*args, **kwargs):
+    raise AssertionError("simulated although it was prepared ahead")
+
+
 def test_the_widget_starts_on_the_stalled_run(app: PipelineDepthApp) -> None:
     assert app.last_png.startswith(b"\x89PNG") and len(app.timings) == 1
     assert set(app.trace["design"]) == {"pipelined"}
     assert list(app.table["design"]) == ["ballot", "fenced", "pipelined"]
     assert "3 flushed" in app.state.value and "v20" in app.state.value
     assert "pipelined ballots" in app.metrics.value and "wb-scroll" in app.metrics.value
+    (bold,) = [row for row in app.metrics.value.split("<tr") if "font-weight:bold" in row]
+    assert f">{PIPELINED_NAME}<" in bold  # the pipelined row stands out
     classes = {
         c
         for w in (app.window, app.fault, app.seed, app.idle, app.out, app.metrics)

@@ -135,6 +135,26 @@ def test_a_held_answer_built_on_another_base_is_refused_and_replayed() -> None:
     assert design.settle(4.0) is None
 
 
+def test_every_refusal_of_the_pipeline_is_in_the_response_log() -> None:
+    """A base-hash refusal is written to `wm_responses` like the loop's own refusals."""
+    design, (r1, r2) = _started(2)
+    wrong = ("read", "at", "v0")
+    forged = Response(
+        r2.ballot_id, 1, 1, answer_tools(wrong, r2.request_id), 1.0, catalog.tools_hash(wrong)
+    )
+    design.on_response(r2, forged, 1.0)
+    design.on_response(r1, respond(design, r1, 2.0), 2.0)
+    _, decision = design.settle(3.0)
+    logged = design.conn.execute(
+        "SELECT ballot_id, committed, reason, tools_hash FROM wm_responses ORDER BY rowid"
+    ).fetchall()
+    assert logged == [
+        (r1.ballot_id, 1, None, catalog.tools_hash(design.tools_at(1))),
+        (r2.ballot_id, 0, decision.reason, catalog.tools_hash(forged.tools)),
+    ]
+    assert decision.reason == HASH_MISMATCH and design.read_head()[0] == 1
+
+
 def test_a_held_answer_on_the_committed_base_commits_at_settle() -> None:
     design, (r1, r2) = _started(2)
     assert design.on_response(r2, respond(design, r2, 1.0), 1.0).reason == "held"

@@ -137,7 +137,10 @@ BALLOTS = catalog.Schema(
             *_BALLOT_INDEXES,
         ),
         names=(
-            "wm_store", "wm_ballots", "wm_ballots_inflight", "wm_responses",
+            "wm_store",
+            "wm_ballots",
+            "wm_ballots_inflight",
+            "wm_responses",
             "wm_responses_one_commit",
         ),
         lock="labkit.wm:",
@@ -271,7 +274,10 @@ def _ballot_id(value: Any, where: str) -> int:
 def _fence_int(response: Response, name: str) -> int:
     """One of the three fence fields as a Python int in SQLite's range, or `ResponseError`."""
     return backend.int_arg(
-        getattr(response, name), f"response {name}", wrong_type=ResponseError, out_of_range=ResponseError
+        getattr(response, name),
+        f"response {name}",
+        wrong_type=ResponseError,
+        out_of_range=ResponseError,
     )
 
 
@@ -501,6 +507,19 @@ class WatermarkLoop:
             return Outcome(ballot_id, False, verdict.reason, current)
 
         return self._decide(attempt)
+
+    def refuse(self, response: Response, reason: str) -> None:
+        """Log `response` as refused for `reason`, a check its caller makes beyond the commit
+        rule (pipelined ballots' base hash), so the response log keeps every refusal. Nothing
+        else changes: the ballot stays in flight and the head where it is."""
+        ballot_id, observed, base = _check_envelope(response)
+        body, _ = _body(response.tools)
+        body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
+        now = self.clock()
+        with self._deciding():
+            self._d.execute(
+                self.conn, RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, now)
+            )
 
     def _commit(self, ballot_id: int, fence: int, body: str, now: float) -> bool:
         """The guarded write of version `fence` + 1 with `body`, for a ballot whose fence, echo

@@ -39,13 +39,24 @@ from labkit.designs.schedules import (
 
 
 @dataclass(frozen=True)
+class Settled:
+    """A held answer decided after the step that delivered it, once the head reached its fence
+    (`pipelined` only): committed, or refused for `reason`."""
+
+    request_id: int
+    ballot_id: int | None
+    committed: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class StepOutcome:
     """What one schedule step did, and the head an independent reader saw after it.
 
     `kind` is `Kind.DELIVER` (a response landed: `committed`, and `reason` when rejected),
     `Kind.TIMEOUT` (the loop gave up on `request_id`, or on nothing if it awaited nothing) or
     `Kind.CRASH` (the loop died and restarted). `rewind` says the head fell below a version the
-    reader had already seen.
+    reader had already seen; `settled` lists the held answers this step let the head reach.
     """
 
     kind: Kind
@@ -54,6 +65,7 @@ class StepOutcome:
     committed: bool | None = None
     reason: str | None = None
     rewind: bool = False
+    settled: tuple[Settled, ...] = ()
 
     @property
     def label(self) -> str:
@@ -159,11 +171,18 @@ class _Runner:
             decision = self.d.on_response(req, resp, self.now)
             self._send(decision.sends)
             kind, committed, reason = Kind.DELIVER, decision.committed, decision.reason
-        while (settled := self.d.settle(self.now)) is not None:  # held answers the head reached
-            self._send(settled[1].sends)
+        settled = []
+        while (ready := self.d.settle(self.now)) is not None:  # held answers the head reached
+            req, decision = ready
+            settled.append(
+                Settled(req.request_id, req.ballot_id, decision.committed, decision.reason)
+            )
+            self._send(decision.sends)
         glance = self.reader.look()
         self.result.outcomes.append(
-            StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind)
+            StepOutcome(
+                kind, glance.version, rid, committed, reason, glance.rewind, tuple(settled)
+            )
         )
 
     def _sent(self, step: Step) -> Request:

@@ -235,7 +235,7 @@ class LoopModel:
         return self._fill(self._leave(state, {rid} | above))
 
     def _decide(self, state: LoopState, req: Sent) -> tuple[LoopState, bool, str | None]:
-        """An answer for the ballot fenced on the head: commit it or refuse it (and flush)."""
+        """An answer for the ballot fenced at the head: commit it or refuse it (and flush)."""
         if req.stale:
             return self._refuse(state, req.rid), False, "stale_base"
         if req.after is not None and req.after != state.head_by:
@@ -277,7 +277,9 @@ class LoopModel:
             raise ScheduleError(str(step), f"request {rid} is not awaited")
         given_up = state.awaited[pos]
         if self.pipelined:
-            return self._settle(self._refuse(state, given_up)), StepOutcome(Kind.TIMEOUT, names[pos])
+            return self._settle(self._refuse(state, given_up)), StepOutcome(
+                Kind.TIMEOUT, names[pos]
+            )
         if self.guarded:
             state = self._drop_awaited(state, given_up)
         else:

@@ -33,6 +33,7 @@ DISPLAY_NAMES: dict[str, str] = {
     "ballot": "single ballot",
     "fenced": "hedged ballots",
     "cas": "compare-and-set",
+    "pipelined": "pipelined ballots",  # notebook 05's last section; not one of the five `DESIGNS`
 }
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
 CAS_CONFLICT_WHY = "the head had moved past the version its body was computed from"

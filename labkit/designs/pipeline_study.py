@@ -17,11 +17,13 @@ import labkit.catalog.hold as hold
 import labkit.frontier.log as part_one
 from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.run_stats import RunSummary
-from labkit.designs.simulator import run
+from labkit.designs.simulator import FAULTS, run
 
 COMPARED: tuple[str, ...] = ("ballot", "fenced", "pipelined")
 DEPTHS: tuple[int, ...] = (1, 2, 4, 8)
-PIPELINED_NAME = "pipelined ballots"
+PIPELINED_NAME = DISPLAY_NAMES["pipelined"]
+NO_FAULT = "none"
+FAULT_CASES: tuple[str, ...] = (NO_FAULT, *FAULTS)  # the rows of `fault_table`
 # What became of a request, as a lane's end says it.
 COMMITTED, REFUSED, GAVE_UP, FLUSHED, IN_FLIGHT = (
     "committed",
@@ -112,10 +114,11 @@ def lanes(trace: pd.DataFrame) -> list[Lane]:
     return [Lane(**lane) for lane in found.values()]
 
 
-def _row(design: str, window: int, s: RunSummary) -> dict[str, object]:
+def summary_row(design: str, window: int, s: RunSummary) -> dict[str, object]:
+    """One row of the comparison tables: `design`'s run at depth `window`, rounded for reading."""
     return {
         "design": design,
-        "name": PIPELINED_NAME if design == "pipelined" else DISPLAY_NAMES[design],
+        "name": DISPLAY_NAMES[design],
         "W": window,
         "throughput": round(s.throughput, 2),
         "latency p50": round(s.latency_p50, 2),
@@ -129,6 +132,31 @@ def _row(design: str, window: int, s: RunSummary) -> dict[str, object]:
     }
 
 
+def plan_at(window: int, designs: Sequence[str] = COMPARED) -> list[tuple[str, int]]:
+    """The runs that compare `designs` at depth `window`, as (design, the window it runs with):
+    `fenced` needs W >= 2 and is left out at W = 1; `ballot` keeps one ballot whatever W is."""
+    return [
+        (design, 1 if design == "ballot" else window)
+        for design in designs
+        if not (design == "fenced" and window < 2)
+    ]
+
+
+def runs_at(
+    window: int,
+    faults: Collection[str] = (),
+    seed: int = 0,
+    *,
+    ticks: int = 20,
+    designs: Sequence[str] = COMPARED,
+) -> list[tuple[str, RunSummary]]:
+    """One simulated run per design of `plan_at(window, designs)`: (design, its summary)."""
+    return [
+        (design, run(design, tuple(faults), seed, ticks=ticks, window=w).summary)
+        for design, w in plan_at(window, designs)
+    ]
+
+
 def compare_at(
     window: int,
     faults: Collection[str] = (),
@@ -137,16 +165,25 @@ def compare_at(
     ticks: int = 20,
     designs: Sequence[str] = COMPARED,
 ) -> pd.DataFrame:
-    """One simulated run per design at depth `window` (one row each, `W` = `window`); `fenced`
-    needs W >= 2 and is left out at W = 1; `ballot` keeps one ballot in flight whatever W is."""
-    rows = []
-    for design in designs:
-        if design == "fenced" and window < 2:
-            continue
-        w = 1 if design == "ballot" else window
-        done = run(design, tuple(faults), seed, ticks=ticks, window=w)
-        rows.append(_row(design, window, done.summary))
-    return pd.DataFrame(rows)
+    """`runs_at` as a table, one `summary_row` per design, `W` = `window`."""
+    found = runs_at(window, faults, seed, ticks=ticks, designs=designs)
+    return pd.DataFrame([summary_row(design, window, s) for design, s in found])
+
+
+def fault_table(
+    window: int = 4, seed: int = 0, *, ticks: int = 20, designs: Sequence[str] = COMPARED
+) -> pd.DataFrame:
+    """`compare_at` with no fault and with each fault class on its own (`FAULT_CASES`),
+    stacked, a `fault` column naming the case: the price of each fault, design by design."""
+    return pd.concat(
+        [
+            compare_at(
+                window, () if f == NO_FAULT else (f,), seed, ticks=ticks, designs=designs
+            ).assign(fault=f)
+            for f in FAULT_CASES
+        ],
+        ignore_index=True,
+    )
 
 
 def depth_table(

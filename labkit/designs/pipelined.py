@@ -1,6 +1,6 @@
-"""Pipelined ballots: up to W ticks in flight, each fenced on the version its predecessor commits.
+"""Pipelined ballots: up to W ticks in flight, each fenced at the version its predecessor commits.
 
-Ballot k of a full window is fenced on head + k: it may only commit once the head has reached
+Ballot k of a full window is fenced at head + k: it may only commit once the head has reached
 that fence, and only if its body is built on the version that is there. The planner's promise
 that makes this speculation sound: it builds a pipelined request on its own answer to the
 request before it, and every answer states the hash of the tool list it was built on
@@ -97,7 +97,7 @@ class PipelinedDesign(BallotDesign):
         return next((b.watermark for b in self.loop.inflight() if b.ballot_id == ballot_id), None)
 
     def _check(self, fence: int, base_version: int, base_hash: str | None) -> str | None:
-        """Why an answer for the ballot fenced on the head cannot commit (None: it can)."""
+        """Why an answer for the ballot fenced at the head cannot commit (None: it can)."""
         if base_version != fence:
             return "stale_base"
         if base_hash != catalog.tools_hash(self.tools_at(fence)):
@@ -121,10 +121,12 @@ class PipelinedDesign(BallotDesign):
         return self._fill(replays=(ballot_id, *self._flush(fence)))
 
     def _decide(self, response: Response, fence: int) -> Decision:
-        """An answer for the ballot fenced on the head: commit it, or refuse it and flush."""
+        """An answer for the ballot fenced at the head: commit it, or refuse it and flush."""
         reason = self._check(fence, response.base_version, response.base_hash)
         if reason == "stale_base":
             reason = self.loop.apply(response).reason  # recorded as the rule words it
+        elif reason == HASH_MISMATCH:
+            self.loop.refuse(response, reason)  # in the response log, as every refusal is
         if reason is None:
             out = self.loop.apply(response)
             if out.committed:

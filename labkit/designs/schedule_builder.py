@@ -9,7 +9,8 @@ that design skips the step and says why. A step no design can take is refused.
 
 For each design the builder keeps what a lane diagram needs (`Lane`: every request from its
 send to its arrivals or give-up) and a verdict (`DesignRun`: commits, rejects by reason, the
-falls an independent reader saw).
+falls an independent reader saw). For `pipelined` a lane also records an answer held until the
+head reaches its fence, the step the hold was decided at, and a flush (refused, tick replayed).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from dataclasses import dataclass, field
 
 import labkit.designs.design as design_registry
 from labkit.designs.arrival_orders import StepOutcome, _Runner, explore
+from labkit.designs.design import HELD
+from labkit.designs.registry import check_design
 from labkit.designs.schedules import (
+    Exploration,
     Kind,
     ScheduleError,
     Step,
@@ -34,6 +38,8 @@ from labkit.designs.schedules import (
 )
 
 ARRIVED, DUPLICATE, GAVE_UP = "arrived", "duplicate", "gave up"
+SETTLED = "settled"  # a held answer decided once the head reached its fence (`pipelined`)
+FLUSHED = "flushed"  # the status of a request refused because a predecessor was, its tick replayed
 LOST = "lost in crash"  # the status of a request the loop forgot when it crashed
 EXPLORE_N = 5  # deliveries the "shortest break" search explores (fast: milliseconds)
 
@@ -97,10 +103,15 @@ class LaneEvent:
     """Something that happened to one request at one step."""
 
     step: int
-    kind: str  # ARRIVED (first delivery), DUPLICATE (a later one) or GAVE_UP
+    kind: str  # ARRIVED (first delivery), DUPLICATE (a later one), GAVE_UP or SETTLED
     committed: bool | None = None
     reason: str | None = None
     stale: bool = False
+
+    @property
+    def held(self) -> bool:
+        """The answer arrived early and waits for the head to reach its fence (not refused)."""
+        return self.reason == HELD
 
 
 @dataclass
@@ -112,6 +123,8 @@ class Lane:
     replay_of: int | None = None
     events: list[LaneEvent] = field(default_factory=list)
     lost_at: int | None = None  # the crash after which the restarted loop no longer awaited it
+    ballot_id: int | None = None
+    flushed_at: int | None = None  # the step a predecessor's refusal flushed it (`pipelined`)
 
     @property
     def arrived_at(self) -> int | None:
@@ -124,16 +137,35 @@ class Lane:
         return next((e.step for e in self.events if e.kind == GAVE_UP), None)
 
     @property
+    def held_at(self) -> int | None:
+        """The step its answer arrived and was held, if it was (`pipelined`)."""
+        return next((e.step for e in self.events if e.kind == ARRIVED and e.held), None)
+
+    @property
+    def settled(self) -> LaneEvent | None:
+        """The decision on its held answer, taken when the head reached its fence, if taken."""
+        return next((e for e in self.events if e.kind == SETTLED), None)
+
+    @property
     def status(self) -> str:
-        """``in flight``, ``delivered``, ``duplicated``, ``given up``, ``lost in crash`` or
-        ``arrived late`` (after a give-up or a crash)."""
+        """``in flight``, ``delivered``, ``duplicated``, ``given up``, ``lost in crash``,
+        ``arrived late`` (after a give-up, a crash or a flush), and for `pipelined` ``held``,
+        ``held, committed``, ``held, refused`` or ``flushed``."""
         arrived, gave_up, lost = self.arrived_at, self.gave_up_at, self.lost_at
+        flushed = self.flushed_at
         if arrived is None:
             if gave_up is not None:
                 return "given up"
+            if flushed is not None:
+                return FLUSHED
             return "in flight" if lost is None else LOST
-        if any(at is not None and at < arrived for at in (gave_up, lost)):
+        if any(at is not None and at < arrived for at in (gave_up, lost, flushed)):
             return "arrived late"
+        if self.held_at is not None:
+            settled = self.settled
+            if settled is not None:
+                return "held, committed" if settled.committed else "held, refused"
+            return "held" if flushed is None else FLUSHED
         return "duplicated" if any(e.kind == DUPLICATE for e in self.events) else "delivered"
 
 
@@ -164,14 +196,29 @@ class DesignRun:
 
     @property
     def commits(self) -> int:
-        """Responses the design wrote into the catalog."""
-        return sum(1 for o in self.outcomes if o is not None and o.committed)
+        """Responses the design wrote into the catalog (held ones when the head reached them)."""
+        return sum(1 for o in self.outcomes if o is not None and o.committed) + sum(
+            1 for o in self.outcomes if o is not None for s in o.settled if s.committed)
 
     @property
     def rejects(self) -> Counter[str]:
-        """Rejected responses by reason."""
-        return Counter(str(o.reason) for o in self.outcomes
-                       if o is not None and o.kind == Kind.DELIVER and not o.committed)
+        """Rejected responses by reason (a held answer is not rejected: it waits)."""
+        found = Counter(str(o.reason) for o in self.outcomes
+                        if o is not None and o.kind == Kind.DELIVER and not o.committed
+                        and o.reason != HELD)
+        found.update(str(s.reason) for o in self.outcomes if o is not None
+                     for s in o.settled if not s.committed)
+        return found
+
+    @property
+    def held(self) -> int:
+        """Answers that arrived early and were held for the head to reach their fence."""
+        return sum(1 for lane in self.lanes.values() if lane.held_at is not None)
+
+    @property
+    def flushed(self) -> int:
+        """Requests refused because a predecessor was, their ticks replayed (`pipelined`)."""
+        return sum(1 for lane in self.lanes.values() if lane.flushed_at is not None)
 
     @property
     def falls(self) -> list[Fall]:
@@ -220,26 +267,37 @@ class ScheduleBuilder:
 
     `steps` is the schedule, `runs` maps design -> `DesignRun`. `add`, `load`, `undo`,
     `reset` and `use_preset` change it; `availability` says whether a step can be added.
-    Requests are numbered from 1 in the order each design sends them (`window` applies to
-    the pipelined designs).
+    Requests are numbered from 1 in the order each design sends them. `window` is `fenced`'s
+    hedge width, `depth` (default: `window`) the ticks `pipelined` keeps in flight; `set_depth`
+    changes the depth and plays the schedule again. `designs` may be any of `ALL_DESIGNS`.
     """
 
     def __init__(
-        self, designs: Sequence[str] | None = None, *, window: int = 2, ticks: int = 1000
+        self,
+        designs: Sequence[str] | None = None,
+        *,
+        window: int = 2,
+        ticks: int = 1000,
+        depth: int | None = None,
     ) -> None:
         self.designs = tuple(designs) if designs is not None else current_designs()
         for d in self.designs:
-            design_registry.check_design(d)
+            check_design(d)
         self.window, self.ticks = window, ticks
+        self.depth = window if depth is None else depth
         self.steps: list[Step] = []
         self._start()
+
+    def window_of(self, design: str) -> int:
+        """The window `design` runs with here: `depth` for `pipelined`, else `window`."""
+        return self.depth if design == "pipelined" else self.window
 
     # --- playing -----------------------------------------------------------------------
 
     def _start(self) -> None:
         self._thread = threading.get_ident()
         self._runners = {
-            d: _Runner(d, window=self.window, ticks=self.ticks, first_request=1, skews=None)
+            d: _Runner(d, window=self.window_of(d), ticks=self.ticks, first_request=1, skews=None)
             for d in self.designs
         }
         self.runs = {d: DesignRun(d) for d in self.designs}
@@ -251,7 +309,9 @@ class ScheduleBuilder:
         runner, run = self._runners[design], self.runs[design]
         for rid, req in runner.sent.items():
             if rid not in run.lanes:
-                run.lanes[rid] = Lane(rid, step, req.replay_of)
+                run.lanes[rid] = Lane(rid, step, req.replay_of, ballot_id=req.ballot_id)
+                if req.replay_of is not None:
+                    _flush(run, req.replay_of, step)
         run.replays = runner.result.replays
 
     def _play(self, design: str, played: Step) -> None:
@@ -286,10 +346,15 @@ class ScheduleBuilder:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
             in_order = kind == ARRIVED and played.kind == Kind.DELIVER and lane.status == "in flight"
-            if in_order and not outcome.committed and run.in_order_refusal is None:
+            refused = not outcome.committed and outcome.reason != HELD
+            if in_order and refused and run.in_order_refusal is None:
                 run.in_order_refusal = (step, lane.request_id, str(outcome.reason))
             lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
                                          stale=played.kind == Kind.STALE))
+        for decided in outcome.settled:
+            lane = _lane_of(run, decided.request_id, decided.ballot_id)
+            if lane is not None:
+                lane.events.append(LaneEvent(step, SETTLED, decided.committed, decided.reason))
         self._note_sends(design, step)
 
     def _here(self) -> None:
@@ -358,6 +423,21 @@ class ScheduleBuilder:
         self._replay(self.steps[:-1])
         return last
 
+    def set_depth(self, depth: int) -> int | None:
+        """Play the schedule again with `pipelined` keeping `depth` ticks in flight (the other
+        designs do not read it). Returns the number of the first step no design can take any
+        more (the schedule is cut before it), or None if every step still applies."""
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}")
+        steps, self.depth = list(self.steps), depth
+        self._replay([])
+        for i, step in enumerate(steps, start=1):
+            try:
+                self.add(step)
+            except StepError:
+                return i
+        return None
+
     def reset(self) -> None:
         """Back to an empty schedule: every design has only sent its first request(s)."""
         self._replay([])
@@ -413,6 +493,23 @@ class ScheduleBuilder:
         return Availability(False, _no_design({d: str(r) for d, r in reasons.items()}))
 
 
+def _lane_of(run: DesignRun, request_id: int, ballot_id: int | None) -> Lane | None:
+    """The lane of a request, also when a restarted loop names it by its ballot
+    (``-ballot_id``)."""
+    if request_id in run.lanes:
+        return run.lanes[request_id]
+    return next((ln for ln in run.lanes.values()
+                 if ballot_id is not None and ln.ballot_id == ballot_id), None)
+
+
+def _flush(run: DesignRun, ballot_id: int, step: int) -> None:
+    """A replay of `ballot_id` was sent at `step`: if that ballot's request had not ended by
+    itself (no refusal, give-up or decided hold), it was flushed."""
+    lane = next((ln for ln in run.lanes.values() if ln.ballot_id == ballot_id), None)
+    if lane is not None and lane.status in ("in flight", "held"):
+        lane.flushed_at = step
+
+
 def _no_design(reasons: dict[str, str]) -> str:
     """'no design can take it: <why>', with the reason per design where they differ."""
     distinct = list(dict.fromkeys(reasons.values()))
@@ -422,16 +519,22 @@ def _no_design(reasons: dict[str, str]) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _shortest(design: str, n: int, window: int) -> tuple[Step, ...] | None:
-    found = explore(design, n, window=window).shortest
-    return None if found is None else tuple(found)
+def _explored(design: str, n: int, window: int) -> Exploration:
+    return explore(design, n, window=window)
+
+
+def break_search(design: str, n: int = EXPLORE_N, window: int = 2) -> Exploration:
+    """Every schedule of `n` deliveries (each response at most twice, one give-up) on `design`
+    with `window` (`fenced`'s hedge, `pipelined`'s depth): how many, how many rewind, the
+    shortest that does. Memoised: do not change what it returns."""
+    check_design(design)
+    return _explored(design, n, window)
 
 
 def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[Step] | None:
     """The shortest schedule (of up to `n` deliveries, each response at most twice, one
     give-up) after which a reader sees `design`'s head fall; None if there is none."""
-    design_registry.check_design(design)
-    found = _shortest(design, n, window)
+    found = break_search(design, n, window).shortest
     return None if found is None else list(found)
 
 

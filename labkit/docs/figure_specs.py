@@ -147,7 +147,7 @@ def _pipelined() -> tuple[Figure, Any]:
         window=PIPELINE_WINDOW,
     )
     depth = depth_table(seed=0, ticks=DEPTH_TICKS)
-    title = f"Pipelined ballots, W = {PIPELINE_WINDOW}, one stalled answer"
+    title = f"Pipelined ballots, W = {PIPELINE_WINDOW}: one stalled answer (left), no fault (right)"
     fig = pipelined_figure(trace, depth, title=title, window=PIPELINE_WINDOW)
     return fig, {"trace": _traces_data({"pipelined": trace}), "depth": depth.to_dict("list")}
 

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from labkit.designs.design import DESIGNS, DISPLAY_NAMES
-from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, DesignRun
+from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, SETTLED, DesignRun
 from labkit.designs.schedules import Step
 from labkit.plots.style import COLORS, FrameCache, new_figure, workbook_style
 
@@ -34,6 +34,7 @@ DESIGN_LABELS = {
     "ballot": "single ballot + watermark",
     "fenced": "hedged ballots (W on one head)",
     "cas": "compare-and-set, no ballot",
+    "pipelined": "W ballots in flight, in order",
 }
 REWIND_COLOR = "#b00020"
 
@@ -306,6 +307,8 @@ _LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
     "reject": {"marker": "X", "ms": 8, "color": COLORS["reject"]},
     "gave_up": {"marker": "D", "ms": 6, "mfc": "white", "mew": 1.5},
     "flying": {"marker": ">", "ms": 6},
+    "held": {"marker": "s", "ms": 7, "mfc": "white", "mew": 1.5},
+    "flushed": {"marker": r"$\circlearrowleft$", "ms": 10, "color": COLORS["reject"]},
 }
 
 
@@ -344,7 +347,9 @@ def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np
 
 class WorkbenchCanvas:
     """The workbench picture: the focus design's requests as lanes (send -> arrival), above
-    one strip per design with the catalog head over the steps.
+    one strip per design with the catalog head over the steps. For `pipelined` a lane also
+    shows an answer held (a hollow square), its wait until the step its fence is reached
+    (dashed, ending at the commit or refusal) and a flush (its tick replayed).
 
     The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
     the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
@@ -418,9 +423,15 @@ class WorkbenchCanvas:
             ax.set_ylim(-0.6, head_room + 0.6)
             ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
 
-    @staticmethod
-    def _legend() -> list[Any]:
+    def _legend(self) -> list[Any]:
         grey = "#555555"
+        held = [
+            Line2D([], [], ls="", marker="s", ms=7, mfc="white", mec=grey, mew=1.5,
+                   label="arrived early: held"),
+            Line2D([], [], color=grey, ls="--", lw=1.2, label="held until its fence"),
+            Line2D([], [], ls="", marker=r"$\circlearrowleft$", ms=10, color=COLORS["reject"],
+                   label="flushed: tick replayed"),
+        ] if "pipelined" in self.designs else []
         return [
             Line2D([], [], color=grey, lw=3, alpha=0.55, label="request travelling"),
             Line2D([], [], ls="", marker="o", ms=7, color=grey, label="arrived, committed"),
@@ -432,6 +443,7 @@ class WorkbenchCanvas:
                    label="loop gave up on it"),
             Line2D([], [], ls="", marker=">", ms=6, color=grey, label="still in flight"),
             Line2D([], [], color=grey, ls=":", lw=1.2, label="late or repeated"),
+            *held,
             Line2D([], [], color=grey, lw=1.8, label="catalog head"),
             Line2D([], [], color="#777777", ls=":", lw=1, label="highest version seen"),
             Patch(color=REWIND_COLOR, alpha=0.3, label="reader sees older catalog"),
@@ -447,8 +459,11 @@ class WorkbenchCanvas:
                                    gid="lanes")
         self.lane_color = color
         self.tails = LineCollection([], colors=color, linewidths=1.2, linestyles=":")
+        self.waits = LineCollection([], colors=color, linewidths=1.2, linestyles="--",
+                                    gid="held_waits")
         lanes.add_collection(self.bars)
         lanes.add_collection(self.tails)
+        lanes.add_collection(self.waits)
         self.marks = {k: lanes.plot([], [], ls="", **{"color": color, **style},
                                     gid=f"lane_mark:{k}")[0]
                       for k, style in _LANE_MARKS.items()}
@@ -484,17 +499,26 @@ class WorkbenchCanvas:
     # --- data ----------------------------------------------------------------------------
 
     def _fill_lanes(self, run: DesignRun, now: int) -> None:
-        bars, tails = [], []
+        bars, tails, waits = [], [], []
         points: dict[str, list[tuple[float, float]]] = {k: [] for k in _LANE_MARKS}
         self.lane_names.reset()
         self.notes.reset()
         order = sorted(run.lanes.values(), key=lambda ln: (ln.sent_at, ln.request_id))
         for y, lane in enumerate(order):
-            arrived, gave_up = lane.arrived_at, lane.gave_up_at
-            end = min(x for x in (arrived, gave_up, now) if x is not None)
+            arrived, gave_up, flushed = lane.arrived_at, lane.gave_up_at, lane.flushed_at
+            end = min(x for x in (arrived, gave_up, flushed, now) if x is not None)
             bars.append([(lane.sent_at, y), (end, y)])
-            if arrived is None and gave_up is None:
+            if arrived is None and gave_up is None and flushed is None:
                 points["flying"].append((end, y))
+            if lane.held_at is not None:  # the wait from the hold to its decision (or flush)
+                settled = lane.settled
+                until = settled.step if settled is not None else flushed
+                waits.append([(lane.held_at, y), (now if until is None else until, y)])
+            if flushed is not None:
+                points["flushed"].append((flushed, y))
+                if arrived is not None and arrived > flushed:
+                    tails.append([(flushed, y), (arrived, y)])
+                self.notes.put(flushed + 0.15, y - 0.22, "flushed: replayed")
             if gave_up is not None:
                 tail = arrived if arrived is not None and arrived > gave_up else now
                 tails.append([(gave_up, y), (tail, y)])
@@ -504,18 +528,26 @@ class WorkbenchCanvas:
                 name += f" (replays r{lane.replay_of})"
             self.lane_names.put(lane.sent_at - 0.15, y, name)
             arrivals = [e for e in lane.events if e.kind != GAVE_UP]
-            if len(arrivals) > 1:
-                tails.append([(arrivals[0].step, y), (arrivals[-1].step, y)])
+            repeated = [e for e in arrivals if e.kind != SETTLED]
+            if len(repeated) > 1:
+                tails.append([(repeated[0].step, y), (repeated[-1].step, y)])
             for ev in arrivals:
                 dup = ev.kind == DUPLICATE
                 kind = ("dup" if dup else "commit") if ev.committed else "reject"
+                if ev.held:
+                    kind = "held"
                 points[kind].append((ev.step, y))
-                if not ev.committed or ev.stale or dup:
+                if ev.kind == SETTLED:
+                    note = ("committed at its fence" if ev.committed else
+                            "refused at its fence: " + str(ev.reason).replace("_", " "))
+                    self.notes.put(ev.step + 0.15, y - 0.22, note)
+                elif not ev.committed or ev.stale or dup:
                     note = "commit" if ev.committed else str(ev.reason).replace("_", " ")
                     note = ("dup: " if dup else "stale: " if ev.stale else "") + note
                     self.notes.put(ev.step + 0.15, y - 0.22, note)
         self.bars.set_segments(bars)
         self.tails.set_segments(tails)
+        self.waits.set_segments(waits)
         for kind, line in self.marks.items():
             xy = np.array(points[kind], dtype=float).reshape(-1, 2)
             line.set_data(xy[:, 0], xy[:, 1])
@@ -571,6 +603,7 @@ class WorkbenchCanvas:
             self.lane_color = color
             self.bars.set_color(color)
             self.tails.set_color(color)
+            self.waits.set_color(color)
             for kind, line in self.marks.items():
                 style = _LANE_MARKS[kind]
                 line.set_color(style.get("color", color))
@@ -594,7 +627,7 @@ class WorkbenchCanvas:
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
         self._texts = [*self.lane_names.texts, *self.notes.texts, *self.step_names.texts]
         self._dynamic = [
-            self.bars, self.tails, *self.marks.values(), *self.crash_lines.values(),
+            self.bars, self.tails, self.waits, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
         return self.fig  # type: ignore[return-value]

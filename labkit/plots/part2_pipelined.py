@@ -5,19 +5,23 @@ Each request is a lane at the height of its fence (the version it commits on): a
 the planner works on it, a dashed one while its answer waits in the hold, and a mark where it
 ended (committed, refused, given up or flushed). The head is a black step line: it climbs one
 version per commit and a lane ends where the head passes it. Markers carry a `gid`
-(``lane-end:<outcome>``, ``head``, ``depth:<design>``) so tests can find them.
+(``lane-end:<outcome>``, ``head``, ``depth:<design>``) so tests can find them. The figure is
+built once (`PipelinedCanvas`); a widget moves new data into it and redraws only the data.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.pipeline_study import (
     COMMITTED,
     COMPARED,
@@ -29,7 +33,7 @@ from labkit.designs.pipeline_study import (
     Lane,
     lanes,
 )
-from labkit.plots.style import COLORS, new_figure, styled
+from labkit.plots.style import COLORS, FrameCache, new_figure, styled, workbook_style
 
 HOLD_COLOR = "#9ecae1"
 FLUSH_COLOR = "#e6550d"
@@ -45,6 +49,7 @@ END_LABELS = {
     GAVE_UP: "loop gave up",
     FLUSHED: "flushed (its base was lost)",
 }
+LATE_LABEL = "answer landed after its lane ended"
 
 
 def _rows(shown: Sequence[Lane]) -> dict[int, float]:
@@ -58,46 +63,8 @@ def _rows(shown: Sequence[Lane]) -> dict[int, float]:
     return y
 
 
-def draw_lanes(ax: Axes, trace: pd.DataFrame, until: float | None = None) -> list[Lane]:
-    """Draw the lanes and the head of a `simulate` trace of a ballot design on `ax`."""
-    shown = lanes(trace)
-    end = until if until is not None else float(trace["t"].max())
-    y = _rows(shown)
-    color = COLORS["pipelined"]
-    for lane in shown:
-        h = y[lane.request_id]
-        stop = lane.ended if lane.ended is not None else end
-        answered = lane.answered if lane.answered is not None and lane.answered <= stop else None
-        ax.plot(
-            [lane.sent, answered or stop],
-            [h, h],
-            color=color,
-            lw=2.2,
-            solid_capstyle="butt",
-            zorder=2,
-        )
-        if answered is not None and lane.held:
-            ax.plot([answered, stop], [h, h], color=HOLD_COLOR, lw=2.2, ls=(0, (2, 1)), zorder=2)
-        if lane.end != IN_FLIGHT:
-            ax.scatter([stop], [h], zorder=4, gid=f"lane-end:{lane.end}", **END_STYLE[lane.end])
-        if lane.answered is not None and lane.answered > stop:  # the answer landed too late
-            ax.scatter([lane.answered], [h], marker="|", s=60, color=COLORS["reject"], zorder=3)
-    head = trace[["t", "head_version"]]
-    ax.step(
-        [0.0, *head["t"], end],
-        [0, *head["head_version"], int(head["head_version"].iloc[-1])],
-        where="post",
-        color="black",
-        lw=1.4,
-        zorder=3,
-        gid="head",
-    )
-    ax.set_xlim(0, end * 1.02)
-    ax.set_ylim(-0.2, max([1.0, *y.values()]) + 0.6)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("simulated time (mean planner latency = 1)")
-    ax.set_ylabel("version (a ballot sits on its fence)")
-    return shown
+def _points(xy: Sequence[tuple[float, float]]) -> np.ndarray:
+    return np.asarray(xy, dtype=float).reshape(-1, 2)
 
 
 def lane_handles() -> list[Line2D]:
@@ -122,53 +89,176 @@ def lane_handles() -> list[Line2D]:
             )
         )
     handles.append(
-        Line2D(
-            [],
-            [],
-            ls="",
-            marker="|",
-            ms=8,
-            color=COLORS["reject"],
-            label="answer landed after its lane ended",
-        )
+        Line2D([], [], ls="", marker="|", ms=8, color=COLORS["reject"], label=LATE_LABEL)
     )
     return handles
 
 
-def draw_depth(ax: Axes, table: pd.DataFrame, window: int | None = None) -> None:
-    """Throughput against W for each design in `table` (`pipeline_study.depth_table`); with
-    `window`, a ring marks that depth on each line."""
-    for design in COMPARED:
-        mine = table[table["design"] == design]
-        if mine.empty:
-            continue
-        ax.plot(
-            mine["W"],
-            mine["throughput"],
-            marker="o",
-            ms=4,
-            color=COLORS[design],
-            label=str(mine["name"].iloc[0]),
-            gid=f"depth:{design}",
+class PipelinedCanvas:
+    """The figure of one pipelined run beside the depth curve, built once (axes, ticks, labels,
+    the depth legend); `update` moves a run and a depth table into its artists, and `png`
+    redraws only those on a kept frame (`FrameCache`), so a widget pays for a few artists.
+
+    Each outcome's marks are one scatter (gid ``lane-end:<outcome>``), the lanes two line
+    collections (planner working, answer held), the head one step line (gid ``head``) and
+    each design one line (gid ``depth:<design>``) with a ring at the chosen W. `legend`
+    draws the lanes' legend under the figure (a widget shows `lane_handles` in HTML instead).
+    """
+
+    def __init__(
+        self,
+        width: float = 9.6,
+        height: float = 4.2,
+        *,
+        legend: bool = True,
+        title: str = "Pipelined ballots",
+        depth_top: float = 1.0,
+    ) -> None:
+        """`depth_top`: the throughput axis reaches at least this far (a widget passes room for
+        its usual curves, so that most of them share one frame)."""
+        self._frames = FrameCache()
+        self.depth_top = depth_top
+        with workbook_style():
+            self._build(width, height, legend, title)
+
+    def _build(self, width: float, height: float, legend: bool, title: str) -> None:
+        self.fig = fig = new_figure(width, height)
+        fig.subplots_adjust(
+            left=0.065,
+            right=0.98,
+            top=1 - 0.59 / height,  # room for two lines of titles, whatever the height
+            bottom=0.3 if legend else 0.13,
+            wspace=0.28,
         )
-        here = mine[mine["W"] == window]
-        if not here.empty:
-            ax.scatter(
-                here["W"],
-                here["throughput"],
+        grid = fig.add_gridspec(1, 3)
+        self.lanes_ax = ax = fig.add_subplot(grid[0, :2])
+        self.depth_ax = depth_ax = fig.add_subplot(grid[0, 2])
+        color = COLORS["pipelined"]
+        self.working = LineCollection([], colors=color, linewidths=2.2, capstyle="butt", zorder=2)
+        self.waiting = LineCollection(
+            [], colors=HOLD_COLOR, linewidths=2.2, linestyles=[(0, (2, 1))], zorder=2
+        )
+        ax.add_collection(self.working)
+        ax.add_collection(self.waiting)
+        self.ends = {
+            outcome: ax.scatter([], [], zorder=4, gid=f"lane-end:{outcome}", **style)
+            for outcome, style in END_STYLE.items()
+        }
+        self.late = ax.scatter([], [], marker="|", s=60, color=COLORS["reject"], zorder=3)
+        (self.head,) = ax.plot(
+            [], [], drawstyle="steps-post", color="black", lw=1.4, zorder=3, gid="head"
+        )
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("simulated time (mean planner latency = 1)")
+        ax.set_ylabel("version (a ballot sits on its fence)")
+        ax.set_title("Lanes of one run: the head sweeps up the fences", fontsize=9.5)
+        if legend:
+            ax.legend(
+                handles=lane_handles(),
+                fontsize=7.5,
+                ncol=4,
+                loc="upper left",
+                bbox_to_anchor=(0.0, -0.17),
+            )
+        self.curves: dict[str, Line2D] = {}
+        self.rings = {}
+        for design in COMPARED:
+            (self.curves[design],) = depth_ax.plot(
+                [],
+                [],
+                marker="o",
+                ms=4,
+                color=COLORS[design],
+                label=DISPLAY_NAMES[design],
+                gid=f"depth:{design}",
+            )
+            self.rings[design] = depth_ax.scatter(
+                [],
+                [],
                 s=110,
                 facecolors="none",
                 edgecolors=COLORS[design],
                 linewidths=1.5,
                 zorder=4,
             )
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(DEPTHS), [str(w) for w in DEPTHS])
-    ax.minorticks_off()
-    ax.set_xlabel("W (ballots in flight)")
-    ax.set_ylabel("kept versions per time unit")
-    ax.set_ylim(0, max(1.0, float(table["throughput"].max())) * 1.12)
-    ax.legend(fontsize=7.5, loc="upper left")
+        depth_ax.set_xscale("log", base=2)
+        depth_ax.set_xlim(DEPTHS[0] / 1.25, DEPTHS[-1] * 1.25)
+        depth_ax.set_xticks(list(DEPTHS), [str(w) for w in DEPTHS])
+        depth_ax.minorticks_off()
+        depth_ax.set_xlabel("W (ballots in flight)")
+        depth_ax.set_ylabel("kept versions per time unit")
+        depth_ax.legend(fontsize=7.5, loc="upper left")
+        depth_ax.set_title("Throughput on a slow planner", fontsize=9.5)
+        self.title = fig.suptitle(title, fontsize=10.5)
+
+    def update(
+        self,
+        trace: pd.DataFrame,
+        depth: pd.DataFrame,
+        window: int | None = None,
+        title: str | None = None,
+        shown: Sequence[Lane] | None = None,
+    ) -> list[Lane]:
+        """Show the lanes and head of `trace` (a `simulate` trace of `pipelined`; `shown`, its
+        `lanes` if already read) and the throughput in `depth` (`pipeline_study.depth_table`),
+        `window` ringed; returns the lanes drawn."""
+        shown = lanes(trace) if shown is None else shown
+        end = float(trace["t"].max())
+        y = _rows(shown)
+        working, waiting, late = [], [], []
+        ends: dict[str, list[tuple[float, float]]] = {outcome: [] for outcome in END_STYLE}
+        for lane in shown:
+            h = y[lane.request_id]
+            stop = lane.ended if lane.ended is not None else end
+            answered = (
+                lane.answered if lane.answered is not None and lane.answered <= stop else None
+            )
+            working.append([(lane.sent, h), (stop if answered is None else answered, h)])
+            if answered is not None and lane.held:
+                waiting.append([(answered, h), (stop, h)])
+            if lane.end != IN_FLIGHT:
+                ends[lane.end].append((stop, h))
+            if lane.answered is not None and lane.answered > stop:  # the answer landed too late
+                late.append((lane.answered, h))
+        self.working.set_segments(working)
+        self.waiting.set_segments(waiting)
+        for outcome, points in ends.items():
+            self.ends[outcome].set_offsets(_points(points))
+        self.late.set_offsets(_points(late))
+        heads = trace["head_version"].to_numpy()
+        self.head.set_data(
+            [0.0, *trace["t"].to_numpy(), end], [0, *heads, int(heads[-1]) if len(heads) else 0]
+        )
+        # Limits rounded up, so that runs of similar length share a frame (see `png`).
+        self.lanes_ax.set_xlim(0, 5 * math.ceil(end / 5) * 1.02)
+        self.lanes_ax.set_ylim(-0.2, math.ceil(max([1.0, *y.values()])) + 0.6)
+        for design in COMPARED:
+            mine = depth[depth["design"] == design]
+            self.curves[design].set_data(mine["W"].to_numpy(), mine["throughput"].to_numpy())
+            here = mine[mine["W"] == window]
+            self.rings[design].set_offsets(
+                _points(list(zip(here["W"], here["throughput"], strict=True)))
+            )
+        top = float(depth["throughput"].max()) * 1.12 if len(depth) else 0.0
+        self.depth_ax.set_ylim(0, max(self.depth_top, 2 * math.ceil(top / 2)))
+        if title is not None:
+            self.title.set_text(title)
+        return list(shown)
+
+    def png(self, dpi: int) -> bytes:
+        """The figure as it stands after `update`, as widget PNG bytes: the frame (axes, ticks,
+        labels) is drawn once per set of limits, the data and the title on top of it."""
+        animated = [
+            self.working,
+            self.waiting,
+            *self.ends.values(),
+            self.late,
+            self.head,
+            *self.curves.values(),
+            *self.rings.values(),
+        ]
+        key = (self.lanes_ax.get_xlim(), self.lanes_ax.get_ylim(), self.depth_ax.get_ylim())
+        return self._frames.png(self.fig, animated, key, dpi, texts=[self.title])
 
 
 @styled
@@ -180,18 +270,8 @@ def pipelined_figure(
     width: float = 9.6,
     height: float = 4.2,
 ) -> Figure:
-    """Left: one run's lanes and head (`draw_lanes`). Right: throughput against W
-    (`draw_depth`), `window` ringed. No layout engine: a widget redraws it."""
-    fig = new_figure(width, height)
-    fig.subplots_adjust(left=0.065, right=0.98, top=0.86, bottom=0.3, wspace=0.28)
-    grid = fig.add_gridspec(1, 3)
-    lanes_ax, depth_ax = fig.add_subplot(grid[0, :2]), fig.add_subplot(grid[0, 2])
-    draw_lanes(lanes_ax, trace)
-    lanes_ax.set_title("Lanes of one run: the head sweeps up the fences", fontsize=9.5)
-    lanes_ax.legend(
-        handles=lane_handles(), fontsize=7.5, ncol=4, loc="upper left", bbox_to_anchor=(0.0, -0.17)
-    )
-    draw_depth(depth_ax, depth, window)
-    depth_ax.set_title("Throughput on a slow planner", fontsize=9.5)
-    fig.suptitle(title, fontsize=10.5)
-    return fig
+    """Left: one run's lanes and head. Right: throughput against W, `window` ringed
+    (`PipelinedCanvas`, with the lanes' legend under it)."""
+    canvas = PipelinedCanvas(width, height, legend=True, title=title)
+    canvas.update(trace, depth, window)
+    return canvas.fig

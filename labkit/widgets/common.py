@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import ipywidgets as widgets
+import pandas as pd
 from IPython.display import Image
 
 WIDGET_DPI = 80
@@ -19,6 +21,40 @@ def png_output(out: widgets.Output, png: bytes) -> None:
 
     data, metadata = InteractiveShell.instance().display_formatter.format(Image(data=png))
     out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
+
+
+_CELL = "white-space:nowrap;padding:0 6px"
+
+
+def scrolling(table_html: str) -> str:
+    """A table in a box as wide as its widget that scrolls sideways on its own when the table is
+    wider (`width:0; min-width:100%` keeps the table's width out of the layout's sums)."""
+    return (
+        f"<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>{table_html}</div>"
+    )
+
+
+def html_table(table: pd.DataFrame, highlight: str | None) -> str:
+    """`table` as a scrolling HTML table; the row whose first cell is `highlight` in bold, a
+    nonzero `rewinds` cell in red."""
+    head = "".join(f"<th style='padding:0 6px'>{html.escape(str(c))}</th>" for c in table.columns)
+    body = []
+    for row in table.itertuples(index=False):
+        style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""
+        cells = []
+        for col, value in zip(table.columns, row, strict=True):
+            bad = col == "rewinds" and value
+            text = html.escape(str(value))
+            cells.append(
+                f"<td style='color:#b00020;{_CELL}'><b>{text}</b></td>"
+                if bad
+                else f"<td style='{_CELL}'>{text}</td>"
+            )
+        body.append(f"<tr{style}>{''.join(cells)}</tr>")
+    return scrolling(
+        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def classed(widget: W, css: str) -> W:

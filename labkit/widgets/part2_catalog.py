@@ -33,14 +33,14 @@ from labkit.designs.schedule_builder import (
     ScheduleBuilder,
     StepError,
     as_first_and_again,
-    shortest_break,
+    break_search,
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
 from labkit.plots.part2_canvases import DESIGN_LABELS, FiveDesignsCanvas, WorkbenchCanvas
 from labkit.plots.part2_catalog import arrival_lanes_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, png_output, scrolling
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
 FAULT_PRESETS: dict[str, tuple[str, ...]] = {
@@ -70,31 +70,6 @@ VERDICT_COLORS = {"broken": "#b00020", "lost update": "#b26a00", "safe": "#2e7d3
 def shortest_counterexamples(n: int = 3, window: int = 2) -> dict[str, list[Step] | None]:
     """Per design, the shortest arrival order (of `n` deliveries) that makes the head fall."""
     return {d: explore(d, n, window=window).shortest for d in DESIGNS}
-
-
-def _scrolling(table_html: str) -> str:
-    """A table in a box as wide as its widget that scrolls sideways on its own when the table is
-    wider (`width:0; min-width:100%` keeps the table's width out of the layout's sums)."""
-    return ("<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>"
-            f"{table_html}</div>")
-
-
-def _html_table(table: pd.DataFrame, highlight: str | None) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    body = []
-    for row in table.itertuples(index=False):
-        style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""
-        cells = []
-        for col, value in zip(table.columns, row, strict=True):
-            bad = col == "rewinds" and value
-            text = html.escape(str(value))
-            cells.append(f"<td style='color:#b00020;white-space:nowrap'><b>{text}</b></td>" if bad
-                         else f"<td style='white-space:nowrap'>{text}</td>")
-        body.append(f"<tr{style}>{''.join(cells)}</tr>")
-    return _scrolling(
-        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
 
 
 class FiveDesignsApp(BatchedApp):
@@ -277,7 +252,7 @@ class FiveDesignsApp(BatchedApp):
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
-        self.metrics.value = caption + _html_table(table, self.design.value)
+        self.metrics.value = caption + html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
         self._draw_ahead_when_idle()
 
@@ -367,16 +342,19 @@ class ArrivalWorkbench(BatchedApp):
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
     its button; `last_png` is the picture shown and `timings` each update's duration. Every
-    design in `labkit.designs.design.DESIGNS` (read when the app is built) runs the same schedule.
+    design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
+    runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
 
     # the per-request buttons and the kind of step each adds for the request picked
     KINDS: dict[str, Kind] = {"deliver": Kind.DELIVER, "dup": Kind.DUP, "stale": Kind.STALE,
                               "give_up": Kind.TIMEOUT}
 
+    DEPTHS = (1, 2, 3, 4)  # the explorer covers W = 4 with 5 deliveries in about half a second
+
     def __init__(self, preset: str | None = "inverted", focus: str | None = None,
-                 designs: Sequence[str] | None = None) -> None:
-        self.builder = ScheduleBuilder(designs)
+                 designs: Sequence[str] | None = None, depth: int = 2) -> None:
+        self.builder = ScheduleBuilder(designs, depth=depth)
         self.designs = list(self.builder.designs)
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
@@ -393,8 +371,10 @@ class ArrivalWorkbench(BatchedApp):
         self.preset = classed(widgets.Dropdown(
             options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
             value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
+        # with pipelined a request has more fates across the designs: its entries run longer
+        picker = "540px" if "pipelined" in self.designs else "400px"
         self.request = classed(widgets.Dropdown(description="request k",
-                                                layout=widgets.Layout(width="400px")),
+                                                layout=widgets.Layout(width=picker)),
                                "wb-request")
         fixed = {name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
                  for name, px in _REQUEST_BUTTON_PX.items()}
@@ -417,6 +397,10 @@ class ArrivalWorkbench(BatchedApp):
             layout=widgets.Layout(width="360px")), "wb-focus")
         self.shortest = classed(widgets.Button(layout=_BUTTON, button_style="danger"),
                                 "wb-shortest")
+        self.depth = classed(widgets.Dropdown(
+            options=[(f"W = {w}", w) for w in self.DEPTHS], value=depth,
+            description="pipelined", layout=widgets.Layout(width="190px")), "wb-depth")
+        self.depth_note = classed(widgets.HTML(layout=_fixed_height("2.2em")), "wb-depth-note")
         # Fixed heights: the picture below must not jump as these texts come and go.
         self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
         self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
@@ -429,6 +413,7 @@ class ArrivalWorkbench(BatchedApp):
         self.preset.observe(self._preset_picked, "value")
         self.request.observe(self._changed, "value")
         self.focus.observe(self._changed, "value")
+        self.depth.observe(self._depth_picked, "value")
         for name, kind in self.KINDS.items():
             self.buttons[name].on_click(lambda _b, kind=kind: self._add(kind))
         self.buttons["oldest"].on_click(lambda _b: self._attempt(self.builder.add, Step.timeout()))
@@ -452,6 +437,8 @@ class ArrivalWorkbench(BatchedApp):
             widgets.HBox([self.schedule, self.play], layout=_WRAP),
             self.error,
             widgets.HBox([self.focus, self.shortest], layout=_WRAP),
+            *([widgets.HBox([self.depth, self.depth_note], layout=_WRAP)]
+              if "pipelined" in self.designs else []),
             self.message,
             self.out,
             self.verdicts,
@@ -515,6 +502,18 @@ class ArrivalWorkbench(BatchedApp):
         self.builder.use_preset(change["new"])
         self._edited(change["new"], fresh=True)
 
+    def _depth_picked(self, change: Any) -> None:
+        """The W picker: play the schedule again with `pipelined` at the new depth; say where
+        the schedule had to be cut if a step named a request only the old depth sent."""
+        if self._holding:
+            return
+        cut = self.builder.set_depth(change["new"])
+        self._edited(fresh=True)
+        if cut is not None:
+            self.message.value = (
+                f"At W = {change['new']} no design can take step {cut} any more (it named a "
+                "request only the deeper pipeline sent): the schedule stops before it.")
+
     def type_schedule(self, text: str) -> None:
         """What typing `text` into the schedule box and pressing Enter does."""
         self.schedule.value = text
@@ -523,13 +522,17 @@ class ArrivalWorkbench(BatchedApp):
     def fill_shortest(self) -> None:
         """Replace the schedule by the shortest one that breaks the design in focus, if any."""
         design = self.focus.value
-        found = shortest_break(design)
-        found = None if found is None else as_first_and_again(found)
+        window = self.builder.window_of(design)
+        searched = break_search(design, EXPLORE_N, window)
+        found = None if searched.shortest is None else as_first_and_again(searched.shortest)
         self.broke[design] = found
         if found is None:
+            pipelined = design == "pipelined"
+            depth = f" at W = {window}" if pipelined else ""
+            orders = f"all {searched.orders:,} orders" if pipelined else "every order"
             self.message.value = (
-                f"<b>No schedule breaks {html.escape(design)}</b>: the explorer tried every "
-                f"order of up to {EXPLORE_N} deliveries (each response up to twice, one "
+                f"<b>No schedule breaks {html.escape(design)}</b>{depth}: the explorer tried "
+                f"{orders} of up to {EXPLORE_N} deliveries (each response up to twice, one "
                 "give-up) and the head never fell. The schedule is unchanged.")
             return
         self.builder.load(found)
@@ -585,6 +588,7 @@ class ArrivalWorkbench(BatchedApp):
                           "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
                           if reasons else "")
         self.shortest.description = f"shortest schedule that breaks {focus}"
+        self.depth_note.value = _depth_note(focus, self.builder)
 
 
     def update(self) -> None:
@@ -600,6 +604,28 @@ class ArrivalWorkbench(BatchedApp):
             self.schedule.value = builder.text
         self.verdicts.value = _verdict_table(builder)
         self.timings.append(time.perf_counter() - start)
+
+
+def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
+    """What the W picker changes, said for the design whose lanes are shown."""
+    w = builder.depth
+    if focus == "pipelined":
+        text = f"pipelined: up to {w} tick(s) in flight; an early answer is held for its fence."
+    else:
+        text = (f"W changes pipelined only: the lanes of {focus} do not move"
+                + (f" (fenced keeps its hedge of {builder.window})" if focus == "fenced" else "")
+                + ".")
+    return f"<span style='font-size:12px;color:#444'>{html.escape(text)}</span>"
+
+
+def _hold_note(played: DesignRun) -> str:
+    """For `pipelined`: answers held and how they were decided, requests flushed ("" if none)."""
+    if not played.held and not played.flushed:
+        return ""
+    lanes = played.lanes.values()
+    later = sum(1 for ln in lanes if ln.settled is not None and ln.settled.committed)
+    return (f"held \u00d7{played.held} ({later} committed when the head reached the fence), "
+            f"flushed \u00d7{played.flushed} (refused with a predecessor, tick replayed).")
 
 
 def _fixed_height(height: str) -> widgets.Layout:
@@ -660,7 +686,7 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
         verdict = html.escape(played.verdict)
         if kind != "safe":
             verdict = f"<b>{verdict}</b>"
-        note = _refusal_note(played)
+        note = " ".join(n for n in (_refusal_note(played), _hold_note(played)) if n)
         if note:
             verdict += f"<br><span style='color:#555;font-size:11px'>{html.escape(note)}</span>"
         rows.append(
@@ -672,5 +698,5 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
     head = "".join(f"<th>{c}</th>" for c in (
         "design", "verdict", "versions committed", "rejected (by reason)",
         "falls the reader saw", "head now", "steps that did not apply"))
-    return _scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")

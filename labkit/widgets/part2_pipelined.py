@@ -2,34 +2,50 @@
 random seed; the lanes of one `pipelined` run (its hold and its head), throughput against W,
 and the comparison with `ballot` and `fenced` at the chosen W.
 
-Runs come from `labkit.designs.pipeline_study` and are memoised per (W, fault, seed), the depth
-curve per (fault, seed): moving the slider back to a depth already seen only redraws.
+The rules come from `labkit.designs.pipeline_study`; each simulated run is memoised per
+(design, W, fault, seed), so the table at W and the depth curve share runs, and what is shown
+is kept per (W, fault, seed): moving the slider back to a depth already seen redraws nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
 
 import ipywidgets as widgets
 import pandas as pd
 
 from labkit.designs.pipeline_study import (
+    DEPTHS,
     FLUSHED,
+    NO_FAULT,
+    PIPELINED_NAME,
     REFUSED,
-    compare_at,
-    depth_table,
+    Lane,
     lanes,
+    plan_at,
+    summary_row,
 )
-from labkit.designs.simulator import FAULTS, simulate
-from labkit.plots.part2_pipelined import pipelined_figure
-from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+from labkit.designs.simulator import FAULTS, SimulationRun, run
+from labkit.plots.part2_pipelined import (
+    END_LABELS,
+    END_STYLE,
+    HOLD_COLOR,
+    LATE_LABEL,
+    PipelinedCanvas,
+)
+from labkit.plots.style import COLORS
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, png_output
 
-NO_FAULT = "none"
 MAX_DEPTH = 8
 TICKS = 20
-SHOWN_COLUMNS = (
+KEPT = 400  # runs, depth curves and shown settings remembered (each kind), oldest forgotten
+DEPTH_TOP = 6.0  # throughput axis room: at 20 ticks the curves stay below it for most seeds
+AHEAD_DELAY_S = 0.02  # between two steps done ahead while the kernel is idle
+SHOWN_COLUMNS = [
     "name",
     "W",
     "throughput",
@@ -40,7 +56,10 @@ SHOWN_COLUMNS = (
     "ticks replayed",
     "answers held",
     "rewinds",
-)
+]
+Setting = tuple[int, str, int]  # (W, fault, seed): what the controls say
+AheadStep = tuple[str, tuple]  # ("run", (design, W, fault, seed)) or ("view", setting)
+_MARKS = {"o": "&#9679;", "X": "&#10006;", "D": "&#9671;", "s": "&#9632;"}
 
 
 def idle_controls(window: int) -> list[str]:
@@ -54,30 +73,61 @@ def idle_controls(window: int) -> list[str]:
     return notes
 
 
-def _table_html(table: pd.DataFrame) -> str:
-    """The comparison as an HTML table that scrolls sideways inside its own box."""
-    head = "".join(f"<th style='padding:0 6px'>{html.escape(c)}</th>" for c in SHOWN_COLUMNS)
-    body = []
-    for row in table[list(SHOWN_COLUMNS)].itertuples(index=False):
-        mine = row[0] == "pipelined ballots"
-        style = " style='font-weight:bold;background:#eaf7f9'" if mine else ""
-        cells = "".join(
-            f"<td style='white-space:nowrap;padding:0 6px'>{html.escape(str(v))}</td>" for v in row
+def legend_html() -> str:
+    """The lanes' legend (`labkit.plots.part2_pipelined.lane_handles`) as one line of HTML:
+    it never changes, so the picture does not redraw it."""
+
+    def item(mark: str, color: str, label: str) -> str:
+        return (
+            f"<span style='white-space:nowrap;margin-right:12px'>"
+            f"<span style='color:{color};font-weight:bold'>{mark}</span> {html.escape(label)}"
+            "</span>"
         )
-        body.append(f"<tr{style}>{cells}</tr>")
-    return (
-        "<div class='wb-scroll' style='overflow-x:auto;width:0;min-width:100%'>"
-        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-    )
+
+    items = [
+        item("&#9473;&#9473;", COLORS["pipelined"], "asked, planner working"),
+        item("&#9477;&#9477;", HOLD_COLOR, "answered, held"),
+        item("&#9473;&#9473;", "black", "the head (a reader's view)"),
+    ]
+    for outcome, style in END_STYLE.items():
+        color = str(style.get("color", "black"))
+        items.append(item(_MARKS[str(style["marker"])], color, END_LABELS[outcome]))
+    items.append(item("&#9475;", COLORS["reject"], LATE_LABEL))
+    style = "font-size:12px;line-height:1.5;white-space:normal;width:0;min-width:100%"
+    return f"<div style='{style}'>{' '.join(items)}</div>"  # it wraps between items
+
+
+def _keep(kept: OrderedDict, key: object, value: object) -> None:
+    """Remember `value`, forgetting the oldest entries beyond `KEPT` (a long session's memory
+    stays bounded: a few MB of runs and pictures)."""
+    kept[key] = value
+    while len(kept) > KEPT:
+        kept.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the app shows for one (W, fault, seed), kept so that coming back only shows it."""
+
+    trace: pd.DataFrame
+    table: pd.DataFrame
+    depth: pd.DataFrame
+    png: bytes
+    state: str
+    metrics: str
 
 
 class PipelineDepthApp(BatchedApp):
     """Depth, fault and seed in; lanes, hold, head and the three designs' metrics out.
 
     `ui` is the container to display; `trace` is the `pipelined` run drawn, `table` the
-    comparison at the chosen W (`compare_at`), `depth` the throughput curve (`depth_table`),
-    `last_png` the picture shown and `timings` each update's duration in seconds.
+    comparison at the chosen W (as `compare_at` builds it), `depth` the throughput curve (as
+    `depth_table`), `last_png` the picture shown and `timings` each update's duration in
+    seconds. Every simulated run is kept per (design, W, fault, seed) and shared by the table
+    and the curve; the picture is built once (`PipelinedCanvas`) and what the app shows is
+    kept per (W, fault, seed), so a setting seen before costs no drawing at all. While the
+    kernel is idle the app simulates and draws the settings one move away (`done_ahead`
+    counts those steps).
     """
 
     def __init__(self, window: int = 4, fault: str = "stall", seed: int = 0) -> None:
@@ -86,8 +136,12 @@ class PipelineDepthApp(BatchedApp):
         self.depth = pd.DataFrame()
         self.last_png = b""
         self.timings: list[float] = []
-        self._runs: dict[tuple[int, str, int], tuple[pd.DataFrame, pd.DataFrame]] = {}
-        self._depths: dict[tuple[str, int], pd.DataFrame] = {}
+        self._runs: OrderedDict[tuple[str, int, str, int], SimulationRun] = OrderedDict()
+        self._depths: OrderedDict[tuple[str, int], pd.DataFrame] = OrderedDict()
+        self._views: OrderedDict[tuple[int, str, int], _View] = OrderedDict()
+        self._ahead: deque[AheadStep] = deque()
+        self.done_ahead = 0
+        self.canvas = PipelinedCanvas(8.4, 3.3, legend=False, depth_top=DEPTH_TOP)
 
         self.window = classed(
             widgets.IntSlider(
@@ -122,6 +176,7 @@ class PipelineDepthApp(BatchedApp):
         self.idle = classed(widgets.HTML(layout=widgets.Layout(min_height="2.6em")), "wb-pipe-idle")
         self.state = classed(widgets.HTML(), "wb-pipe-state")
         self.out = classed(widgets.Output(), "wb-pipe-lanes")
+        self.legend = classed(widgets.HTML(legend_html()), "wb-pipe-legend")
         self.metrics = classed(widgets.HTML(), "wb-pipe-metrics")
         for control in (self.window, self.fault, self.seed):
             control.observe(self._changed, "value")
@@ -134,6 +189,7 @@ class PipelineDepthApp(BatchedApp):
                 self.idle,
                 self.state,
                 self.out,
+                self.legend,
                 self.metrics,
             ]
         )
@@ -145,50 +201,127 @@ class PipelineDepthApp(BatchedApp):
         """The fault classes of the run: none, or the one picked."""
         return () if self.fault.value == NO_FAULT else (self.fault.value,)
 
-    def _run(self, window: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-        key = (window, self.fault.value, seed)
+    def _run(self, design: str, window: int, fault: str, seed: int) -> SimulationRun:
+        key = (design, window, fault, seed)
         if key not in self._runs:
-            trace = simulate("pipelined", self.faults, seed, ticks=TICKS, window=window)
-            self._runs[key] = (trace, compare_at(window, self.faults, seed, ticks=TICKS))
+            faults = () if fault == NO_FAULT else (fault,)
+            _keep(self._runs, key, run(design, faults, seed, ticks=TICKS, window=window))
         return self._runs[key]
 
-    def _depth(self, seed: int) -> pd.DataFrame:
-        key = (self.fault.value, seed)
+    def _table(self, window: int, fault: str, seed: int) -> pd.DataFrame:
+        """The comparison at `window`: the runs `plan_at` names, each simulated once."""
+        rows = [
+            summary_row(design, window, self._run(design, w, fault, seed).summary)
+            for design, w in plan_at(window)
+        ]
+        return pd.DataFrame(rows)
+
+    def _depth(self, fault: str, seed: int) -> pd.DataFrame:
+        key = (fault, seed)
         if key not in self._depths:
-            self._depths[key] = depth_table(faults=self.faults, seed=seed, ticks=TICKS)
+            tables = [self._table(w, fault, seed) for w in DEPTHS]
+            _keep(self._depths, key, pd.concat(tables, ignore_index=True))
         return self._depths[key]
 
-    def _state_line(self) -> str:
+    @staticmethod
+    def _state_line(setting: Setting, shown: list[Lane], trace: pd.DataFrame) -> str:
         """The run in one line: the head it reached, what the hold took, what was flushed."""
-        shown = lanes(self.trace)
+        window, fault, _ = setting
         flushed = sum(lane.end == FLUSHED for lane in shown)
         refused = sum(lane.end == REFUSED for lane in shown)
         held = sum(lane.held for lane in shown)
-        head = int(self.trace["head_version"].iloc[-1])
+        head = int(trace["head_version"].iloc[-1])
         return (
-            f"<b>pipelined, W = {self.window.value}, {html.escape(self.fault.value)}</b>: "
+            f"<b>pipelined, W = {window}, {html.escape(fault)}</b>: "
             f"{len(shown)} requests; {held} answers waited in the hold; {refused} refused; "
             f"{flushed} flushed (replayed because a ballot below them was lost); "
             f"the head ends at v{head}"
         )
 
+    def _view(self, setting: Setting) -> _View:
+        """Simulate (or recall) the runs for this setting, draw them and keep what is shown."""
+        if setting not in self._views:
+            window, fault, seed = setting
+            trace = self._run("pipelined", window, fault, seed).trace
+            table, depth = self._table(window, fault, seed), self._depth(fault, seed)
+            shown = lanes(trace)
+            title = f"W = {window}, fault: {fault}, random seed {seed}"
+            self.canvas.update(trace, depth, window, title, shown=shown)
+            view = _View(
+                trace,
+                table,
+                depth,
+                self.canvas.png(WIDGET_DPI),
+                self._state_line(setting, shown, trace),
+                html_table(table[SHOWN_COLUMNS], PIPELINED_NAME),
+            )
+            _keep(self._views, setting, view)
+        return self._views[setting]
+
+    # --- ahead of the user: what the next moves need, while the kernel is idle -------------
+
+    def _next_settings(self, setting: Setting) -> list[Setting]:
+        """The settings one move away, nearest first: the neighbouring depths, every other
+        depth, the next seed, then each other fault."""
+        window, fault, seed = setting
+        depths = sorted(range(1, MAX_DEPTH + 1), key=lambda w: (abs(w - window), w))[1:]
+        return [
+            *((w, fault, seed) for w in depths),
+            (window, fault, seed + 1),
+            *((window, f, seed) for f in self.fault.options if f != fault),
+        ]
+
+    def _work_ahead(self, setting: Setting) -> deque[AheadStep]:
+        """One small step per item: each run a next setting needs, then drawing that setting."""
+        steps: list[AheadStep] = []
+        for window, fault, seed in self._next_settings(setting):
+            for k in (window, *DEPTHS):
+                steps += [("run", (d, w, fault, seed)) for d, w in plan_at(k)]
+            steps.append(("view", (window, fault, seed)))
+        return deque(dict.fromkeys(steps))
+
+    def _ahead_when_idle(self, setting: Setting) -> None:
+        """Once this update is out, let the kernel's event loop simulate and draw the settings
+        one move away, one run or one picture per turn, so a click waits at most that long.
+        What they show is what the update would compute; only when it is computed changes.
+        Without a running loop (a script, a test) there is no idle time, and nothing is done."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._ahead = self._work_ahead(setting)
+        loop.call_later(AHEAD_DELAY_S, self._step_ahead, self._ahead)
+
+    def _step_ahead(self, queue: deque[AheadStep]) -> None:
+        while queue and queue is self._ahead:  # else a newer update replaced the queue
+            kind, key = queue.popleft()
+            if kind == "run" and key not in self._runs:
+                design, window, fault, seed = key
+                self._run(design, window, fault, seed)
+            elif kind == "view" and key not in self._views:
+                window, fault, seed = key
+                self._view((window, fault, seed))
+            else:
+                continue  # already done: take the next step in this turn
+            self.done_ahead += 1
+            asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self._step_ahead, queue)
+            return
+
     def update(self) -> None:
-        """Simulate (or recall) the runs for the controls, redraw, refresh the table; time it."""
+        """Show the runs for the controls (simulated and drawn once per setting); time it."""
         start = time.perf_counter()
-        window, seed = int(self.window.value), int(self.seed.value)
-        self.trace, self.table = self._run(window, seed)
-        self.depth = self._depth(seed)
+        setting = (int(self.window.value), str(self.fault.value), int(self.seed.value))
+        view = self._view(setting)
+        self.trace, self.table, self.depth = view.trace, view.table, view.depth
         self.idle.value = (
             "<div style='font-size:12px;color:#555'>Does nothing here: "
-            + "; ".join(html.escape(n) for n in idle_controls(window))
+            + "; ".join(html.escape(n) for n in idle_controls(setting[0]))
             + ".</div>"
         )
-        self.state.value = self._state_line()
-        title = f"W = {window}, fault: {self.fault.value}, random seed {seed}"
-        fig = pipelined_figure(
-            self.trace, self.depth, title=title, window=window, width=8.4, height=4.0
-        )
-        self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
-        png_output(self.out, self.last_png)
-        self.metrics.value = _table_html(self.table)
+        self.state.value = view.state
+        if view.png != self.last_png:
+            self.last_png = view.png
+            png_output(self.out, view.png)
+        self.metrics.value = view.metrics
         self.timings.append(time.perf_counter() - start)
+        self._ahead_when_idle(setting)

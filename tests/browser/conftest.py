@@ -66,6 +66,7 @@ def _require_browser() -> None:
 # runs after these; any order passes, only slower.
 ORDER = (
     "test_lab_smoke.py::",
+    "test_workbench_pipelined.py::",  # a notebook of its own, as test_lab_smoke
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[01]",
     "test_notebook_01.py::",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[05]",
