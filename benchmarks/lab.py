@@ -58,10 +58,11 @@ class LabServer:
             body = resp.read()
         return json.loads(body) if body else None
 
-    def shutdown_kernels(self) -> None:
-        """Delete every session, which shuts its kernel down."""
+    def shutdown_kernels(self, path: str | None = None) -> None:
+        """Delete every session (or only those of notebook `path`): shuts their kernels down."""
         for session in self.api("GET", "/api/sessions"):
-            self.api("DELETE", f"/api/sessions/{session['id']}")
+            if path is None or session.get("path") == path:
+                self.api("DELETE", f"/api/sessions/{session['id']}")
 
     def stop(self, grace_s: float = 10) -> None:
         """SIGTERM the server (it shuts its kernels down), then SIGKILL its process group."""
@@ -248,6 +249,28 @@ class Notebook:
         """The one cell whose source contains `text` (fails if none or several match)."""
         return self.cells.filter(has=self.page.locator(".jp-InputArea", has_text=text))
 
+    def show(self) -> None:
+        """Bring this notebook's tab to the front, with the side panels as the app loaded."""
+        self.page.evaluate(_SHOW, self.panel_id)
+
+    def close(self) -> None:
+        """Close this tab without saving (its kernel is the caller's to shut down)."""
+        self.page.evaluate(_CLOSE_ONE, self.panel_id)
+
+    def index_of(self, text: str) -> int:
+        """The index of the first cell whose source contains `text` (counting every cell)."""
+        return self.page.evaluate(_CELL_INDEX, [self.panel_id, text])
+
+    def rerun(self, text: str, timeout_ms: float = WAIT_MS) -> None:
+        """Run the first cell whose source contains `text` again (a fresh app in the same
+        kernel); wait until its widgets are shown, and fail on an error output."""
+        i = self.page.evaluate(_RERUN_CELL, [self.panel_id, text])
+        state = self.page.wait_for_function(
+            _RERUN_DONE, arg=[self.panel_id, i], timeout=timeout_ms, polling=100
+        ).json_value()
+        if "error" in state:
+            raise AssertionError(f"{self.path}: cell {i} failed when run again: {state['error']}")
+
     def run_all(self, timeout_ms: float = WAIT_MS) -> None:
         """Run All through the command registry; wait until every code prompt shows [n]:."""
         self.page.evaluate(_RUN_ALL, self.panel_id)
@@ -273,16 +296,61 @@ _CLOSE_ALL = """() => {
 # back to how the page's own load left them, and the notebook opens as from the file browser.
 # Loading the app again would cost about 5 s of CPU a notebook (mostly Chromium compiling
 # JupyterLab's scripts); opening in place about 1 s. False: the page must load the app.
-_OPEN_IN_PLACE = f"""([origin, path]) => {{
+# `keep`: leave the other tabs open (each keeps its kernel), as `Notebook.show` can go back.
+_RESTORE_LAYOUT = """() => {
+  const app = window.jupyterapp, [left, right] = window.__jlabLayout;
+  if (left) app.shell.collapseLeft(); else app.shell.expandLeft();
+  if (right) app.shell.collapseRight(); else app.shell.expandRight();
+}"""
+
+_OPEN_IN_PLACE = f"""([origin, path, keep]) => {{
   const app = window.jupyterapp;
   if (location.origin !== origin || !app || !app.shell || !window.__jlabLayout
       || document.querySelector('.jp-Dialog')) return false;
-  ({_CLOSE_ALL})();
-  const [left, right] = window.__jlabLayout;
-  if (left) app.shell.collapseLeft(); else app.shell.expandLeft();
-  if (right) app.shell.collapseRight(); else app.shell.expandRight();
+  if (!keep) ({_CLOSE_ALL})();
+  ({_RESTORE_LAYOUT})();
   app.commands.execute('docmanager:open', {{path}});
   return true;
+}}"""
+
+_SHOW = f"""(id) => {{
+  window.jupyterapp.shell.activateById(id);
+  ({_RESTORE_LAYOUT})();
+}}"""
+
+_CLOSE_ONE = f"""(id) => {{
+  const w = {_PANEL};
+  if (!w) return;
+  if (w.context && w.context.model) w.context.model.dirty = false;
+  w.dispose();
+}}"""
+
+_CELL_INDEX = f"""([id, text]) => {{
+  const i = {_PANEL}.content.widgets.findIndex(
+    c => c.model.sharedModel.getSource().includes(text));
+  if (i < 0) throw new Error('no cell contains ' + text);
+  return i;
+}}"""
+
+# Run the (first) cell whose source contains `text` again: a fresh app, as after Run All.
+_RERUN_CELL = f"""async ([id, text]) => {{
+  const app = window.jupyterapp, panel = {_PANEL};
+  app.shell.activateById(id);
+  const nb = panel.content;
+  const i = ({_CELL_INDEX})([id, text]);
+  nb.activeCellIndex = i;
+  await app.commands.execute('notebook:run-cell');
+  return i;
+}}"""
+
+_RERUN_DONE = f"""([id, i]) => {{
+  const cell = {_PANEL}.content.widgets[i];
+  const outs = cell.model.outputs;
+  for (let j = 0; j < outs.length; j++) {{
+    const o = outs.get(j).toJSON();
+    if (o.output_type === 'error') return {{error: o.ename + ': ' + o.evalue}};
+  }}
+  return cell.node.querySelector('.jp-Cell-outputArea .jupyter-widgets') ? {{ok: true}} : false;
 }}"""
 
 _REMEMBER_LAYOUT = """() => {
@@ -292,13 +360,14 @@ _REMEMBER_LAYOUT = """() => {
 
 
 def open_notebook(
-    page: Page, server: LabServer, path: str, timeout_ms: float = WAIT_MS
+    page: Page, server: LabServer, path: str, timeout_ms: float = WAIT_MS, keep: bool = False
 ) -> Notebook:
     """Open `path` (relative to the served root) in a clean workspace; wait for an idle kernel.
 
     The first notebook loads JupyterLab in the page (`?reset`: the default workspace); later
-    ones on the same page open in place (see `_OPEN_IN_PLACE`)."""
-    if not page.evaluate(_OPEN_IN_PLACE, [server.url, path]):
+    ones on the same page open in place (see `_OPEN_IN_PLACE`), closing the other tabs unless
+    `keep`."""
+    if not page.evaluate(_OPEN_IN_PLACE, [server.url, path, keep]):
         page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}")
     panel_id = page.wait_for_function(
         _FIND_PANEL, arg=[path], timeout=timeout_ms, polling=100

@@ -41,6 +41,7 @@ TARGET_P95_S = 0.100
 TARGET_TYPED_S = 0.250
 PAUSE_S = 0.25  # between presses: a person's pace, and the kernel settles
 WAIT_MS = 60_000
+VIEWPORT = {"width": 1400, "height": 1700}
 SCHEDULE = (
     "timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
     "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9"
@@ -229,14 +230,18 @@ def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[fl
     return wall, _kernel_timings(page, nb.panel_id, control.app, presses)
 
 
-def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
+# Gives a notebook opened and run, its app (the cell containing the text) as after Run All.
+Opener = Callable[[str, str], Any]
+
+
+def _controls(page: Page, open_run: Opener, presses: int) -> list[dict[str, object]]:
     rows = []
-    opened: dict[str, Any] = {}
+    nb, app = None, None
     for control in CONTROLS:
-        if control.notebook not in opened:
-            server.shutdown_kernels()
-            opened = {control.notebook: _open(page, server, control.notebook)}
-        wall, python = _press(page, opened[control.notebook], control, presses)
+        if (control.notebook, control.cell_text) != app:  # the controls of one app follow on
+            app = (control.notebook, control.cell_text)
+            nb = open_run(*app)
+        wall, python = _press(page, nb, control, presses)
         rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
         print(
             f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
@@ -245,11 +250,10 @@ def _controls(page: Page, server: Any, presses: int) -> list[dict[str, object]]:
     return rows
 
 
-def _typed(page: Page, server: Any, cold_runs: int, warm: int) -> list[dict[str, object]]:
+def _typed(page: Page, open_run: Opener, cold_runs: int, warm: int) -> list[dict[str, object]]:
     cold, cold_py, warm_wall, warm_py = [], [], [], []
     for run in range(cold_runs):
-        server.shutdown_kernels()
-        nb = _open(page, server, NB04)
+        nb = open_run(NB04, "ArrivalWorkbench(preset=")
         cell = nb.cell_with("ArrivalWorkbench(preset=")
         cell.scroll_into_view_if_needed()
         box = cell.locator(".wb-schedule input")
@@ -302,23 +306,40 @@ def _kernels_import(checkout: Path) -> None:
 def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
     from playwright.sync_api import sync_playwright
 
+    opened: dict[str, Any] = {}  # the notebook open now, and the apps pressed in it so far
+
+    def open_run(path: str, app: str) -> Any:
+        """The open notebook if `app` is as Run All left it, else Run All in a new kernel
+        (so a typed schedule's cold runs each get a freshly run notebook, as a reader would)."""
+        if opened.get("path") != path or app in opened["apps"]:
+            server.shutdown_kernels()
+            opened.update(path=path, nb=_open(page, server, path), apps=set())
+        opened["apps"].add(app)
+        return opened["nb"]
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM))
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1700})
+            context = browser.new_context(viewport=VIEWPORT)
             context.set_default_timeout(WAIT_MS)
             context.route("**/*", _local_only)
             page = context.new_page()
-            rows = _controls(page, server, SMOKE_PRESSES if smoke else PRESSES)
-            rows += _typed(
-                page,
-                server,
-                SMOKE_COLD_RUNS if smoke else COLD_RUNS,
-                SMOKE_WARM_TYPED if smoke else WARM_TYPED,
-            )
+            rows = drive(page, open_run, smoke)
         finally:
             browser.close()
     return rows
+
+
+def drive(page: Page, open_run: Opener, smoke: bool) -> list[dict[str, object]]:
+    """Press every control and type the schedule on notebooks `open_run` gives, in `page`;
+    one row per control. The browser tests call this on the notebooks they already ran."""
+    rows = _controls(page, open_run, SMOKE_PRESSES if smoke else PRESSES)
+    return rows + _typed(
+        page,
+        open_run,
+        SMOKE_COLD_RUNS if smoke else COLD_RUNS,
+        SMOKE_WARM_TYPED if smoke else WARM_TYPED,
+    )
 
 
 def _local_only(route: Any) -> None:
@@ -351,14 +372,19 @@ def plot(rows: list[dict[str, object]]):
     return fig
 
 
-def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
-    """Drive the real page, print p50/p95 per control, write CSV and figure."""
+def run(
+    smoke: bool = False,
+    out: Path = FIGURES,
+    measured: Callable[[bool], list[dict[str, object]]] = measure,
+) -> BenchResult:
+    """Drive the real page, print p50/p95 per control, write CSV and figure. `measured` gives
+    the rows: by default `measure` (its own JupyterLab and Chromium)."""
     if not available():
         raise RuntimeError("needs /usr/bin/chromium and Playwright")
     import matplotlib
 
     matplotlib.use("Agg")
-    rows = measure(smoke)
+    rows = measured(smoke)
     print(f"  load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     print_table(
         [
@@ -386,18 +412,6 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
 
 
 # --- A/B: the same presses on several checkouts, in alternation -------------------------------
-
-# Run the (first) cell whose source contains `text` again: a fresh app, as after Run All.
-_RERUN_CELL = f"""async ([id, text]) => {{
-  const app = window.jupyterapp, panel = {_PANEL};
-  app.shell.activateById(id);
-  const nb = panel.content;
-  const i = nb.widgets.findIndex(c => c.model.sharedModel.getSource().includes(text));
-  if (i < 0) throw new Error('no cell contains ' + text);
-  nb.activeCellIndex = i;
-  await app.commands.execute('notebook:run-cell');
-  return i;
-}}"""
 
 _HAS_IMAGE = """(cell) => {
   const img = cell.querySelector('.jp-Cell-outputArea img');
@@ -444,7 +458,7 @@ def _drive_ab(
         try:
             pages, notebooks = [], []
             for server in servers:
-                context = browser.new_context(viewport={"width": 1400, "height": 1700})
+                context = browser.new_context(viewport=VIEWPORT)
                 context.set_default_timeout(WAIT_MS)
                 context.route("**/*", _local_only)
                 pages.append(context.new_page())
@@ -459,7 +473,7 @@ def _drive_ab(
                     page.bring_to_front()
                     for control in controls:
                         cell = nb.cell_with(control.cell_text)
-                        page.evaluate(_RERUN_CELL, [nb.panel_id, control.cell_text])
+                        nb.rerun(control.cell_text)
                         page.wait_for_function(_HAS_IMAGE, arg=cell.element_handle(), polling=100)
                         load = os.getloadavg()[0]
                         wall, python = _press(page, nb, control, presses)

@@ -31,8 +31,6 @@ EXPECTED_ROWS = {
     "pg_commit_order": 3,
     # a safe tick, the floor, and one run of the workers
     "pg_ballots": 4,
-    # eight controls pressed, and the typed schedule cold and warm
-    "widget_browser": 10,
     # six designs with every planner fault (smoke: no fault-free set), then one load row
     "remote_vs_sim": 6 + 1,
     # ballot and pipelined against the real planner, each on SQLite and on PostgreSQL
@@ -49,8 +47,6 @@ def _run(name: str, out: Path):
     module = importlib.import_module(f"benchmarks.{name}")
     if name == "widget_latency" and not module.available():
         pytest.skip("the widget apps are not in labkit.widgets yet")
-    if name == "widget_browser" and not module.available():
-        pytest.skip("needs /usr/bin/chromium and Playwright (apt-get install -y chromium)")
     from labkit.pg.instance import PgUnavailable
 
     try:
@@ -61,14 +57,13 @@ def _run(name: str, out: Path):
         pytest.skip(f"no PostgreSQL server: {exc}")
 
 
-# The pg_* benchmarks start their own PostgreSQL server (labkit.pg.server); widget_browser
-# starts JupyterLab and Chromium and runs three notebooks (about a minute and a half).
-MARKS = {"widget_browser": [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]}
+# The pg_* benchmarks start their own PostgreSQL server (labkit.pg.server). widget_browser's
+# smoke is tests/browser/test_widget_browser_smoke.py: it presses the controls of the notebooks
+# the browser tests already opened and ran, in their JupyterLab and Chromium.
 SMOKE_RUNS = [
-    pytest.param(
-        name, marks=[pytest.mark.postgres] if name.startswith("pg_") else MARKS.get(name, [])
-    )
+    pytest.param(name, marks=[pytest.mark.postgres] if name.startswith("pg_") else [])
     for name in NAMES
+    if name != "widget_browser"
 ]
 
 
@@ -136,10 +131,22 @@ def test_pipelined_rows_cover_every_depth_fault_and_design(tmp_path: Path) -> No
     depth = {(r["design"], r["window"]) for r in rows if r["kind"] == "depth"}
     assert {("pipelined", w) for w in ("1", "2", "4", "8")} <= depth
     faults = {r["faults"] for r in rows if r["kind"] == "fault" and r["design"] == "pipelined"}
-    assert faults == {"none", "inverted", "duplicate", "stale_body", "retry_after_commit",
-                      "stall", "crash"}
+    assert faults == {
+        "none",
+        "inverted",
+        "duplicate",
+        "stale_body",
+        "retry_after_commit",
+        "stall",
+        "crash",
+    }
     assert {r["design"] for r in rows if r["kind"] == "table"} == {
-        "callback", "lww", "ballot", "fenced", "pipelined", "cas"
+        "callback",
+        "lww",
+        "ballot",
+        "fenced",
+        "pipelined",
+        "cas",
     }
     guarded = [r for r in rows if r["design"] in ("ballot", "fenced", "pipelined", "cas")]
     assert all(r["rewinds"] in ("", "0") for r in guarded)

@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -60,13 +60,42 @@ def _require_browser() -> None:
         _missing("playwright is not installed (pip install -e '.[dev]')")
 
 
+# The order the tests run in: those of one notebook one after another, so it is run once
+# (`Lab.notebook`), the widget fit check first (it looks at the notebook as Run All left it),
+# and the benchmark's presses once notebooks 01, 05 and 04 are all open. A test not listed
+# runs after these; any order passes, only slower.
+ORDER = (
+    "test_lab_smoke.py::",
+    "test_workbench_pipelined.py::",  # a notebook of its own, as test_lab_smoke
+    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[01]",
+    "test_notebook_01.py::",
+    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[05]",
+    "test_notebook_05.py::",
+    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[04]",
+    "test_workbench.py::",
+    "test_widget_browser_smoke.py::",
+    "test_widgets_fit.py::test_notebook_07",
+    "test_widgets_fit.py::test_notebook_09",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    return next((i for i, key in enumerate(ORDER) if key in item.nodeid), len(ORDER))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test in this folder `browser`, with a 180 s backstop timeout."""
-    for item in items:
-        if HERE in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.browser)
-            if item.get_closest_marker("timeout") is None:
-                item.add_marker(pytest.mark.timeout(180))
+    """Mark every test in this folder `browser`, with a 180 s backstop timeout; put them in
+    ORDER, where the first of them was."""
+    mine = [item for item in items if HERE in Path(str(item.fspath)).parents]
+    for item in mine:
+        item.add_marker(pytest.mark.browser)
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(180))
+    if mine:
+        ids = {id(item) for item in mine}
+        at = next(i for i, item in enumerate(items) if id(item) in ids)
+        rest = [item for item in items if id(item) not in ids]
+        items[:] = rest[:at] + sorted(mine, key=_rank) + rest[at:]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -113,20 +142,66 @@ def _local_only(route: Route) -> None:
         route.abort()
 
 
+# Notebooks run and kept open in the tab at once (each has its kernel): enough for the
+# benchmark's three; opening one more closes the one run longest ago.
+KEEP_OPEN = 3
+
+
+@dataclass
+class Tab:
+    """The one browser tab (None until a test needs it, or after a failure), the notebooks
+    Run All'ed in it that later tests may use (oldest first), and for each the apps a test
+    asked for `fresh` since (and so may have changed), by cell index."""
+
+    page: Page | None = None
+    ran: dict[str, Notebook] = field(default_factory=dict)
+    changed: dict[str, set[int]] = field(default_factory=dict)
+
+
 @dataclass
 class Lab:
     """What a test gets: the page, the server, the served copy, and notebook helpers."""
 
     page: Page
     server: LabServer
+    tab: Tab
+    opened: bool = False  # the test opened a notebook of its own: closed after it
 
     @property
     def root(self) -> Path:
         return self.server.root
 
     def open(self, path: str) -> Notebook:
-        """Open a notebook by its path in the served copy, e.g. 'notebooks/01_x.ipynb'."""
+        """Open a notebook by its path in the served copy, e.g. 'notebooks/01_x.ipynb', for
+        this test alone (the other tabs close, their kernels shut down)."""
+        self.opened = True
+        self.tab.ran.clear()
+        self.tab.changed.clear()
+        self.server.shutdown_kernels()
         return _open_notebook(self.page, self.server, path)
+
+    def notebook(self, path: str, fresh: str | None = None) -> Notebook:
+        """Notebook `path` Run All'ed, shared with the other tests: the first to ask opens and
+        runs it, later ones get it as the earlier left it. `fresh`: text of the cell of an app
+        this test needs as after Run All and may change; run again if an earlier test asked
+        for it too (the only way a test may change an app)."""
+        ran, changed = self.tab.ran, self.tab.changed
+        if path in ran:
+            nb = ran[path]
+            nb.show()
+            if fresh is not None and nb.index_of(fresh) in changed[path]:
+                nb.rerun(fresh)
+        else:
+            if len(ran) >= KEEP_OPEN:
+                oldest = next(iter(ran))
+                ran.pop(oldest).close()
+                self.server.shutdown_kernels(oldest)
+            nb = _open_notebook(self.page, self.server, path, keep=True)
+            nb.run_all(timeout_ms=180_000)
+            ran[path], changed[path] = nb, set()
+        if fresh is not None:
+            changed[path].add(nb.index_of(fresh))
+        return nb
 
     def write_notebook(self, path: str, cells: list[str]) -> str:
         """Write a throwaway notebook into the served copy; return the path to `open`."""
@@ -135,33 +210,36 @@ class Lab:
 
 
 @pytest.fixture(scope="package")
-def _lab_tab(browser: Browser) -> Iterator[list[Page]]:
-    """The tests' one browser tab (at most one page in the list; a failed test empties it)."""
-    tab: list[Page] = []
+def _lab_tab(browser: Browser) -> Iterator[Tab]:
+    """The tests' one browser tab (a failed test throws it away)."""
+    tab = Tab()
     yield tab
-    for page in tab:
-        page.context.close()
+    if tab.page is not None:
+        tab.page.context.close()
 
 
 @pytest.fixture
 def lab(
-    lab_server: LabServer, browser: Browser, _lab_tab: list[Page], request: pytest.FixtureRequest
+    lab_server: LabServer, browser: Browser, _lab_tab: Tab, request: pytest.FixtureRequest
 ) -> Iterator[Lab]:
-    """The one browser tab on the one JupyterLab, at the default size; the test's
-    notebooks are closed unsaved and their kernels shut down after it.
+    """The one browser tab on the one JupyterLab, at the default size. Notebooks from
+    `lab.notebook` stay open for the next tests; one from `lab.open` is closed unsaved and its
+    kernel shut down after the test.
 
     One tab serves every test, so JupyterLab loads once rather than once per notebook (about
-    5 s of CPU each, see jlab.open_notebook); after a failed test the tab is thrown away and the
-    next test starts in a fresh browser context."""
-    if not _lab_tab:
+    5 s of CPU each, see jlab.open_notebook), and each notebook is run once, not once per test
+    (its kernel's work and Chromium's drawing of every output); after a failed test the tab is
+    thrown away and the next test starts in a fresh browser context."""
+    if _lab_tab.page is None:
         context = browser.new_context(viewport=VIEWPORT)
         context.set_default_timeout(WAIT_MS)
         context.route("**/*", _local_only)
-        _lab_tab.append(context.new_page())
-    page = _lab_tab[0]
+        _lab_tab.page = context.new_page()
+    page = _lab_tab.page
     page.set_viewport_size(VIEWPORT)
+    lab = Lab(page, lab_server, _lab_tab)
     try:
-        yield Lab(page, lab_server)
+        yield lab
     finally:
         reports = [getattr(request.node, f"_report_{when}", None) for when in ("setup", "call")]
         failed = any(report is not None and report.failed for report in reports)
@@ -173,11 +251,15 @@ def lab(
         kept = False
         try:
             if not failed:
-                close_notebooks(page)
+                if lab.opened:
+                    close_notebooks(page)
                 kept = True
         finally:
             if not kept:
-                _lab_tab.clear()
+                _lab_tab.page = None
+                _lab_tab.ran.clear()
+                _lab_tab.changed.clear()
                 with contextlib.suppress(Exception):
                     page.context.close()
-            lab_server.shutdown_kernels()
+            if not kept or lab.opened:
+                lab_server.shutdown_kernels()

@@ -6,8 +6,9 @@ this folder is marked `browser` and gets a 180 s timeout automatically):
     from .jlab import dropdown, label, screenshot, slider_handle, wait_image, wait_text_changed
 
     def test_priority_widget_redraws(lab):
-        nb = lab.open("notebooks/01_frontier.ipynb")  # a path inside the served copy
-        nb.run_all()                  # Run All, waits for every prompt to show [n]:
+        # Run All'ed once for every test that asks (waits for every prompt to show [n]:);
+        # a later test gets it as the earlier left it, with the app's cell run again
+        nb = lab.notebook("notebooks/01_frontier.ipynb", fresh="interact_priorities(")
         cell = nb.cell_with("interact_priorities")   # or nb.cell(i), i counts all cells
         before = wait_image(cell)     # src of the first decoded <img> in the cell's output
         dropdown(cell).select_option(label="by priority")
@@ -17,9 +18,12 @@ this folder is marked `browser` and gets a 180 s timeout automatically):
         screenshot(cell, "01-priority")  # -> artifacts/browser/01-priority.png
 
 The server serves a copy of `notebooks/` and `data/` (`lab.root`), so tests never rewrite the
-sources; `lab.write_notebook(...)` puts a throwaway notebook into that copy. The tests share one
-browser tab (a fresh one after a failure), at 1400x1000 when each test starts; a test's
-notebooks are closed and its kernels shut down afterwards. Every wait defaults to 60 s.
+sources; `lab.write_notebook(...)` puts a throwaway notebook into that copy, and `lab.open(path)`
+opens one for the test alone (closed, its kernel shut down, after it; `nb.run_all()` runs it).
+The tests share one browser tab (a fresh one after a failure), at 1400x1000 when each test
+starts; the tests of one notebook run one after another (conftest.ORDER), so each notebook is
+Run All'ed once: a test that changes what a later one looks at asks for that app `fresh`.
+Every wait defaults to 60 s.
 Playwright is imported only inside functions so that plain `pytest` runs without it. The server
 and the notebook tab live in `benchmarks/lab.py`, which the browser benchmark drives too; this
 module hands them on and adds the widget helpers.

@@ -31,8 +31,7 @@ def _orphans(text: str) -> int:
 def test_dispatch_mode_priorities_modes_and_typed_orders(lab):
     from playwright.sync_api import expect
 
-    nb = lab.open(NOTEBOOK)
-    nb.run_all()
+    nb = lab.notebook(NOTEBOOK, fresh="FrontierTimelineApp(n=6)")
     cell = nb.cell_with("FrontierTimelineApp(n=6)")
     cell.scroll_into_view_if_needed()  # JupyterLab does not lay out cells out of view
     orphans = cell.locator(".wb-orphans .widget-html-content")
@@ -116,8 +115,7 @@ def test_dispatch_mode_priorities_modes_and_typed_orders(lab):
 def test_predict_then_reveal(lab):
     from playwright.sync_api import expect
 
-    nb = lab.open(NOTEBOOK)
-    nb.run_all()
+    nb = lab.notebook(NOTEBOOK, fresh="PredictOrphansApp(seed=0)")
     cell = nb.cell_with("PredictOrphansApp(seed=0)")
     cell.scroll_into_view_if_needed()
     verdict = cell.locator(".wb-verdict .widget-html-content")

@@ -19,8 +19,7 @@ def test_design_and_fault_pickers_redraw_traces_and_metrics(lab):
 
     # The app is taller than the default viewport; make room so its screenshots are whole.
     lab.page.set_viewport_size({"width": 1400, "height": 1500})
-    nb = lab.open(NOTEBOOK)
-    nb.run_all()
+    nb = lab.notebook(NOTEBOOK, fresh="FiveDesignsApp(")
     cell = nb.cell_with("FiveDesignsApp(")
     # Run All leaves the notebook scrolled to its end, and JupyterLab does not lay out cells
     # out of view (their innerText is empty): bring the app into view first.

@@ -17,8 +17,7 @@ def test_workbench_buttons_typing_and_shortest_break(lab):
     from playwright.sync_api import expect
 
     lab.page.set_viewport_size({"width": 1400, "height": 1700})
-    nb = lab.open(NOTEBOOK)
-    nb.run_all()
+    nb = lab.notebook(NOTEBOOK, fresh="ArrivalWorkbench(preset=")
     cell = nb.cell_with("ArrivalWorkbench(preset=")
     cell.scroll_into_view_if_needed()
     schedule = cell.locator(".wb-schedule input")
