@@ -15,10 +15,11 @@ from nbrun import cell_errors, cell_text, execute_notebook, starts_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# The notebooks the repository stores: not the ones `make site`, `make exercises` or a test
+# run write into git-ignored folders (build/, exercises/student/, artifacts/).
+NOT_STORED = {".venv", ".ipynb_checkpoints", "student", "artifacts", "build"}
 STORED = sorted(
-    p for p in ROOT.glob("**/*.ipynb")
-    if ".venv" not in p.parts and ".ipynb_checkpoints" not in p.parts
-    and "student" not in p.parts and "artifacts" not in p.parts
+    p for p in ROOT.glob("**/*.ipynb") if not NOT_STORED & set(p.relative_to(ROOT).parts)
 )
 # What each notebook states as its result, as it appears in the outputs of a run (regexes).
 SHOWS = {
