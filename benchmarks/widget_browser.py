@@ -523,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     only, on one or more checkouts in alternation; prints, writes nothing unless `--csv`."""
     import argparse
     import csv
+    import io
+
+    from labkit.files import replace_file
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.widget_browser")
     parser.add_argument(
@@ -549,11 +552,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = compare(checkouts, args.control, args.presses, args.rounds)
     pooled = _pooled(rows)
     print_table(pooled, list(pooled[0]))
-    if args.csv:
-        with args.csv.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    if args.csv:  # written beside and renamed: an interrupted write leaves the old file whole
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        replace_file(args.csv, text.getvalue())
     return 0
 
 
