@@ -12,9 +12,9 @@ answer built on anything else is refused, whatever base version it names.
 An answer that lands before the head reaches its fence is held (`labkit.catalog.hold`, stored
 before the loop answers) and committed in fence order by part one's frontier rule. Only an
 answer that echoes its ballot's fence is held; one that echoes anything else is refused at
-once, as it would be on time. A ballot holds one answer: a different second one is refused. When a
-ballot is refused, abandoned or fenced out, every ballot above it was built on an answer that
-will never be the head, so all of them are refused too and their ticks replayed (a flush).
+once, as it would be on time. A ballot holds one answer: a different second one is refused.
+When a ballot is refused, abandoned or fenced out, every ballot above it was built on an answer
+that will never be the head, so all of them are refused too and their ticks replayed (a flush).
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ class PipelinedDesign(BallotDesign):
         return Decision(False, reason, self._refuse(response.ballot_id, fence))
 
     def on_response(self, request: Request, response: Response, now: float) -> Decision:
-        """Decide an answer on the head, hold one that is early, refuse one whose ballot is
+        """Decide an answer on the head, hold one that is early (unless its echo is not its
+        fence, or another answer is held for its ballot: refused), refuse one whose ballot is
         gone (`unknown_ballot`, recorded by the loop)."""
         self.now = now
         fence = self._fence(response.ballot_id)
