@@ -3,11 +3,12 @@ order, a base-hash check, a flush on every refusal; never a rewind, one version 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
 import pytest
-from backends import open_store
+from backends import BACKENDS, open_store, rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,7 @@ from labkit.designs.pipeline_crash import (
     kill_and_resume,
     statement_count,
 )
-from labkit.designs.pipelined import HASH_MISMATCH, PipelinedDesign
+from labkit.designs.pipelined import ALREADY_HELD, HASH_MISMATCH, PipelinedDesign
 from labkit.designs.planner import answer_tools, respond
 from labkit.designs.registry import ALL_DESIGNS, make_design
 from labkit.designs.run_stats import summarize_run
@@ -163,6 +164,78 @@ def test_a_held_answer_on_the_committed_base_commits_at_settle() -> None:
     _, decision = design.settle(3.0)
     assert decision.committed and design.read_head()[0] == 2
     assert design.tools_at(2) == answer_tools(design.tools_at(1), r2.request_id)
+
+
+def _logged(design: PipelinedDesign) -> list:
+    return rows(
+        design.conn,
+        "SELECT ballot_id, observed_watermark, committed, reason, tools_hash FROM wm_responses"
+        " ORDER BY seq",
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("early", [True, False])
+def test_an_answer_echoing_another_watermark_is_refused_early_or_on_time(
+    request, backend: str, early: bool
+) -> None:
+    """The echo is checked whenever the answer lands: early it is not held (settle would
+    rebuild it from its fence and commit it), it is refused, logged and replayed as on time."""
+    design = PipelinedDesign(open_store(request, backend).connect(), window=3, ticks=6)
+    r1, r2, r3 = design.start(0.0)
+    honest = respond(design, r2, 1.0)  # the right base and hash, only the echo is forged
+    forged = dataclasses.replace(honest, observed_watermark=r2.observed_watermark + 7)
+    if early:
+        decision = design.on_response(r2, forged, 1.0)
+        assert design.on_response(r1, respond(design, r1, 2.0), 2.0).committed
+    else:
+        assert design.on_response(r1, respond(design, r1, 1.0), 1.0).committed
+        decision = design.on_response(r2, forged, 2.0)
+    assert (decision.committed, decision.reason) == (False, "stale_watermark")
+    assert hold.held(design.conn) == [] and design.settle(3.0) is None
+    assert design.read_head()[0] == 1
+    refused = (r2.ballot_id, 8, 0, "stale_watermark", catalog.tools_hash(forged.tools))
+    assert refused in _logged(design)
+    # r2's tick is replayed first, then r3's (built on r2's answer) and any above it
+    replays = [s.replay_of for s in decision.sends if s.replay_of is not None]
+    assert replays[:2] == [r2.ballot_id, r3.ballot_id]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_second_different_answer_for_a_held_ballot_is_refused_and_logged(
+    request, backend: str
+) -> None:
+    """A ballot holds one answer: a different second one is refused (and in the response log),
+    the same one delivered again is still held, and the first one is what commits."""
+    design = PipelinedDesign(open_store(request, backend).connect(), window=2, ticks=4)
+    r1, r2 = design.start(0.0)
+    first = respond(design, r2, 1.0)
+    other = dataclasses.replace(first, tools=("a", "different", "body"))
+    assert design.on_response(r2, first, 1.0).reason == "held"
+    second = design.on_response(r2, other, 2.0)
+    assert (second.committed, second.reason, second.sends) == (False, ALREADY_HELD, [])
+    assert design.on_response(r2, first, 3.0).reason == "held"  # the same answer again
+    assert [h.tools for h in hold.held(design.conn)] == [first.tools]
+    assert _logged(design) == [(r2.ballot_id, 1, 0, ALREADY_HELD, catalog.tools_hash(other.tools))]
+    assert design.on_response(r1, respond(design, r1, 4.0), 4.0).committed
+    _, settled = design.settle(5.0)
+    assert settled.committed and design.tools_at(2) == first.tools
+
+
+def test_an_early_answer_whose_ballot_left_flight_before_the_hold_is_unknown(monkeypatch) -> None:
+    """Another loop on the store gives the ballot up between the fence read and the hold: the
+    hold stores nothing, and the answer is refused as the loop refuses any unknown ballot."""
+    design, (r1, r2) = _started(2)
+    real_hold = hold.hold
+
+    def abandoned_first(conn, ballot_id, *rest):
+        design.loop.abandon(ballot_id)
+        return real_hold(conn, ballot_id, *rest)
+
+    monkeypatch.setattr(hold, "hold", abandoned_first)
+    decision = design.on_response(r2, respond(design, r2, 1.0), 1.0)
+    assert (decision.committed, decision.reason) == (False, "unknown_ballot")
+    assert hold.held(design.conn) == [] and [r[3] for r in _logged(design)] == ["unknown_ballot"]
 
 
 def test_giving_up_flushes_every_successor_and_replays_each_tick() -> None:

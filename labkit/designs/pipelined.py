@@ -10,9 +10,11 @@ loop checks the stated hash against the version that really committed below the 
 answer built on anything else is refused, whatever base version it names.
 
 An answer that lands before the head reaches its fence is held (`labkit.catalog.hold`, stored
-before the loop answers) and committed in fence order by part one's frontier rule. When a
-ballot is refused, abandoned or fenced out, every ballot above it was built on an answer that
-will never be the head, so all of them are refused too and their ticks replayed (a flush).
+before the loop answers) and committed in fence order by part one's frontier rule. Only an
+answer that echoes its ballot's fence is held; one that echoes anything else is refused at
+once, as it would be on time. A ballot holds one answer: a different second one is refused.
+When a ballot is refused, abandoned or fenced out, every ballot above it was built on an answer
+that will never be the head, so all of them are refused too and their ticks replayed (a flush).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import labkit.catalog.hold as hold
+import labkit.catalog.rule as rule
 import labkit.catalog.versions as catalog
 from labkit.backend import Connection
 from labkit.catalog.loop import Ballot, Response
@@ -28,6 +31,7 @@ from labkit.designs.design import HELD, BallotDesign, Decision, Request
 from labkit.designs.planner import answer_tools
 
 HASH_MISMATCH = "base_hash_mismatch"  # built on a tool list that is not the committed base
+ALREADY_HELD = "already_held"  # a second, different answer for a ballot whose answer is held
 
 
 class PipelinedDesign(BallotDesign):
@@ -136,7 +140,8 @@ class PipelinedDesign(BallotDesign):
         return Decision(False, reason, self._refuse(response.ballot_id, fence))
 
     def on_response(self, request: Request, response: Response, now: float) -> Decision:
-        """Decide an answer on the head, hold one that is early, refuse one whose ballot is
+        """Decide an answer on the head, hold one that is early (unless its echo is not its
+        fence, or another answer is held for its ballot: refused), refuse one whose ballot is
         gone (`unknown_ballot`, recorded by the loop)."""
         self.now = now
         fence = self._fence(response.ballot_id)
@@ -148,7 +153,13 @@ class PipelinedDesign(BallotDesign):
             out = self.loop.apply(response)
             return Decision(False, out.reason, self._refuse(response.ballot_id, fence))
         if fence > head:
-            hold.hold(
+            # The echo is checked now, as the rule will check it once the head is at the fence
+            # (settle rebuilds the answer from its fence): a forged echo is never held.
+            at_fence = rule.check(fence, response.observed_watermark, response.base_version, fence)
+            if not at_fence.watermark_current:
+                out = self.loop.apply(response)  # refused and logged, as it is on time
+                return Decision(False, out.reason, self._refuse(response.ballot_id, fence))
+            if hold.hold(
                 self.conn,
                 response.ballot_id,
                 fence,
@@ -156,9 +167,27 @@ class PipelinedDesign(BallotDesign):
                 response.base_hash,
                 response.tools,
                 now,
-            )
-            return Decision(False, HELD, self._fill())
+            ):
+                return Decision(False, HELD, self._fill())
+            return self._not_held(response)
         return self._decide(response, fence)
+
+    def _not_held(self, response: Response) -> Decision:
+        """`hold` stored nothing: the held answer delivered again is still held; a different
+        answer for the same ballot is refused (logged), the first one stays held."""
+        first = next((h for h in hold.held(self.conn) if h.ballot_id == response.ballot_id), None)
+        if first is None:  # its ballot left flight meanwhile (another loop on the same store)
+            out = self.loop.apply(response)
+            return Decision(out.committed, out.reason, self._fill())
+        same = (first.base_version, first.base_hash, catalog.tools_json(first.tools)) == (
+            response.base_version,
+            response.base_hash,
+            catalog.tools_json(tuple(response.tools)),
+        )
+        if not same:
+            self.loop.refuse(response, ALREADY_HELD)
+            return Decision(False, ALREADY_HELD, self._fill())
+        return Decision(False, HELD, self._fill())
 
     def settle(self, now: float) -> tuple[Request, Decision] | None:
         """Commit (or refuse) the held answer on the head, if the frontier says one is ready.
