@@ -520,3 +520,28 @@ def test_any_bytes_are_an_answer_or_a_one_line_refusal(raw: bytes) -> None:
         assert "\n" not in str(exc)
         return
     assert catalog.tools_hash(answer.response.tools)  # what it lets in, the store can hold
+
+
+def test_an_interrupt_is_passed_on_within_its_bound_though_the_loop_is_stuck() -> None:
+    """Ctrl-C sets stop; a loop that does not end (a call that never returns) no longer keeps
+    the caller waiting past the bound."""
+    from labkit.remote.driver import _in_thread
+
+    released, started = threading.Event(), threading.Event()
+
+    def stuck(stop: threading.Event) -> None:
+        started.set()
+        released.wait(60)  # deaf to `stop`
+
+    def press() -> None:
+        started.wait(10)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press, daemon=True).start()
+    stop = threading.Event()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _in_thread(stuck, stop, bound=0.2)
+        assert stop.is_set() and not released.is_set()
+    finally:
+        released.set()
