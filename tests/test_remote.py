@@ -10,6 +10,9 @@ from __future__ import annotations
 import _thread
 import asyncio
 import json
+import os
+import re
+import signal
 import socket
 import threading
 
@@ -19,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import labkit.catalog.versions as catalog
+from labkit.catalog.head_watch import ReaderFailure, ReaderProcess
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS, simulate
 from labkit.remote import PlannerUnreachable, run, serve, set_faults, status
@@ -124,6 +128,7 @@ def test_unguarded_designs_show_falls_to_an_independent_reader(
     assert result.reader_falls, "the reader process saw no fall"
     assert all(f.after < f.before for f in result.reader_falls)
     assert result.summary.rewinds >= 1
+    assert result.reader_failure is None and result.trace["event"].iloc[-1] != "truncated"
 
 
 def test_run_summary_has_the_simulators_fields(faulty: str) -> None:
@@ -395,10 +400,87 @@ def test_a_reader_process_that_died_says_so_when_asked_to_sync(tmp_path) -> None
     reader = ReaderProcess("mirror", store, poll=0.001)
     reader.proc.kill()
     reader.proc.wait()
-    with pytest.raises(RuntimeError, match=f"reader process on {store} did not answer a sync"):
+    with pytest.raises(ReaderFailure, match=f"reader process on {store} died \\(exit code -?9\\)"):
         reader.sync(timeout=5.0)
     reader.stop()
+    assert reader.failure is not None and "died" in reader.failure
     conn.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="POSIX signals stop a process")
+def test_a_sync_the_reader_answers_late_is_never_taken_for_a_later_one(tmp_path) -> None:
+    """A stopped reader: the sync gives up saying so; the answer it sends once it runs again
+    names that sync, so the next sync waits for a poll of its own and sees the newer head."""
+    import labkit.catalog.head_row as head_row
+
+    store = tmp_path / "head.db"
+    conn = connect(store)
+    head_row.create(conn, 5, "h5")
+    reader = ReaderProcess("mirror", store, poll=0.001)
+    try:
+        assert reader.sync() == 5
+        os.kill(reader.proc.pid, signal.SIGSTOP)
+        head_row.publish(conn, 3, "h3")
+        with pytest.raises(RuntimeError) as gave_up:
+            reader.sync(timeout=0.3)
+        os.kill(reader.proc.pid, signal.SIGCONT)
+        for _ in range(1000):  # its late answer to the abandoned sync comes with this change
+            if any(c.after == 3 for c in reader.changes):
+                break
+            threading.Event().wait(0.01)
+        head_row.publish(conn, 1, "h1")
+        assert reader.sync() == 1  # not the 3 the late answer carried
+    finally:
+        falls = reader.stop()
+        conn.close()
+    assert [(f.before, f.after) for f in falls] == [(5, 3), (3, 1)]
+    assert gave_up.type is ReaderFailure
+    assert f"on {store} is alive but did not answer a sync for 0.3 s" in str(gave_up.value)
+
+
+class _FailingReader(ReaderProcess):
+    """A real reader process that stops answering (SIGSTOP) or dies (SIGKILL) when it is first
+    asked to sync; `and_stop` also sets the run's stop event then, as a stop button would."""
+
+    how = 0  # the signal, set per test
+    and_stop = False
+
+    def sync(self, timeout: float = 60.0, stop: threading.Event | None = None) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, self.how)
+            if self.how == signal.SIGKILL:
+                self.proc.wait()
+        if self.and_stop and stop is not None:
+            stop.set()
+        return super().sync(timeout, stop)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="POSIX signals stop a process")
+@pytest.mark.parametrize(
+    ("how", "and_stop", "says"),
+    [
+        ("SIGKILL", False, r"died \(exit code -9\)"),
+        ("SIGSTOP", False, r"is alive but did not answer a sync for \d+\.\d s$"),
+        ("SIGSTOP", True, r"is alive but did not answer a sync for .* \(the run was stopped\)"),
+    ],
+)
+def test_a_run_whose_reader_dies_or_stalls_ends_with_its_trace_and_says_why(
+    faulty: str, tmp_path, monkeypatch, how: str, and_stop: bool, says: str
+) -> None:
+    """The falling design asks its reader to sync; a dead reader ends the run at once, a
+    silent one at the deadline or the stop: truncated, the trace so far kept, the reason on
+    the result (before, the run waited 60 s per sync, then raised and lost its trace)."""
+    import labkit.remote.driver as driver
+
+    reader = type("Failing", (_FailingReader,), {"how": getattr(signal, how), "and_stop": and_stop})
+    monkeypatch.setattr(driver, "ReaderProcess", reader)
+    store = tmp_path / "store.db"
+    result = run("lww", faulty, ticks=10**6, store=store, name=f"fail-{how}", deadline=2.0)
+    assert result.reader_failure is not None
+    assert re.fullmatch(f"reader process on {re.escape(str(store))} {says}", result.reader_failure)
+    last = result.trace.iloc[-1]
+    assert last["event"] == "truncated" and last["reason"] == driver.READER_FAILED
+    assert result.summary.truncated and (result.trace["event"] == "deliver").any()
 
 
 _json = st.recursive(
@@ -438,3 +520,28 @@ def test_any_bytes_are_an_answer_or_a_one_line_refusal(raw: bytes) -> None:
         assert "\n" not in str(exc)
         return
     assert catalog.tools_hash(answer.response.tools)  # what it lets in, the store can hold
+
+
+def test_an_interrupt_is_passed_on_within_its_bound_though_the_loop_is_stuck() -> None:
+    """Ctrl-C sets stop; a loop that does not end (a call that never returns) no longer keeps
+    the caller waiting past the bound."""
+    from labkit.remote.driver import _in_thread
+
+    released, started = threading.Event(), threading.Event()
+
+    def stuck(stop: threading.Event) -> None:
+        started.set()
+        released.wait(60)  # deaf to `stop`
+
+    def press() -> None:
+        started.wait(10)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press, daemon=True).start()
+    stop = threading.Event()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _in_thread(stuck, stop, bound=0.2)
+        assert stop.is_set() and not released.is_set()
+    finally:
+        released.set()

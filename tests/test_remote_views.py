@@ -405,3 +405,45 @@ def test_the_head_panels_legend_lists_rejections_only_where_drawn() -> None:
     assert "response rejected" not in labels(rewind_panels_figure({"ballot": read}))
     refused = read.assign(event=["read", "deliver", "deliver"], committed=[None, True, False])
     assert "response rejected" in labels(rewind_panels_figure({"ballot": refused}))
+
+
+@pytest.mark.parametrize("broken", ["draw", "verdict"])
+def test_a_drawing_that_fails_is_said_and_gives_the_controls_back(monkeypatch, broken) -> None:
+    """A redraw or the verdict raising: the message line says so, the run counts as drawn
+    and start works again (before, the widget said "a run is going" for ever)."""
+
+    def boom(self, cur=None):
+        raise ValueError(f"{broken} failed")
+
+    app = RealPlannerApp(design="ballot", ticks=3, latency_ms=5)  # it draws its first picture
+    monkeypatch.setattr(RealPlannerApp, broken, boom)
+    assert app.start()
+    result = app.wait(timeout=60)
+    assert result is not None and not app.running
+    assert f"could not be drawn: ValueError: {broken} failed" in app.message.value
+    assert not app.start_button.disabled and app.stop_button.disabled
+    monkeypatch.undo()
+    assert app.start()
+    assert app.wait(timeout=60) is not None and "Finished ballot" in app.message.value
+
+
+def test_the_verdict_says_when_the_reader_process_failed() -> None:
+    from labkit.designs.run_stats import summarize_rows
+    from labkit.widgets.part3_remote import _Run
+
+    rows = [*STORY, row(0.3, "truncated", None, 0, reason="reader_failed")]
+    failure = "reader process on /x/s.db is alive but did not answer a sync for 1.2 s"
+    result = replace(
+        _run(pd.DataFrame(rows), 0, [Change(1000.1, 0, 1), Change(1000.2, 1, 0)]),
+        summary=summarize_rows(rows),
+        reader_failure=failure,
+    )
+    cur = _Run("callback", 20, (), result=result)
+    said = RealPlannerApp(design="callback").verdict(cur)
+    assert f"the reader process failed, so the run ended ({failure}); until then it saw 1 fall" in (
+        said
+    )
+    assert said.startswith("Cut off callback") and "v0 of v20" in said
+    assert "failed" not in RealPlannerApp(design="callback").verdict(
+        replace(cur, result=replace(result, reader_failure=None))
+    )

@@ -8,9 +8,10 @@ TARGET a SQLite file, or
 ``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
 command line). It prints ``ready`` and the head it read first, then one JSON line
 ``[wall, before, after]`` per change of the head (a fall is one whose `after` is lower), and on
-end of input ``done POLLS``. A ``sync`` line on its input is answered ``synced HEAD`` after the
-next poll that began once the line arrived (`ReaderProcess.sync`: the writer's proof that the
-reader has read what it wrote). `ReaderProcess` starts and stops it.
+end of input ``done POLLS``. A ``sync N`` line on its input is answered ``synced N HEAD`` after
+the next poll that began once the line arrived (`ReaderProcess.sync`: the writer's proof that
+the reader has read what it wrote; N names the request, so an answer that comes after its
+asker gave up is never taken for a later one's). `ReaderProcess` starts and stops it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from labkit.db import connect_readonly
 KINDS = ("catalog", "mirror")
 DSN_VARIABLE = "LABKIT_READER_DSN"
 READY_TIMEOUT_S = 60.0
+STOP_GRACE_S = 0.25  # how much longer a sync waits once its caller is stopped
 _PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
+
+
+class ReaderFailure(RuntimeError):
+    """The reader process died, or stayed silent, before it answered a sync: one line saying
+    which store and what happened."""
 
 
 @dataclass(frozen=True)
@@ -66,27 +73,28 @@ def watch(kind: str, target: str, poll: float) -> None:
     """The reader process's body: poll until stdin closes, printing each fall as it happens."""
     conn = _open(target)
     head = catalog.head if kind == "catalog" else (lambda c: head_row.read(c)[0])
-    stop, asked = threading.Event(), threading.Event()
+    stop, asked = threading.Event(), queue.SimpleQueue()
 
     def listen() -> None:
         for line in sys.stdin:
-            if line.strip() == "sync":
-                asked.set()
+            word, _, number = line.strip().partition(" ")
+            if word == "sync":
+                asked.put(number)
         stop.set()
 
     threading.Thread(target=listen, daemon=True).start()
     previous, polls = head(conn), 0
     print(f"ready {previous}", flush=True)
     while not stop.is_set():
-        answer = asked.is_set()  # checked before the read: the read sees what was written
-        if answer:
-            asked.clear()
+        answer = []  # taken before the read: the read sees what was written
+        while not asked.empty():
+            answer.append(asked.get())
         now = head(conn)
         polls += 1
         if now != previous:
             print(json.dumps([time.time(), previous, now]), flush=True)
-        if answer:
-            print(f"synced {now}", flush=True)
+        for number in answer:
+            print(f"synced {number} {now}", flush=True)
         previous = now
         time.sleep(poll)
     print(f"done {polls}", flush=True)
@@ -118,8 +126,10 @@ class ReaderProcess:
         )
         self.polls = 0
         self.first = 0
+        self.failure: str | None = None  # why a sync or the stop failed, in one line
         self.changes: list[Change] = []
-        self._synced: queue.Queue[int | None] = queue.Queue()
+        self._synced: queue.Queue[tuple[int, int] | None] = queue.Queue()
+        self._asked = 0  # the number of the last sync sent
         watchdog = threading.Timer(READY_TIMEOUT_S, self.proc.kill)
         watchdog.start()
         try:
@@ -142,37 +152,84 @@ class ReaderProcess:
             if line.startswith("done "):
                 self.polls = int(line.split()[1])
             elif line.startswith("synced "):
-                self._synced.put(int(line.split()[1]))
+                _, number, head = line.split()
+                self._synced.put((int(number), int(head)))
             elif line.strip():
                 self.changes.append(Change(*json.loads(line)))
         self._synced.put(None)  # the reader is gone: no sync will be answered
 
-    def sync(self, timeout: float = READY_TIMEOUT_S) -> int:
+    def sync(self, timeout: float = READY_TIMEOUT_S, stop: threading.Event | None = None) -> int:
         """Wait until the reader has polled once after this call and return the head it read
-        then: whatever was written before the call, the reader has seen."""
+        then: whatever was written before the call, the reader has seen. `ReaderFailure` if it
+        is dead, or silent for `timeout` s (or `STOP_GRACE_S` more once `stop` is set)."""
+        self._asked += 1
+        start = time.monotonic()
+        end = start + timeout
         try:
-            self.proc.stdin.write("sync\n")
+            self.proc.stdin.write(f"sync {self._asked}\n")
             self.proc.stdin.flush()
-            head = self._synced.get(timeout=timeout)
-        except (OSError, queue.Empty):
-            head = None
-        if head is None:
-            raise RuntimeError(
-                f"reader process on {self.target} did not answer a sync within {timeout:g} s"
-            )
-        return head
+        except OSError:
+            raise self._failed(self._dead()) from None
+        while True:
+            now = time.monotonic()
+            if stop is not None and stop.is_set():
+                end = min(end, now + STOP_GRACE_S)
+            try:
+                answer = self._synced.get(timeout=max(0.0, min(0.05, end - now)))
+            except queue.Empty:
+                if time.monotonic() >= end:
+                    break
+                continue
+            if answer is None:
+                self._synced.put(None)  # the reader is gone: for every later sync too
+                raise self._failed(self._dead())
+            number, head = answer
+            if number == self._asked:
+                return head
+            # an answer to an earlier sync whose asker gave up: not proof of this one
+        waited = time.monotonic() - start
+        why = " (the run was stopped)" if stop is not None and stop.is_set() else ""
+        raise self._failed(
+            f"reader process on {self.target} is alive but did not answer a sync "
+            f"for {waited:.1f} s{why}"
+        )
 
-    def stop(self) -> list[Fall]:
-        """End the reader (its input closes) and return every fall it recorded."""
+    def _failed(self, why: str) -> ReaderFailure:
+        self.failure = self.failure or why  # the first failure is the cause of the others
+        return ReaderFailure(why)
+
+    def _dead(self) -> str:
+        """One line on a reader process that ended: its exit code and last error line."""
+        try:
+            code = self.proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        said = ""
+        if code is not None and not self.proc.stderr.closed:
+            lines = self.proc.stderr.read().strip().splitlines()
+            said = f": {lines[-1]}" if lines else ""
+        if code is None:
+            return f"reader process on {self.target} closed its output"
+        return f"reader process on {self.target} died (exit code {code}){said}"
+
+    def stop(self, timeout: float = READY_TIMEOUT_S) -> list[Fall]:
+        """End the reader (its input closes; killed if it has not ended `timeout` s later, or
+        `STOP_GRACE_S` once it has failed) and return every fall it recorded."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass  # it died already; what it printed is in `changes`
         try:
-            self.proc.wait(timeout=READY_TIMEOUT_S)
+            self.proc.wait(timeout=timeout if self.failure is None else STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+            self._failed(
+                f"reader process on {self.target} did not end within {timeout:g} s of being "
+                f"told to; killed"
+            )
+        if self.proc.returncode != 0:  # it died on its own, whether or not a sync noticed
+            self._failed(self._dead())
         self._pump.join(READY_TIMEOUT_S)
         self.proc.stderr.close()
         return [Fall(c.wall, c.before, c.after) for c in self.changes if c.after < c.before]

@@ -10,7 +10,9 @@ the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separat
 lowers the row, the loop waits until the reader has polled once (`ReaderProcess.sync`), so the
 reader has read the head before the fall and the fall itself: on a busy machine a poll can come
 tens of milliseconds late, and a fall undone by the next answer would slip between two polls.
-A loop that never lowers its head never waits. The trace has the simulator's
+A loop that never lowers its head never waits; one whose reader dies, or stays silent until
+the deadline or a stop, ends there (a `truncated` row) and says so in `reader_failure`, with
+the trace so far. The trace has the simulator's
 columns (times in seconds since the start) plus `wall`; the summary is the simulator's
 (`labkit.designs.run_stats.summarize_rows`), so throughput is kept versions per second.
 
@@ -35,7 +37,7 @@ import pandas as pd
 
 import labkit.catalog.head_row as head_row
 from labkit import backend, db
-from labkit.catalog.head_watch import Change, Fall, ReaderProcess
+from labkit.catalog.head_watch import STOP_GRACE_S, Change, Fall, ReaderFailure, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
@@ -49,6 +51,8 @@ TRACE_COLUMNS = [*COLUMNS, "wall"]
 T = TypeVar("T")
 LOOP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a path segment of the service's URLs
 BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused before any decision
+READER_FAILED = "reader_failed"  # the reason on the `truncated` row of a run its reader failed
+READER_STOP_S = 5.0  # how long a reader that was told to end may take before it is killed
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,9 @@ class RemoteRun:
     """One `run`: the trace, its summary, the falls the reader process saw, and the answers
     refused unread (one line each). `store` is the SQLite file (None if it was temporary);
     `reader_first` and `reader_changes` are the head the reader process read first and every
-    change it saw after (its own trace of the head, by wall clock)."""
+    change it saw after (its own trace of the head, by wall clock). `reader_failure` says, in
+    one line, how the reader process failed (dead, or silent for so long), None if it did not:
+    then the run ended there and its falls are only the ones it saw until then."""
 
     design: str
     url: str
@@ -68,6 +74,7 @@ class RemoteRun:
     reader_polls: int
     reader_first: int = 0
     reader_changes: tuple[Change, ...] = ()
+    reader_failure: str | None = None
 
 
 def _build(
@@ -130,6 +137,7 @@ class _Driver:
         self.stop = stop
         self.refused: list[str] = []
         self.t0 = time.monotonic()
+        self.end = self.t0 + deadline
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -209,29 +217,37 @@ class _Driver:
         version, digest = self.d.read_head()
         lowers = version < self.published
         if lowers:  # the reader has read the head this write takes back
-            await asyncio.to_thread(self.reader.sync)
+            await self.witness()
         head_row.publish(self.mirror, version, digest)
         self.published = version
         if lowers:  # and it has read the fall
-            await asyncio.to_thread(self.reader.sync)
+            await self.witness()
+
+    async def witness(self) -> None:
+        """Wait for the reader to poll once (`ReaderFailure` if it is dead, or silent until
+        the deadline, with a short grace, or a stop)."""
+        timeout = max(self.end - time.monotonic(), STOP_GRACE_S)
+        await asyncio.to_thread(self.reader.sync, timeout, self.stop)
 
     async def on_deliver(self, answer: Answer) -> None:
         req, resp = self.match(answer), answer.response
         t = self.now()
         decision = self.d.on_response(req, resp, t)  # `parse_answer` let only storable ones in
-        await self.publish()
-        self.row(
-            t,
-            "deliver",
-            req,
-            ballot_id=req.ballot_id,
-            base_version=resp.base_version,
-            host=answer.host,
-            updated_at=resp.updated_at,
-            fault=answer.fault,
-            committed=decision.committed,
-            reason=decision.reason,
-        )
+        try:
+            await self.publish()
+        finally:  # the design decided, witnessed or not
+            self.row(
+                t,
+                "deliver",
+                req,
+                ballot_id=req.ballot_id,
+                base_version=resp.base_version,
+                host=answer.host,
+                updated_at=resp.updated_at,
+                fault=answer.fault,
+                committed=decision.committed,
+                reason=decision.reason,
+            )
         await self.send_all(decision.sends)
 
     async def on_timeout(self, req: Request) -> None:
@@ -245,10 +261,12 @@ class _Driver:
     async def settle(self) -> None:
         while (settled := self.d.settle(self.now())) is not None:
             req, decision = settled
-            await self.publish()
-            self.row(
-                self.now(), "settle", req, committed=decision.committed, reason=decision.reason
-            )
+            try:
+                await self.publish()
+            finally:
+                self.row(
+                    self.now(), "settle", req, committed=decision.committed, reason=decision.reason
+                )
             await self.send_all(decision.sends)
 
     async def main(self) -> list[dict[str, Any]]:
@@ -285,27 +303,32 @@ class _Driver:
             if req not in sends:  # in flight before a restart: its answer may still come
                 self.arm(loop, req)
         await self.send_all(sends)
-        end = self.t0 + self.deadline
+        self.end = self.t0 + self.deadline
         while self.d.awaited():
-            if self.stop.is_set() or time.monotonic() > end:
+            if self.stop.is_set() or time.monotonic() > self.end:
                 self.row(self.now(), "truncated")
                 return
             try:
                 event = await asyncio.wait_for(self.events.get(), timeout=0.1)
             except TimeoutError:
                 continue
-            if event[0] == "deliver":
-                await self.on_deliver(event[1])
-            elif event[0] == "timeout":
-                await self.on_timeout(event[1])
-            else:
-                self.row(self.now(), "refused", reason=BAD_ANSWER)
-            await self.settle()
+            try:
+                if event[0] == "deliver":
+                    await self.on_deliver(event[1])
+                elif event[0] == "timeout":
+                    await self.on_timeout(event[1])
+                else:
+                    self.row(self.now(), "refused", reason=BAD_ANSWER)
+                await self.settle()
+            except ReaderFailure:  # the reason is on the reader (`RemoteRun.reader_failure`)
+                self.row(self.now(), "truncated", reason=READER_FAILED)
+                return
 
 
-def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event) -> T:
+def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event, bound: float) -> T:
     """Run `work` in a thread of its own (its connections and event loop live there: a
-    notebook's kernel already runs a loop); an interrupt sets `stop` so it closes cleanly."""
+    notebook's kernel already runs a loop); an interrupt sets `stop` so it closes cleanly,
+    and is passed on once it has, or after `bound` seconds if it has not."""
     out: dict[str, Any] = {}
 
     def body() -> None:
@@ -321,7 +344,7 @@ def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event) -> T
             worker.join(0.1)
     except KeyboardInterrupt:
         stop.set()
-        worker.join()
+        worker.join(bound)
         raise
     if "error" in out:
         raise out["error"]
@@ -409,7 +432,7 @@ def run(
         try:
             rows = asyncio.run(driver.main())
         finally:
-            falls = reader.stop()
+            falls = reader.stop(READER_STOP_S)
             _close(made, mirror_conn)
         return RemoteRun(
             design,
@@ -422,10 +445,13 @@ def run(
             reader.polls,
             reader.first,
             tuple(reader.changes),
+            reader.failure,
         )
 
+    # an interrupted loop: a sync's grace, its drain, its goodbye, then its reader's end
+    bound = STOP_GRACE_S + drain + connect_timeout + READER_STOP_S + 1.0
     try:
-        return _in_thread(work, threading.Event() if stop is None else stop)
+        return _in_thread(work, threading.Event() if stop is None else stop, bound)
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -470,16 +470,24 @@ class RealPlannerApp(BatchedApp):
 
     def _redraw_while_running(self, cur: _Run) -> None:
         """Redraw `cur` while it goes; then its last picture and verdict, and only then give
-        the controls back (so a new run never starts under this run's last drawing)."""
-        while not cur.done.wait(REFRESH_S):
+        the controls back (so a new run never starts under this run's last drawing). A drawing
+        that fails is said in the message line and never keeps the controls."""
+        try:
+            while not cur.done.wait(REFRESH_S):
+                self.draw(cur)
             self.draw(cur)
-        self.draw(cur)
-        if cur.error:
-            self.message.value = _problem(f"The run failed: {cur.error}")
-        elif cur.result is not None:
-            self.message.value = _grey(html.escape(self.verdict(cur)))
-        cur.drawn.set()
-        self._refresh_controls()
+            if cur.error:
+                self.message.value = _problem(f"The run failed: {cur.error}")
+            elif cur.result is not None:
+                self.message.value = _grey(html.escape(self.verdict(cur)))
+        except Exception as exc:  # shown in the message line, never a traceback in a thread
+            cur.done.wait()  # a drawing failed while the run goes: it still ends on its own
+            failed = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            ran = f" The run failed: {cur.error}" if cur.error else ""
+            self.message.value = _problem(f"The run's picture could not be drawn: {failed}.{ran}")
+        finally:
+            cur.drawn.set()
+            self._refresh_controls()
 
     def stop(self) -> bool:
         """Stop the run going (what the stop button does); False, said, if none is or it is
@@ -531,6 +539,8 @@ class RealPlannerApp(BatchedApp):
         reader = f"saw {len(falls)} fall{'s' if len(falls) != 1 else ''}" + (
             f" ({falls_text(falls, most=4)})" if falls else ""
         )
+        if r.reader_failure is not None:
+            reader = f"failed, so the run ended ({r.reader_failure}); until then it {reader}"
         if not r.summary.truncated:
             ended = f"Finished {r.design}"
         elif cur.stop.is_set():
