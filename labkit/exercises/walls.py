@@ -3,11 +3,15 @@ time limit and cannot grow past its memory limit.
 
 A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
-the parent waits `seconds + GRACE_S` at most before it kills the child. One slow call that
-SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap.
+the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (a
+timer kills it under a blocked read too, so half a message cannot hold the parent). One slow
+call that SQLite or Python cannot interrupt therefore ends within a fraction of a second of the
+cap, and an answer counts only if the child then exits cleanly within the limit.
 The clock starts when the child says it is ready (forked, memory capped), so a learner is not
 charged for a busy machine's slow fork; a child that is not ready within `READY_S` is killed
-too, so nothing runs longer than `READY_S + seconds + GRACE_S`.
+too, so nothing runs longer than `READY_S + seconds + GRACE_S`. Capping and the ready signal
+happen in a fork hook registered when this module is imported, so fork hooks registered later
+(the learner's own included) run capped and on the learner's clock.
 Where a platform cannot fork (Windows), the code runs in-process with only the soft limits the
 caller sets itself (SQLite's progress handler); the README says so.
 """
@@ -22,6 +26,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -52,8 +57,9 @@ class Crashed(Stopped):
 
 
 class NotStarted(Crashed):
-    """The child was not ready to run the learner's code within `READY_S` and was killed (the
-    check's own failure, as a crash is: nothing of the learner's had run)."""
+    """The child was not ready within `READY_S` and was killed: the check's own failure, as a
+    crash is, since the child stalled in the fork or in fork hooks registered before this
+    module was imported (the learner's, if any, run after the ready signal, on its clock)."""
 
 
 @dataclass(frozen=True)
@@ -86,39 +92,91 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         return _answer(_attempt(task), seconds)
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, task, memory), daemon=True)
-    with warnings.catch_warnings():  # Python 3.12+ warns that fork in a threaded process can
-        warnings.simplefilter("ignore", DeprecationWarning)  # deadlock; the child runs no lock
+    child = ctx.Process(target=_child, args=(send, task), daemon=True)
+    with _forking(send, memory), warnings.catch_warnings():
+        # Python 3.12+ warns that fork in a threaded process can deadlock; the child runs no lock
+        warnings.simplefilter("ignore", DeprecationWarning)
         child.start()
     send.close()
     try:
-        if not receive.poll(READY_S):
-            child.kill()
+        if _receive(receive, child, len(READY), time.monotonic() + READY_S) is None:
             raise NotStarted(
                 f"was not ready within {READY_S:g} s (the machine is too busy), so it was stopped"
             )
-        _receive(receive, child, len(READY))  # the learner's clock starts now
-        start = time.monotonic()
-        if not receive.poll(seconds + GRACE_S):
-            child.kill()
+        start = time.monotonic()  # the learner's clock starts now
+        deadline = start + seconds + GRACE_S
+        raw = _receive(receive, child, MAX_ANSWER_BYTES, deadline)
+        child.join(max(0.0, deadline - time.monotonic()))  # an answer counts once the child exits
+        if raw is None or child.exitcode is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
-        message = _read_answer(_receive(receive, child, MAX_ANSWER_BYTES))
+        if child.exitcode != 0:
+            raise Crashed(f"stopped after its answer (exit code {child.exitcode})")
+        message = _read_answer(raw)
     finally:
-        child.join()
+        child.kill()  # a no-op on a child that exited; never join a live child without a cap
+        child.join(GRACE_S)
         receive.close()
     return _answer(message, seconds, time.monotonic() - start)
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
+_pending: tuple[int, Any, int] | None = None  # (forking thread, send end, memory) for the hook
+_forking_lock = threading.Lock()
 
 
-def _receive(receive: Any, child: Any, most: int) -> bytes:
-    """The child's next message; `Crashed` if it died before sending one."""
+@contextlib.contextmanager
+def _forking(send: Any, memory: int) -> Any:
+    """Tell the fork hook that the fork about to happen from this thread is a walled child."""
+    global _pending
+    with _forking_lock:
+        _pending = (threading.get_ident(), send, memory)
+        try:
+            yield
+        finally:
+            _pending = None
+
+
+def _after_fork_in_child() -> None:
+    """In every forked child, before later-registered fork hooks: a walled child silences its
+    streams, caps its memory and says it is ready; any other child is left alone."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is None or pending[0] != threading.get_ident():
+        return
+    _, send, memory = pending
+    try:
+        sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
+        _cap_memory(memory)
+        send.send_bytes(READY)
+    except BaseException:  # noqa: BLE001 - an uncapped child must not run the task
+        os._exit(70)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _receive(receive: Any, child: Any, most: int, deadline: float) -> bytes | None:
+    """The child's next message, or None if it missed `deadline` (the child is then killed, by a
+    timer if a read is under way); `Crashed` if it died first, `Raised` if the message was
+    malformed or too long (the child is killed)."""
+    if not receive.poll(max(0.0, deadline - time.monotonic())):
+        child.kill()
+        return None
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), child.kill)
+    timer.start()
     try:
         return receive.recv_bytes(most)
-    except (EOFError, OSError):
-        child.join()
-        raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+    except (EOFError, OSError) as exc:
+        if time.monotonic() >= deadline:
+            return None
+        child.kill()
+        child.join(GRACE_S)
+        if isinstance(exc, EOFError):
+            raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+        problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
+        raise Raised("TypeError", problem) from None
+    finally:
+        timer.cancel()
 
 
 def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
@@ -191,11 +249,9 @@ def _read_answer(raw: bytes) -> tuple[str, Any, str]:
         return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})"), ""
 
 
-def _child(send: Any, task: Callable[[], Any], memory: int) -> None:
-    """In the forked child: cap memory, run the task, send one message, exit at once."""
-    sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
-    _cap_memory(memory)
-    send.send_bytes(READY)
+def _child(send: Any, task: Callable[[], Any]) -> None:
+    """In the forked child, already capped and ready (`_after_fork_in_child`): run the task,
+    send one message, exit at once."""
     kind, value, printed = _attempt(task)
     try:
         raw = json.dumps([kind, encode(value), printed]).encode("utf-8")
