@@ -210,14 +210,26 @@ def _pipe_end() -> Any:
 
 
 def _forge() -> None:
-    _pipe_end().send_bytes(json.dumps(["ok", 42, ""]).encode())
+    walls._send(_pipe_end(), json.dumps(["ok", 42, ""]).encode())
 
 
 def _half_message() -> None:
-    os.write(_pipe_end().fileno(), struct.pack("!i", 100) + b"abc")
+    os.write(_pipe_end().fileno(), struct.pack("!Q", 100) + b"abc")
 
 
-@pytest.mark.parametrize("trick", [_forge, _half_message], ids=["forged-answer", "half-message"])
+def _half_message_held_open() -> None:
+    """Half a message, with a grandchild holding the pipe open after the child is killed."""
+    _half_message()
+    if os.fork() == 0:
+        time.sleep(4)
+        os._exit(0)
+
+
+@pytest.mark.parametrize(
+    "trick",
+    [_forge, _half_message, _half_message_held_open],
+    ids=["forged-answer", "half-message", "half-message-held-open"],
+)
 def test_a_task_that_writes_to_the_pipe_and_spins_is_killed_within_the_promise(
     trick, tmp_path, monkeypatch
 ) -> None:
@@ -246,7 +258,7 @@ def test_an_answer_longer_than_the_checker_reads_is_refused_and_its_child_killed
 
     def task() -> None:
         pid_file.write_text(str(os.getpid()))
-        os.write(_pipe_end().fileno(), struct.pack("!i", walls.MAX_ANSWER_BYTES + 1))
+        os.write(_pipe_end().fileno(), struct.pack("!Q", walls.MAX_ANSWER_BYTES + 1))
         while True:
             pass
 

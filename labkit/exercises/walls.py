@@ -3,9 +3,8 @@ time limit and cannot grow past its memory limit.
 
 A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
-the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (a
-timer kills it under a blocked read too, so half a message cannot hold the parent). One slow
-call that SQLite or Python cannot interrupt therefore ends within a fraction of a second of the
+the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (no
+read blocks past that deadline, so half a message cannot hold the parent). One slow call that SQLite or Python cannot interrupt therefore ends within a fraction of a second of the
 cap, and an answer counts only if the child then exits cleanly within the limit.
 The clock starts when the child says it is ready (forked, memory capped), so a learner is not
 charged for a busy machine's slow fork; a child that is not ready within `READY_S` is killed
@@ -25,6 +24,7 @@ import io
 import json
 import multiprocessing
 import os
+import struct
 import sys
 import threading
 import time
@@ -106,15 +106,14 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         start = time.monotonic()  # the learner's clock starts now
         deadline = start + seconds + GRACE_S
         raw = _receive(receive, child, MAX_ANSWER_BYTES, deadline)
-        child.join(max(0.0, deadline - time.monotonic()))  # an answer counts once the child exits
-        if raw is None or child.exitcode is None:
+        code = _exit_code(child, deadline)  # an answer counts once the child has exited
+        if raw is None or code is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
-        if child.exitcode != 0:
-            raise Crashed(f"stopped after its answer (exit code {child.exitcode})")
+        if code != 0:
+            raise Crashed(f"stopped after its answer (exit code {code})")
         message = _read_answer(raw)
     finally:
-        child.kill()  # a no-op on a child that exited; never join a live child without a cap
-        child.join(GRACE_S)
+        _stop(child)
         receive.close()
     return _answer(message, seconds, time.monotonic() - start)
 
@@ -147,7 +146,7 @@ def _after_fork_in_child() -> None:
     try:
         sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
         _cap_memory(memory)
-        send.send_bytes(READY)
+        _send(send, READY)
     except BaseException:  # noqa: BLE001 - an uncapped child must not run the task
         os._exit(70)
 
@@ -156,27 +155,68 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _receive(receive: Any, child: Any, most: int, deadline: float) -> bytes | None:
-    """The child's next message, or None if it missed `deadline` (the child is then killed, by a
-    timer if a read is under way); `Crashed` if it died first, `Raised` if the message was
-    malformed or too long (the child is killed)."""
-    if not receive.poll(max(0.0, deadline - time.monotonic())):
-        child.kill()
-        return None
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), child.kill)
-    timer.start()
+    """The child's next message, or None if it is not all there by `deadline` (the child is
+    then killed); `Crashed` if it died first, `Raised` if the message is cut short or longer
+    than `most` bytes (the child is killed). No read blocks past `deadline`."""
     try:
-        return receive.recv_bytes(most)
-    except (EOFError, OSError) as exc:
-        if time.monotonic() >= deadline:
+        header = _read_exactly(receive, _HEADER.size, deadline)
+        if header is None:
+            child.kill()
             return None
-        child.kill()
-        child.join(GRACE_S)
+        (size,) = _HEADER.unpack(header)
+        if size > most:
+            raise ValueError(f"longer than {most // 2**20} MB")
+        message = _read_exactly(receive, size, deadline)
+        if message is None:
+            child.kill()
+        return message
+    except (EOFError, ValueError) as exc:
+        _stop(child)
         if isinstance(exc, EOFError):
             raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
         problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
         raise Raised("TypeError", problem) from None
-    finally:
-        timer.cancel()
+
+
+def _exit_code(child: Any, until: float) -> int | None:
+    """The child's exit code once it has exited, or None at `until`. The code is polled, not
+    joined: a grandchild may hold the child's exit sentinel open."""
+    while child.exitcode is None and time.monotonic() < until:
+        time.sleep(0.002)
+    return child.exitcode
+
+
+def _stop(child: Any) -> None:
+    """Kill the child (a no-op once it has exited) and reap it, waiting `GRACE_S` at most."""
+    child.kill()
+    _exit_code(child, time.monotonic() + GRACE_S)
+    child.join(0)
+
+
+_HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
+
+
+def _read_exactly(receive: Any, size: int, deadline: float) -> bytes | None:
+    """`size` bytes from the pipe, or None at `deadline`; `EOFError` if it closed before any,
+    `ValueError` if it closed part way."""
+    got = bytearray()
+    while len(got) < size:
+        if not receive.poll(max(0.0, deadline - time.monotonic())):
+            return None
+        chunk = os.read(receive.fileno(), min(size - len(got), 2**20))
+        if not chunk:
+            if got or size != _HEADER.size:
+                raise ValueError("cut short")
+            raise EOFError
+        got += chunk
+    return bytes(got)
+
+
+def _send(send: Any, data: bytes) -> None:
+    """In the child: one message (its length, then its bytes) to the parent."""
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(send.fileno(), view) :]
 
 
 def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
@@ -258,8 +298,7 @@ def _child(send: Any, task: Callable[[], Any]) -> None:
     except (TypeError, ValueError, RecursionError) as exc:
         problem = f"returned {exc}, which cannot be passed back to the checker; return plain data"
         raw = json.dumps(["raised", {"t": ["TypeError", problem]}, printed]).encode("utf-8")
-    send.send_bytes(raw)
-    send.close()
+    _send(send, raw)
     os._exit(0)
 
 
