@@ -4,8 +4,9 @@ time limit and cannot grow past its memory limit.
 A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
 the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (no
-read blocks past that deadline, so half a message cannot hold the parent). One slow call that SQLite or Python cannot interrupt therefore ends within a fraction of a second of the
-cap, and an answer counts only if the child then exits cleanly within the limit.
+read blocks past that deadline, so half a message cannot hold the parent). One slow call that
+SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap, and
+an answer counts only if the child then exits cleanly within the limit.
 The clock starts when the child says it is ready (forked, memory capped), so a learner is not
 charged for a busy machine's slow fork; a child that is not ready within `READY_S` is killed
 too, so nothing runs longer than `READY_S + seconds + GRACE_S`. Capping and the ready signal
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -124,7 +125,7 @@ _forking_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _forking(send: Any, memory: int) -> Any:
+def _forking(send: Any, memory: int) -> Iterator[None]:
     """Tell the fork hook that the fork about to happen from this thread is a walled child."""
     global _pending
     with _forking_lock:
@@ -166,7 +167,10 @@ def _receive(receive: Any, child: Any, most: int, deadline: float) -> bytes | No
         (size,) = _HEADER.unpack(header)
         if size > most:
             raise ValueError(f"longer than {most // 2**20} MB")
-        message = _read_exactly(receive, size, deadline)
+        try:
+            message = _read_exactly(receive, size, deadline)
+        except EOFError:
+            raise ValueError("cut short") from None
         if message is None:
             child.kill()
         return message
@@ -205,9 +209,7 @@ def _read_exactly(receive: Any, size: int, deadline: float) -> bytes | None:
             return None
         chunk = os.read(receive.fileno(), min(size - len(got), 2**20))
         if not chunk:
-            if got or size != _HEADER.size:
-                raise ValueError("cut short")
-            raise EOFError
+            raise ValueError("cut short") if got else EOFError
         got += chunk
     return bytes(got)
 
