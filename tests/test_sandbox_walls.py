@@ -7,8 +7,15 @@ measured times are in the issue's closing note and `benchmarks/`.
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import os
 import sqlite3
+import struct
+import sys
+import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -167,3 +174,136 @@ def test_data_crosses_the_wall_exactly() -> None:
     assert walls.decode(walls.encode(value)) == value
     with pytest.raises(TypeError, match="SlowStr"):
         walls.encode(SlowStr("x"))
+
+
+# --- learner code that reaches the pipe, or runs as a fork hook ------------------------------
+
+
+def _bounded(call, limit: float) -> BaseException | None:
+    """What `call()` raised (None if it returned), failing the test if it is still waiting after
+    `limit` seconds; then its walled child is killed so a failing run does not spin on."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        for child in multiprocessing.active_children():
+            child.kill()
+        pytest.fail(f"the checker was still waiting after {limit:g} s")
+    return outcome[0]
+
+
+def _pipe_end() -> Any:
+    """The child's send end of the pipe, as a learner's task can reach it: up the stack."""
+    frame = sys._getframe()
+    while "send" not in frame.f_locals:
+        frame = frame.f_back
+    return frame.f_locals["send"]
+
+
+def _forge() -> None:
+    walls._send(_pipe_end(), json.dumps(["ok", 42, ""]).encode())
+
+
+def _half_message() -> None:
+    os.write(_pipe_end().fileno(), struct.pack("!Q", 100) + b"abc")
+
+
+def _half_message_held_open() -> None:
+    """Half a message, with a grandchild holding the pipe open after the child is killed."""
+    _half_message()
+    if os.fork() == 0:
+        time.sleep(4)
+        os._exit(0)
+
+
+@pytest.mark.parametrize(
+    "trick",
+    [_forge, _half_message, _half_message_held_open],
+    ids=["forged-answer", "half-message", "half-message-held-open"],
+)
+def test_a_task_that_writes_to_the_pipe_and_spins_is_killed_within_the_promise(
+    trick, tmp_path, monkeypatch
+) -> None:
+    """Nothing runs longer than READY_S + seconds + GRACE_S (the parent's last join adds at most
+    GRACE_S): a forged answer does not end the wait, and half a message does not block it."""
+    monkeypatch.setattr(walls, "READY_S", 1.0)
+    seconds, pid_file = 0.3, tmp_path / "pid"
+
+    def task() -> None:
+        pid_file.write_text(str(os.getpid()))
+        trick()
+        while True:
+            pass
+
+    limit = walls.READY_S + seconds + 2 * walls.GRACE_S
+    raised = _bounded(lambda: walls.run_walled(task, seconds=seconds), limit)
+    assert isinstance(raised, walls.TimeLimit), raised
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # killed and reaped, not left spinning
+
+
+def test_an_answer_longer_than_the_checker_reads_is_refused_and_its_child_killed(
+    tmp_path,
+) -> None:
+    pid_file = tmp_path / "pid"
+
+    def task() -> None:
+        pid_file.write_text(str(os.getpid()))
+        os.write(_pipe_end().fileno(), struct.pack("!Q", walls.MAX_ANSWER_BYTES + 1))
+        while True:
+            pass
+
+    raised = _bounded(lambda: walls.run_walled(task, seconds=30.0), 5.0)
+    assert isinstance(raised, walls.Raised) and "cannot read" in raised.message, raised
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_an_answer_larger_than_the_pipe_buffer_still_comes_back() -> None:
+    """The answer is read while the child writes it; only then must the child exit."""
+    assert walls.run_walled(lambda: "x" * 5_000_000) == "x" * 5_000_000
+
+
+HOOK: dict[str, Any] = {"armed": None, "seen": []}  # what the test's fork hook does, if anything
+
+
+def _learner_hook() -> None:
+    """A fork hook as a learner might register it in the kernel: runs in every forked child."""
+    if HOOK["armed"] == "hog":
+        try:
+            HOOK["seen"].append(len(bytearray(256 * 2**20)))
+        except MemoryError:
+            HOOK["seen"].append("capped")
+    elif HOOK["armed"] == "sleep":
+        time.sleep(1.5)
+
+
+@pytest.fixture()
+def learner_hook():
+    """Arms the learner's fork hook, registered once per process after walls (it cannot be
+    unregistered, so it does nothing while disarmed)."""
+    if not HOOK.get("registered"):
+        os.register_at_fork(after_in_child=_learner_hook)
+        HOOK["registered"] = True
+    yield HOOK
+    HOOK["armed"], HOOK["seen"] = None, []
+
+
+def test_a_learner_fork_hook_runs_under_the_memory_cap(learner_hook) -> None:
+    learner_hook["armed"] = "hog"
+    assert walls.run_walled(lambda: list(HOOK["seen"]), memory=64 * 2**20) == ["capped"]
+
+
+def test_a_learner_fork_hook_runs_on_the_learners_clock(learner_hook) -> None:
+    learner_hook["armed"] = "sleep"
+    with pytest.raises(walls.TimeLimit):
+        walls.run_walled(lambda: 7, seconds=0.3)

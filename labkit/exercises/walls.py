@@ -3,11 +3,15 @@ time limit and cannot grow past its memory limit.
 
 A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
-the parent waits `seconds + GRACE_S` at most before it kills the child. One slow call that
-SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap.
+the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (no
+read blocks past that deadline, so half a message cannot hold the parent). One slow call that
+SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap, and
+an answer counts only if the child then exits cleanly within the limit.
 The clock starts when the child says it is ready (forked, memory capped), so a learner is not
 charged for a busy machine's slow fork; a child that is not ready within `READY_S` is killed
-too, so nothing runs longer than `READY_S + seconds + GRACE_S`.
+too, so nothing runs longer than `READY_S + seconds + GRACE_S`. Capping and the ready signal
+happen in a fork hook registered when this module is imported, so fork hooks registered later
+(the learner's own included) run capped and on the learner's clock.
 Where a platform cannot fork (Windows), the code runs in-process with only the soft limits the
 caller sets itself (SQLite's progress handler); the README says so.
 """
@@ -21,10 +25,12 @@ import io
 import json
 import multiprocessing
 import os
+import struct
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,8 +58,9 @@ class Crashed(Stopped):
 
 
 class NotStarted(Crashed):
-    """The child was not ready to run the learner's code within `READY_S` and was killed (the
-    check's own failure, as a crash is: nothing of the learner's had run)."""
+    """The child was not ready within `READY_S` and was killed: the check's own failure, as a
+    crash is, since the child stalled in the fork or in fork hooks registered before this
+    module was imported (the learner's, if any, run after the ready signal, on its clock)."""
 
 
 @dataclass(frozen=True)
@@ -86,39 +93,132 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         return _answer(_attempt(task), seconds)
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, task, memory), daemon=True)
-    with warnings.catch_warnings():  # Python 3.12+ warns that fork in a threaded process can
-        warnings.simplefilter("ignore", DeprecationWarning)  # deadlock; the child runs no lock
+    child = ctx.Process(target=_child, args=(send, task), daemon=True)
+    with _forking(send, memory), warnings.catch_warnings():
+        # Python 3.12+ warns that fork in a threaded process can deadlock; the child runs no lock
+        warnings.simplefilter("ignore", DeprecationWarning)
         child.start()
     send.close()
     try:
-        if not receive.poll(READY_S):
-            child.kill()
+        if _receive(receive, child, len(READY), time.monotonic() + READY_S) is None:
             raise NotStarted(
                 f"was not ready within {READY_S:g} s (the machine is too busy), so it was stopped"
             )
-        _receive(receive, child, len(READY))  # the learner's clock starts now
-        start = time.monotonic()
-        if not receive.poll(seconds + GRACE_S):
-            child.kill()
+        start = time.monotonic()  # the learner's clock starts now
+        deadline = start + seconds + GRACE_S
+        raw = _receive(receive, child, MAX_ANSWER_BYTES, deadline)
+        code = _exit_code(child, deadline)  # an answer counts once the child has exited
+        if raw is None or code is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
-        message = _read_answer(_receive(receive, child, MAX_ANSWER_BYTES))
+        if code != 0:
+            raise Crashed(f"stopped after its answer (exit code {code})")
+        message = _read_answer(raw)
     finally:
-        child.join()
+        _stop(child)
         receive.close()
     return _answer(message, seconds, time.monotonic() - start)
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
+_pending: tuple[int, Any, int] | None = None  # (forking thread, send end, memory) for the hook
+_forking_lock = threading.Lock()
 
 
-def _receive(receive: Any, child: Any, most: int) -> bytes:
-    """The child's next message; `Crashed` if it died before sending one."""
+@contextlib.contextmanager
+def _forking(send: Any, memory: int) -> Iterator[None]:
+    """Tell the fork hook that the fork about to happen from this thread is a walled child."""
+    global _pending
+    with _forking_lock:
+        _pending = (threading.get_ident(), send, memory)
+        try:
+            yield
+        finally:
+            _pending = None
+
+
+def _after_fork_in_child() -> None:
+    """In every forked child, before later-registered fork hooks: a walled child silences its
+    streams, caps its memory and says it is ready; any other child is left alone."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is None or pending[0] != threading.get_ident():
+        return
+    _, send, memory = pending
     try:
-        return receive.recv_bytes(most)
-    except (EOFError, OSError):
-        child.join()
-        raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+        sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
+        _cap_memory(memory)
+        _send(send, READY)
+    except BaseException:  # noqa: BLE001 - an uncapped child must not run the task
+        os._exit(70)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _receive(receive: Any, child: Any, most: int, deadline: float) -> bytes | None:
+    """The child's next message, or None if it is not all there by `deadline` (the child is
+    then killed); `Crashed` if it died first, `Raised` if the message is cut short or longer
+    than `most` bytes (the child is killed). No read blocks past `deadline`."""
+    try:
+        header = _read_exactly(receive, _HEADER.size, deadline)
+        if header is None:
+            child.kill()
+            return None
+        (size,) = _HEADER.unpack(header)
+        if size > most:
+            raise ValueError(f"longer than {most // 2**20} MB")
+        try:
+            message = _read_exactly(receive, size, deadline)
+        except EOFError:
+            raise ValueError("cut short") from None
+        if message is None:
+            child.kill()
+        return message
+    except (EOFError, ValueError) as exc:
+        _stop(child)
+        if isinstance(exc, EOFError):
+            raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
+        problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
+        raise Raised("TypeError", problem) from None
+
+
+def _exit_code(child: Any, until: float) -> int | None:
+    """The child's exit code once it has exited, or None at `until`. The code is polled, not
+    joined: a grandchild may hold the child's exit sentinel open."""
+    while child.exitcode is None and time.monotonic() < until:
+        time.sleep(0.002)
+    return child.exitcode
+
+
+def _stop(child: Any) -> None:
+    """Kill the child (a no-op once it has exited) and reap it, waiting `GRACE_S` at most."""
+    child.kill()
+    _exit_code(child, time.monotonic() + GRACE_S)
+    child.join(0)
+
+
+_HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
+
+
+def _read_exactly(receive: Any, size: int, deadline: float) -> bytes | None:
+    """`size` bytes from the pipe, or None at `deadline`; `EOFError` if it closed before any,
+    `ValueError` if it closed part way."""
+    got = bytearray()
+    while len(got) < size:
+        if not receive.poll(max(0.0, deadline - time.monotonic())):
+            return None
+        chunk = os.read(receive.fileno(), min(size - len(got), 2**20))
+        if not chunk:
+            raise ValueError("cut short") if got else EOFError
+        got += chunk
+    return bytes(got)
+
+
+def _send(send: Any, data: bytes) -> None:
+    """In the child: one message (its length, then its bytes) to the parent."""
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(send.fileno(), view) :]
 
 
 def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
@@ -191,19 +291,16 @@ def _read_answer(raw: bytes) -> tuple[str, Any, str]:
         return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})"), ""
 
 
-def _child(send: Any, task: Callable[[], Any], memory: int) -> None:
-    """In the forked child: cap memory, run the task, send one message, exit at once."""
-    sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
-    _cap_memory(memory)
-    send.send_bytes(READY)
+def _child(send: Any, task: Callable[[], Any]) -> None:
+    """In the forked child, already capped and ready (`_after_fork_in_child`): run the task,
+    send one message, exit at once."""
     kind, value, printed = _attempt(task)
     try:
         raw = json.dumps([kind, encode(value), printed]).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
         problem = f"returned {exc}, which cannot be passed back to the checker; return plain data"
         raw = json.dumps(["raised", {"t": ["TypeError", problem]}, printed]).encode("utf-8")
-    send.send_bytes(raw)
-    send.close()
+    _send(send, raw)
     os._exit(0)
 
 
