@@ -338,13 +338,14 @@ def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event, boun
             out["error"] = exc
 
     worker = threading.Thread(target=body, name="labkit-remote-loop", daemon=True)
-    worker.start()
-    try:
+    try:  # an interrupt that lands while the thread starts sets `stop` too
+        worker.start()
         while worker.is_alive():  # short waits, so an interrupt is handled at once
             worker.join(0.1)
     except KeyboardInterrupt:
         stop.set()
-        worker.join(bound)
+        if worker.ident is not None:  # started (a join before that would raise)
+            worker.join(bound)
         raise
     if "error" in out:
         raise out["error"]
