@@ -289,3 +289,19 @@ def test_under_any_fault_each_fence_has_one_committed_lane_and_none_is_left_open
     lost = [lane for lane in shown if lane.end in (GAVE_UP, FLUSHED, REFUSED)]
     replayed = {lane.replay_of for lane in shown if lane.replay_of is not None}
     assert {lane.ballot_id for lane in lost} <= replayed  # every lost tick is asked again
+
+
+def test_two_answers_in_holds_the_early_answer_and_checks_its_base_hash_at_the_fence() -> None:
+    from labkit.designs.pipeline_study import two_answers_in
+
+    honest = two_answers_in(stale=False)
+    assert honest.said == "held" and honest.held == [honest.second.ballot_id]
+    assert honest.landed.committed
+    _, decision = honest.loop.settle(3.0)
+    assert decision.committed and honest.loop.read_head()[0] == 2
+
+    stale = two_answers_in(stale=True)
+    assert stale.said == "held" and stale.landed.committed
+    _, decision = stale.loop.settle(3.0)
+    assert not decision.committed and decision.reason == "base_hash_mismatch"
+    assert stale.loop.read_head()[0] == 1

@@ -15,7 +15,10 @@ import pandas as pd
 
 import labkit.catalog.hold as hold
 import labkit.frontier.log as part_one
-from labkit.designs.design import DISPLAY_NAMES
+from labkit.catalog.loop import Response
+from labkit.designs.design import DISPLAY_NAMES, Decision, Request
+from labkit.designs.pipelined import PipelinedDesign
+from labkit.designs.planner import respond
 from labkit.designs.run_stats import RunSummary
 from labkit.designs.simulator import FAULTS, run
 
@@ -195,6 +198,31 @@ def depth_table(
 ) -> pd.DataFrame:
     """`compare_at` for each W in `windows`, stacked: the trade-off as the window grows."""
     return pd.concat([compare_at(w, faults, seed, ticks=ticks) for w in windows], ignore_index=True)
+
+
+@dataclass
+class EarlyAnswer:
+    """Notebook 05's hash-check experiment at W = 2, after request 1's answer has landed."""
+
+    loop: PipelinedDesign
+    first: Request  # fenced at the head
+    second: Request  # fenced one ahead, built on request 1's answer
+    early: Response  # request 2's answer, which landed first
+    said: str | None  # what the loop said of it: held
+    held: list[int]  # the ballots in the hold after it landed
+    landed: Decision  # what request 1's answer did when it landed next
+
+
+def two_answers_in(stale: bool) -> EarlyAnswer:
+    """W = 2: request 2's answer lands first (held), then request 1's (it commits v1). With
+    `stale`, request 2's planner read v0 but stamps its answer as built on v1."""
+    loop = PipelinedDesign(window=2, ticks=10)
+    first, second = loop.start(0.0)
+    early = respond(loop, second, 1.0, stale=stale, stamped=True)
+    said = loop.on_response(second, early, 1.0).reason
+    held = [h.ballot_id for h in hold.held(loop.conn)]
+    landed = loop.on_response(first, respond(loop, first, 2.0), 2.0)
+    return EarlyAnswer(loop, first, second, early, said, held, landed)
 
 
 def frontier_side_by_side(head: int, answered: Iterable[int], fences: int) -> pd.DataFrame:
