@@ -146,12 +146,15 @@ def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypat
     b.undo()
     shorter = (dict(b.runs), list(b.steps))
     kept = WorkbenchCanvas(b.designs)
+    kept.kept_pngs = 0  # this test is about the texts: no whole pictures kept
     each_time = WorkbenchCanvas(b.designs)  # the same canvas, its texts drawn on every update
     png = each_time._frames.png
     monkeypatch.setattr(
         each_time._frames,
         "png",
-        lambda fig, animated, key, dpi, texts=(): png(fig, [*texts, *animated], key, dpi),
+        lambda fig, animated, key, dpi, texts=(), **kw: png(
+            fig, [*texts, *animated], key, dpi, **kw
+        ),
     )
     drawn: list[Text] = []
     text_draw = Text.draw

@@ -11,6 +11,8 @@ those, so a widget pays for a few artists, not for axes and tick labels. Markers
 from __future__ import annotations
 
 import math
+import pickle
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -301,6 +303,9 @@ class FiveDesignsCanvas:
 # --- the arrival-order workbench: lanes over the head, per design ------------------------
 
 _LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
+_LANES_STEP = 3  # the lanes' room grows by this many lanes (a taller figure)
+AHEAD_HEIGHTS = 2  # taller figures whose frame an idle kernel draws ahead (a 15-step schedule)
+KEPT_PNGS = 32  # workbench pictures kept per canvas, by what they show
 _LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
     "commit": {"marker": "o", "ms": 8},
     "dup": {"marker": "P", "ms": 9, "mec": "white"},
@@ -351,19 +356,23 @@ class WorkbenchCanvas:
     shows an answer held (a hollow square), its wait until the step its fence is reached
     (dashed, ending at the commit or refusal) and a flush (its tick replayed).
 
-    The frame (axes, ticks, legend, the lanes' title, and every artist, empty) depends only on
-    the room the schedule needs (steps, lanes, versions, rounded up, never shrinking) and on the
-    design in focus; an update moves data into those artists and `FrameCache` redraws only them.
-    The lane names, notes and step names are kept drawn per text (`FrameCache`'s `texts`).
+    The frame (axes, ticks, legend, and every artist, empty) depends only on the room the
+    schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
+    into those artists and `FrameCache` redraws only them. Below the ticks and spines the frame
+    depends only on the figure's height (`draw_ahead` draws it for taller figures while a
+    widget's kernel is idle). The lanes' title, lane names, notes and step names are kept drawn
+    per text (`FrameCache`'s `texts`). The last `KEPT_PNGS` pictures are kept whole (`pngs`),
+    keyed by everything they show, so an undo or a step taken again costs no drawing.
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
         self.designs = list(designs)
         self.width = width
         self.fig: Figure | None = None
-        self._frame_key: object = None
         self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
-        self._frames = FrameCache()
+        self._frames = FrameCache(bases=1 + AHEAD_HEIGHTS)
+        self.pngs: OrderedDict[tuple, bytes] = OrderedDict()
+        self.kept_pngs = KEPT_PNGS
         self._dynamic: list[Any] = []
         self._texts: list[Any] = []
 
@@ -583,7 +592,7 @@ class WorkbenchCanvas:
         """
         n = len(steps)
         top = max(max(r.heads) for r in runs.values())
-        lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, 3))
+        lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, _LANES_STEP))
         steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
         head_room = max(self._rooms[2], _room(top + 1, 6, 3))
         rooms = (lanes_room, steps_room, head_room)
@@ -597,7 +606,6 @@ class WorkbenchCanvas:
         if rebuilt or rooms != self._rooms:  # new ticks cost ~15 ms: only when the room grew
             self._set_rooms(steps_room, head_room)
         self._rooms = rooms
-        self._frame_key = (rooms, focus)  # the lanes' title names the focus: part of the frame
         color = COLORS.get(focus, "#444444")
         if color != self.lane_color:
             self.lane_color = color
@@ -625,7 +633,8 @@ class WorkbenchCanvas:
         self.step_names.put(0, -0.12, "start")
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
-        self._texts = [*self.lane_names.texts, *self.notes.texts, *self.step_names.texts]
+        self._texts = [self.lanes_title, *self.lane_names.texts, *self.notes.texts,
+                       *self.step_names.texts]
         self._dynamic = [
             self.bars, self.tails, self.waits, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
@@ -634,7 +643,44 @@ class WorkbenchCanvas:
 
     def png(self, runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str,
             dpi: int = 80) -> bytes:
-        """`update`, then render: the frame is restored, only the data is drawn again."""
+        """`update`, then render: the frame is restored, only the data is drawn again. A
+        picture kept in `pngs` (the same rooms, focus, dpi, steps and runs) is returned as is."""
         with workbook_style():
             fig = self.update(runs, steps, focus)
-        return self._frames.png(fig, self._dynamic, (self._frame_key, dpi), dpi, self._texts)
+        # everything the picture depends on (the designs and width are the canvas's own)
+        key = (self._rooms, focus, dpi, tuple(steps), pickle.dumps(dict(runs)))
+        if key in self.pngs:
+            self.pngs.move_to_end(key)
+            return self.pngs[key]
+        png = self._frames.png(fig, self._dynamic, (self._rooms, dpi), dpi, self._texts,
+                               ticks=self._ticks())
+        if self.kept_pngs > 0:
+            self.pngs[key] = png
+            while len(self.pngs) > self.kept_pngs:
+                self.pngs.popitem(last=False)
+        return png
+
+    def _ticks(self) -> list[Any]:
+        """What differs between frames of one figure size: each axes' ticks, then its spines
+        (drawn in that order, as a full draw does, where they meet)."""
+        axes = [] if self.fig is None else self.fig.axes
+        return [a for ax in axes for a in (ax.xaxis, ax.yaxis, *ax.spines.values())]
+
+    def draw_ahead(self, dpi: int = 80) -> bool:
+        """Draw and keep the frame below the ticks for the next of the `AHEAD_HEIGHTS` taller
+        figures (more lanes) not kept yet, then put the figure back. A widget calls it while its
+        kernel is idle: a schedule that needs that many lanes then draws only ticks and spines
+        on a new frame. False (nothing drawn) if there is no figure yet or all are kept."""
+        if self.fig is None:
+            return False
+        now = self._rooms[0]
+        for extra in range(1, AHEAD_HEIGHTS + 1):
+            with workbook_style():
+                self._grow(now + _LANES_STEP * extra)
+                try:
+                    drawn = self._frames.keep_base(self.fig, dpi, self._ticks())
+                finally:
+                    self._grow(now)
+            if drawn:
+                return True
+        return False

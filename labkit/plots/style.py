@@ -167,8 +167,9 @@ class FrameCache:
     `steady_key`, under the texts. Both go under the other animated artists.
     """
 
-    def __init__(self, frames: int = 6) -> None:
+    def __init__(self, frames: int = 6, bases: int = 2) -> None:
         self._frames = frames
+        self._most_bases = bases  # frames without ticks kept, one per figure size
         self._canvas: FigureCanvasAgg | None = None
         self._bases: OrderedDict[object, object] = OrderedDict()
         self._backgrounds: OrderedDict[object, object] = OrderedDict()
@@ -227,6 +228,16 @@ class FrameCache:
                 self._backgrounds, (frame_key, dpi), canvas.copy_from_bbox(fig.bbox), self._frames
             )
 
+    def keep_base(self, fig: Figure, dpi: int, ticks: Sequence[Artist]) -> bool:
+        """Draw and keep the frame without `ticks` for the figure's size now (e.g. a taller
+        figure the widget may grow to, while its kernel is idle), so a new frame of that size
+        draws only the ticks. False (nothing drawn) if it is kept already."""
+        if (dpi, tuple(fig.get_size_inches())) in self._bases:
+            return False
+        with workbook_style():
+            self._draw_base(fig, self._canvas_for(fig, dpi), ticks, dpi)
+        return True
+
     def _canvas_for(self, fig: Figure, dpi: int) -> FigureCanvasAgg:
         """The Agg canvas of `fig` at `dpi`; a new figure forgets everything kept."""
         if self._canvas is None or self._canvas.figure is not fig:
@@ -251,16 +262,23 @@ class FrameCache:
             self._bases.move_to_end(base)
             canvas.restore_region(self._bases[base])
         else:
-            for artist in ticks:
-                artist.set_animated(True)
-            try:
-                canvas.draw()
-            finally:
-                for artist in ticks:
-                    artist.set_animated(False)
-            _keep(self._bases, base, canvas.copy_from_bbox(fig.bbox), 2)
+            self._draw_base(fig, canvas, ticks, dpi)
         for artist in ticks:
             fig.draw_artist(artist)
+
+    def _draw_base(
+        self, fig: Figure, canvas: FigureCanvasAgg, ticks: Sequence[Artist], dpi: int
+    ) -> None:
+        """Draw the frame without `ticks` and keep it for the figure's size and `dpi`."""
+        for artist in ticks:
+            artist.set_animated(True)
+        try:
+            canvas.draw()
+        finally:
+            for artist in ticks:
+                artist.set_animated(False)
+        base = (dpi, tuple(fig.get_size_inches()))
+        _keep(self._bases, base, canvas.copy_from_bbox(fig.bbox), self._most_bases)
 
 
 def _keep(kept: OrderedDict[object, object], key: object, pixels: object, most: int) -> None:

@@ -341,7 +341,8 @@ class ArrivalWorkbench(BatchedApp):
     """Compose an arrival order step by step (or type it), play it on every design at once.
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
-    its button; `last_png` is the picture shown and `timings` each update's duration. Every
+    its button; `last_png` is the picture shown and `timings` each update's duration;
+    `frames_drawn_ahead` counts the taller frames drawn while the kernel was idle. Every
     design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
     runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
@@ -359,6 +360,8 @@ class ArrivalWorkbench(BatchedApp):
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
         self.timings: list[float] = []
+        self.frames_drawn_ahead = 0
+        self._ahead_turn = 0  # the update whose idle time draws ahead; a newer one stops it
         self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
 
@@ -604,6 +607,25 @@ class ArrivalWorkbench(BatchedApp):
             self.schedule.value = builder.text
         self.verdicts.value = _verdict_table(builder)
         self.timings.append(time.perf_counter() - start)
+        self._frames_ahead_when_idle()
+
+    def _frames_ahead_when_idle(self) -> None:
+        """Once this update is out, let the kernel's event loop draw the frames of the taller
+        figures a longer schedule would need (`WorkbenchCanvas.draw_ahead`), one per turn, so a
+        click waits at most for one. Without a running loop (a script, a test) nothing is drawn."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._ahead_turn += 1
+        loop.call_later(AHEAD_DELAY_S, self._frame_ahead, self._ahead_turn)
+
+    def _frame_ahead(self, turn: int) -> None:
+        if turn != self._ahead_turn:  # a newer update came: it asked for its own turn
+            return
+        if self.canvas.draw_ahead(WIDGET_DPI):
+            self.frames_drawn_ahead += 1
+            asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self._frame_ahead, turn)
 
 
 def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
