@@ -118,6 +118,7 @@ class Control:
     cell_text: str  # a string only the app's cell contains
     app: str  # the app's variable in the notebook
     press: Callable[[Locator, int], None]  # press number i on the app's cell
+    before: str = ""  # code the kernel runs before each press, outside the measured time
 
 
 def _key(selector: str, keys: tuple[str, str]) -> Callable[[Locator, int], None]:
@@ -158,7 +159,14 @@ CONTROLS = (
             _select(".wb-pipe-fault select", (1, 2))),
     Control(NB04, "04 workbench deliver/undo", "ArrivalWorkbench(preset=", "workbench",
             _click(("wb-deliver", "wb-undo"))),
+    # The same clicks, each to a state the canvas has no picture of: it forgets the pictures
+    # it keeps whole before each press (frames and texts stay kept, as for any state whose
+    # room and texts were seen). The row above meets kept pictures after its warm-up press.
+    Control(NB04, "04 workbench deliver/undo, new states", "ArrivalWorkbench(preset=",
+            "workbench", _click(("wb-deliver", "wb-undo")),
+            before="getattr(workbench.canvas, 'pngs', {}).clear()"),
 )  # fmt: skip
+TYPED_COLD_AB = "04 typed 14-step schedule, cold"  # in A/B mode: the app's cell run again
 
 _armed: dict[str, Any] = {}
 
@@ -223,6 +231,8 @@ def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[fl
     cell.scroll_into_view_if_needed()
     wall = []
     for i in range(presses + 1):
+        if control.before:
+            page.evaluate(_KERNEL_PRINT, [nb.panel_id, control.before])
         took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
         if i:
             wall.append(took)
@@ -256,13 +266,7 @@ def _typed(page: Page, open_run: Opener, cold_runs: int, warm: int) -> list[dict
         nb = open_run(NB04, "ArrivalWorkbench(preset=")
         cell = nb.cell_with("ArrivalWorkbench(preset=")
         cell.scroll_into_view_if_needed()
-        box = cell.locator(".wb-schedule input")
-
-        def typed(box: Locator = box, at: Locator = cell) -> None:
-            box.fill(SCHEDULE)
-            _arm_again(at)
-            box.press("Enter")
-
+        typed = _typer(cell)
         cold.append(_measure(page, cell, typed))
         cold_py += _kernel_timings(page, nb.panel_id, "workbench", 1)
         time.sleep(PAUSE_S)
@@ -279,6 +283,19 @@ def _typed(page: Page, open_run: Opener, cold_runs: int, warm: int) -> list[dict
         _row("04 typed 14-step schedule, cold", "typed", cold, cold_py, TARGET_TYPED_S),
         _row("04 typed 14-step schedule, warm", "typed", warm_wall, warm_py, TARGET_TYPED_S),
     ]
+
+
+def _typer(cell: Locator) -> Callable[[], None]:
+    """Typing the 14-step schedule into the workbench of `cell` and pressing Enter (the
+    press is the Enter: `fill`'s own events do not count)."""
+    box = cell.locator(".wb-schedule input")
+
+    def typed() -> None:
+        box.fill(SCHEDULE)
+        _arm_again(cell)
+        box.press("Enter")
+
+    return typed
 
 
 def measure(smoke: bool) -> list[dict[str, object]]:
@@ -426,8 +443,11 @@ def compare(
     times (order A B, then B A, ...), each round on a fresh app (its cell run again), so every
     side meets the same seeds, machine and moment. One row per checkout, control and round."""
     controls = [c for c in CONTROLS if c.name in names]
-    if not controls or len({c.notebook for c in controls}) != 1:
-        raise ValueError(f"pick controls of one notebook from {[c.name for c in CONTROLS]}")
+    typed = TYPED_COLD_AB in names
+    notebooks = {c.notebook for c in controls} | ({NB04} if typed else set())
+    if len(notebooks) != 1:
+        choices = [c.name for c in CONTROLS] + [TYPED_COLD_AB]
+        raise ValueError(f"pick controls of one notebook from {choices}")
     base = Path(tempfile.mkdtemp(prefix="bench-widget-ab-"))
     saved = os.environ.get("PYTHONPATH")
     servers = []
@@ -436,7 +456,9 @@ def compare(
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), saved]))
             servers.append(start_lab(copy_workbook(base / f"workbook{k}"), base / f"state{k}"))
         with ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(_drive_ab, servers, checkouts, controls, presses, rounds).result()
+            return pool.submit(
+                _drive_ab, servers, checkouts, controls, presses, rounds, notebooks.pop(), typed
+            ).result()
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -448,7 +470,13 @@ def compare(
 
 
 def _drive_ab(
-    servers: list[Any], checkouts: list[Path], controls: list[Control], presses: int, rounds: int
+    servers: list[Any],
+    checkouts: list[Path],
+    controls: list[Control],
+    presses: int,
+    rounds: int,
+    notebook: str,
+    typed: bool,
 ) -> list[dict[str, object]]:
     from playwright.sync_api import sync_playwright
 
@@ -462,7 +490,7 @@ def _drive_ab(
                 context.set_default_timeout(WAIT_MS)
                 context.route("**/*", _local_only)
                 pages.append(context.new_page())
-                notebooks.append(_open(pages[-1], server, controls[0].notebook))
+                notebooks.append(_open(pages[-1], server, notebook))
                 code = "import labkit; print(labkit.__file__)"
                 where = pages[-1].evaluate(_KERNEL_PRINT, [notebooks[-1].panel_id, code]).strip()
                 print(f"  kernel {len(notebooks)} imports {where}", flush=True)
@@ -478,15 +506,47 @@ def _drive_ab(
                         load = os.getloadavg()[0]
                         wall, python = _press(page, nb, control, presses)
                         row = _row(control.name, "press", wall, python, TARGET_P95_S)
-                        code = f"print(getattr({control.app}, 'frames_drawn_ahead', '-'))"
-                        ahead = page.evaluate(_KERNEL_PRINT, [nb.panel_id, code]).strip()
                         row.update(checkout=str(checkouts[k]), round=r + 1, load_start=load)
-                        row["frames_drawn_ahead"] = ahead
+                        row["frames_drawn_ahead"] = _ahead(page, nb, control.app)
                         rows.append(row)
                         _say(row)
+                    if typed:
+                        rows.append(_typed_cold_ab(page, nb, COLD_AB_RUNS))
+                        rows[-1].update(checkout=str(checkouts[k]), round=r + 1)
+                        _say(rows[-1])
         finally:
             browser.close()
     return rows
+
+
+COLD_AB_RUNS = 5  # per round and checkout, each on the app's cell run again
+
+
+def _ahead(page: Page, nb: Any, app: str) -> str:
+    """What the app did ahead while the kernel was idle, by its counter's name (or '-')."""
+    code = f"print(getattr({app}, 'frames_drawn_ahead', getattr({app}, 'done_ahead', '-')))"
+    return page.evaluate(_KERNEL_PRINT, [nb.panel_id, code]).strip()
+
+
+def _typed_cold_ab(page: Page, nb: Any, runs: int) -> dict[str, object]:
+    """The 14-step schedule typed into a fresh workbench `runs` times: each time the app's
+    cell is run again (a new app in the same kernel: the kernel's imports and fonts are warm,
+    the app's canvas is new) and the schedule typed as soon as its picture is shown."""
+    text = "ArrivalWorkbench(preset="
+    cell = nb.cell_with(text)
+    load = os.getloadavg()[0]
+    wall, python, ahead = [], [], []
+    for _ in range(runs):
+        nb.rerun(text)
+        page.wait_for_function(_HAS_IMAGE, arg=cell.element_handle(), polling=100)
+        cell.scroll_into_view_if_needed()
+        wall.append(_measure(page, cell, _typer(cell)))
+        python += _kernel_timings(page, nb.panel_id, "workbench", 1)
+        ahead.append(_ahead(page, nb, "workbench"))
+        time.sleep(PAUSE_S)
+    row = _row(TYPED_COLD_AB, "typed", wall, python, TARGET_TYPED_S)
+    row.update(load_start=load, frames_drawn_ahead=" ".join(ahead))
+    return row
 
 
 def _say(row: dict[str, object]) -> None:
@@ -532,8 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         "--control",
         action="append",
         required=True,
-        choices=[c.name for c in CONTROLS],
-        help="a control to press",
+        choices=[c.name for c in CONTROLS] + [TYPED_COLD_AB],
+        help="a control to press (the typed schedule: on the app's cell run again)",
     )
     parser.add_argument(
         "--labkit",

@@ -30,3 +30,22 @@ def test_rounds_pool_per_checkout_and_control() -> None:
     a = pooled[0]
     assert (a["p50"], a["p95"], a["max"]) == ("60.00 ms", "500.00 ms", "500.00 ms")
     assert a["p95 per round (ms)"] == "70 500"
+
+
+def test_the_typed_schedule_goes_with_notebook_04_controls_only(monkeypatch) -> None:
+    monkeypatch.setattr(wb, "start_lab", lambda *a, **k: pytest.fail("a server was started"))
+    with pytest.raises(ValueError, match="controls of one notebook"):
+        wb.compare([Path(".")], [wb.TYPED_COLD_AB, "05 random seed"], presses=1, rounds=1)
+
+
+def test_the_new_states_row_leaves_the_workbench_no_kept_picture() -> None:
+    """What its kernel runs before each press empties the pictures the canvas keeps whole, so
+    the next click draws its state (the other row's clicks find theirs kept)."""
+    from labkit.widgets.part2_catalog import ArrivalWorkbench
+
+    (control,) = [c for c in wb.CONTROLS if c.name == "04 workbench deliver/undo, new states"]
+    workbench = ArrivalWorkbench(preset="inverted")
+    workbench.buttons["deliver"].click()
+    assert workbench.canvas.pngs
+    exec(control.before, {"workbench": workbench})
+    assert not workbench.canvas.pngs

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from matplotlib.axis import XTick
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from labkit.designs.schedule_builder import ScheduleBuilder
@@ -112,18 +113,20 @@ def test_frames_drawn_ahead_leave_every_picture_as_it_was(designs, monkeypatch) 
     focus = b.designs[0]
     assert ahead.png(b.runs, b.steps, focus) == before.png(b.runs, b.steps, focus)
     height = ahead.fig.get_size_inches()[1]
-    assert [ahead.draw_ahead() for _ in range(AHEAD_HEIGHTS + 1)] == [True] * AHEAD_HEIGHTS + [
-        False
-    ]
+    done = [ahead.draw_ahead() for _ in range(AHEAD_HEIGHTS + 2)]
+    assert done == [True] * (AHEAD_HEIGHTS + 1) + [False]  # the bases, then the tick marks
     assert ahead.fig.get_size_inches()[1] == height  # the figure was put back
     assert ahead.png(b.runs, b.steps, focus) == before.png(b.runs, b.steps, focus)
-    full_draws = []
-    draw = FigureCanvasAgg.draw
+    full_draws, ticks_made = [], []
+    draw, make_tick = FigureCanvasAgg.draw, XTick.__init__
     monkeypatch.setattr(FigureCanvasAgg, "draw", lambda c: full_draws.append(1) or draw(c))
+    monkeypatch.setattr(
+        XTick, "__init__", lambda *a, **k: ticks_made.append(1) or make_tick(*a, **k)
+    )
     b.load(SCHEDULE_14)  # 12 lanes: the second taller figure, whose base was drawn ahead
     ahead.rescale()
     got = ahead.png(b.runs, b.steps, focus)
-    assert ahead.fig.get_size_inches()[1] > height and not full_draws
+    assert ahead.fig.get_size_inches()[1] > height and not full_draws and not ticks_made
     before.rescale()
     assert got == before.png(b.runs, b.steps, focus)
 
@@ -131,11 +134,11 @@ def test_frames_drawn_ahead_leave_every_picture_as_it_was(designs, monkeypatch) 
 def test_an_idle_kernel_draws_taller_frames_ahead_and_a_script_does_not() -> None:
     async def in_a_kernel() -> ArrivalWorkbench:
         bench = ArrivalWorkbench(preset="inverted")
-        await asyncio.sleep(AHEAD_DELAY_S * (AHEAD_HEIGHTS + 2) * 2)
+        await asyncio.sleep(AHEAD_DELAY_S * (AHEAD_HEIGHTS + 3) * 2)
         return bench
 
-    assert asyncio.run(in_a_kernel()).frames_drawn_ahead == AHEAD_HEIGHTS
-    assert ArrivalWorkbench(preset="inverted").frames_drawn_ahead == 0
+    assert asyncio.run(in_a_kernel()).done_ahead == AHEAD_HEIGHTS + 1  # bases, tick marks
+    assert ArrivalWorkbench(preset="inverted").done_ahead == 0
 
 
 @pytest.mark.parametrize("designs", DESIGN_SETS)

@@ -303,7 +303,7 @@ class FiveDesignsCanvas:
 # --- the arrival-order workbench: lanes over the head, per design ------------------------
 
 _LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
-_LANES_STEP = 3  # the lanes' room grows by this many lanes (a taller figure)
+_LANES_STEP, _STEPS_STEP = 3, 4  # the rooms for lanes (a taller figure) and steps grow so
 AHEAD_HEIGHTS = 2  # taller figures whose frame an idle kernel draws ahead (a 15-step schedule)
 KEPT_PNGS = 32  # workbench pictures kept per canvas, by what they show
 _LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
@@ -593,7 +593,7 @@ class WorkbenchCanvas:
         n = len(steps)
         top = max(max(r.heads) for r in runs.values())
         lanes_room = max(self._rooms[0], _room(len(runs[focus].lanes), 6, _LANES_STEP))
-        steps_room = max(self._rooms[1], _room(n + 1, 8, 4))
+        steps_room = max(self._rooms[1], _room(n + 1, 8, _STEPS_STEP))
         head_room = max(self._rooms[2], _room(top + 1, 6, 3))
         rooms = (lanes_room, steps_room, head_room)
         rebuilt = self.fig is None or lanes_room != self._rooms[0]
@@ -668,9 +668,10 @@ class WorkbenchCanvas:
 
     def draw_ahead(self, dpi: int = 80) -> bool:
         """Draw and keep the frame below the ticks for the next of the `AHEAD_HEIGHTS` taller
-        figures (more lanes) not kept yet, then put the figure back. A widget calls it while its
-        kernel is idle: a schedule that needs that many lanes then draws only ticks and spines
-        on a new frame. False (nothing drawn) if there is no figure yet or all are kept."""
+        figures (more lanes) not kept yet, then put the figure back; after those, make the tick
+        marks as many more steps would need. A widget calls it while its kernel is idle: a
+        schedule that needs that room then draws only ticks and spines on a new frame, with
+        ticks already made. False (nothing done) if there is no figure yet or all is done."""
         if self.fig is None:
             return False
         now = self._rooms[0]
@@ -683,4 +684,8 @@ class WorkbenchCanvas:
                     self._grow(now)
             if drawn:
                 return True
-        return False
+        ticks = self._rooms[1] + _STEPS_STEP * AHEAD_HEIGHTS + 1
+        made = [ax.xaxis for ax in self.fig.axes if len(ax.xaxis.majorTicks) < ticks]
+        for axis in made:
+            axis.get_major_ticks(ticks)  # made now, so a longer axis only places them
+        return bool(made)

@@ -342,7 +342,8 @@ class ArrivalWorkbench(BatchedApp):
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
     its button; `last_png` is the picture shown and `timings` each update's duration;
-    `frames_drawn_ahead` counts the taller frames drawn while the kernel was idle. Every
+    `done_ahead` counts the steps done while the kernel was idle (a taller frame drawn, tick
+    marks made: `WorkbenchCanvas.draw_ahead`). Every
     design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
     runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
@@ -360,7 +361,7 @@ class ArrivalWorkbench(BatchedApp):
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
         self.timings: list[float] = []
-        self.frames_drawn_ahead = 0
+        self.done_ahead = 0
         self._ahead_turn = 0  # the update whose idle time draws ahead; a newer one stops it
         self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
@@ -611,8 +612,9 @@ class ArrivalWorkbench(BatchedApp):
 
     def _frames_ahead_when_idle(self) -> None:
         """Once this update is out, let the kernel's event loop draw the frames of the taller
-        figures a longer schedule would need (`WorkbenchCanvas.draw_ahead`), one per turn, so a
-        click waits at most for one. Without a running loop (a script, a test) nothing is drawn."""
+        figures a longer schedule would need and make its tick marks
+        (`WorkbenchCanvas.draw_ahead`), one step per turn, so a click waits at most for one.
+        Without a running loop (a script, a test) nothing is done ahead."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -624,7 +626,7 @@ class ArrivalWorkbench(BatchedApp):
         if turn != self._ahead_turn:  # a newer update came: it asked for its own turn
             return
         if self.canvas.draw_ahead(WIDGET_DPI):
-            self.frames_drawn_ahead += 1
+            self.done_ahead += 1
             asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self._frame_ahead, turn)
 
 

@@ -14,7 +14,7 @@ import pytest
 from benchmarks import widget_browser
 
 NAME = "widget_browser"
-# one row per control (eight), and the typed schedule cold and warm
+# one row per control (nine), and the typed schedule cold and warm
 ROWS = len(widget_browser.CONTROLS) + 2
 
 
@@ -35,7 +35,7 @@ def test_benchmark_runs_small_and_writes_its_files(lab, tmp_path: Path) -> None:
         assert path.parent == tmp_path and path.stat().st_size > 0
     with (tmp_path / f"bench_{NAME}.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == len(result.rows) == ROWS == 10
+    assert len(rows) == len(result.rows) == ROWS == 11
     assert all(int(r["presses"]) == 1 for r in rows)
     assert result.ratios and result.targets
     assert all(math.isfinite(v) and v > 0 for v in result.ratios.values()), result.ratios
