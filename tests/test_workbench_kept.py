@@ -114,7 +114,7 @@ def test_frames_drawn_ahead_leave_every_picture_as_it_was(designs, monkeypatch) 
     assert ahead.png(b.runs, b.steps, focus) == before.png(b.runs, b.steps, focus)
     height = ahead.fig.get_size_inches()[1]
     done = [ahead.draw_ahead() for _ in range(AHEAD_HEIGHTS + 2)]
-    assert done == [True] * (AHEAD_HEIGHTS + 1) + [False]  # the bases, then the tick marks
+    assert done == [True] * (AHEAD_HEIGHTS + 1) + [False]  # the tick marks, the bases
     assert ahead.fig.get_size_inches()[1] == height  # the figure was put back
     assert ahead.png(b.runs, b.steps, focus) == before.png(b.runs, b.steps, focus)
     full_draws, ticks_made = [], []

@@ -667,25 +667,30 @@ class WorkbenchCanvas:
         return [a for ax in axes for a in (ax.xaxis, ax.yaxis, *ax.spines.values())]
 
     def draw_ahead(self, dpi: int = 80) -> bool:
-        """Draw and keep the frame below the ticks for the next of the `AHEAD_HEIGHTS` taller
-        figures (more lanes) not kept yet, then put the figure back; after those, make the tick
-        marks as many more steps would need. A widget calls it while its kernel is idle: a
-        schedule that needs that room then draws only ticks and spines on a new frame, with
-        ticks already made. False (nothing done) if there is no figure yet or all is done."""
+        """One step of work a longer schedule would need, done now: first the tick marks of a
+        step axis `AHEAD_HEIGHTS` rooms longer, then the frame below the ticks of each of the
+        `AHEAD_HEIGHTS` taller figures (more lanes) not kept yet, the figure put back after. A
+        widget calls it while its kernel is idle, so such a schedule draws only ticks and
+        spines on a new frame, with its ticks made. False (nothing done) if there is no figure
+        yet or all is done."""
         if self.fig is None:
             return False
+        ticks = self._rooms[1] + _STEPS_STEP * AHEAD_HEIGHTS + 1
+        short = [ax.xaxis for ax in self.fig.axes if len(ax.xaxis.majorTicks) < ticks]
+        for axis in short:
+            axis.get_major_ticks(ticks)  # made now, so a longer axis only places them
+        if short:
+            return True
         now = self._rooms[0]
         for extra in range(1, AHEAD_HEIGHTS + 1):
+            room = now + _LANES_STEP * extra
+            if self._frames.has_base((self.width, self._heights(room)[0]), dpi):
+                continue
             with workbook_style():
-                self._grow(now + _LANES_STEP * extra)
+                self._grow(room)
                 try:
-                    drawn = self._frames.keep_base(self.fig, dpi, self._ticks())
+                    self._frames.keep_base(self.fig, dpi, self._ticks())
                 finally:
                     self._grow(now)
-            if drawn:
-                return True
-        ticks = self._rooms[1] + _STEPS_STEP * AHEAD_HEIGHTS + 1
-        made = [ax.xaxis for ax in self.fig.axes if len(ax.xaxis.majorTicks) < ticks]
-        for axis in made:
-            axis.get_major_ticks(ticks)  # made now, so a longer axis only places them
-        return bool(made)
+            return True
+        return False

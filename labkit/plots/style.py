@@ -228,15 +228,16 @@ class FrameCache:
                 self._backgrounds, (frame_key, dpi), canvas.copy_from_bbox(fig.bbox), self._frames
             )
 
-    def keep_base(self, fig: Figure, dpi: int, ticks: Sequence[Artist]) -> bool:
+    def has_base(self, size_inches: tuple[float, float], dpi: int) -> bool:
+        """True if the frame without ticks of a figure of this size is kept at `dpi`."""
+        return (dpi, tuple(size_inches)) in self._bases
+
+    def keep_base(self, fig: Figure, dpi: int, ticks: Sequence[Artist]) -> None:
         """Draw and keep the frame without `ticks` for the figure's size now (e.g. a taller
         figure the widget may grow to, while its kernel is idle), so a new frame of that size
-        draws only the ticks. False (nothing drawn) if it is kept already."""
-        if (dpi, tuple(fig.get_size_inches())) in self._bases:
-            return False
+        draws only the ticks."""
         with workbook_style():
             self._draw_base(fig, self._canvas_for(fig, dpi), ticks, dpi)
-        return True
 
     def _canvas_for(self, fig: Figure, dpi: int) -> FigureCanvasAgg:
         """The Agg canvas of `fig` at `dpi`; a new figure forgets everything kept."""

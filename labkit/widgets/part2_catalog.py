@@ -342,8 +342,8 @@ class ArrivalWorkbench(BatchedApp):
 
     `builder` is the `ScheduleBuilder` (its `steps` and `runs`); `buttons` maps an action to
     its button; `last_png` is the picture shown and `timings` each update's duration;
-    `done_ahead` counts the steps done while the kernel was idle (a taller frame drawn, tick
-    marks made: `WorkbenchCanvas.draw_ahead`). Every
+    `done_ahead` counts the steps done while the kernel was idle (tick marks made, a taller
+    frame drawn: `WorkbenchCanvas.draw_ahead`). Every
     design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
     runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
@@ -611,8 +611,8 @@ class ArrivalWorkbench(BatchedApp):
         self._frames_ahead_when_idle()
 
     def _frames_ahead_when_idle(self) -> None:
-        """Once this update is out, let the kernel's event loop draw the frames of the taller
-        figures a longer schedule would need and make its tick marks
+        """Once this update is out, let the kernel's event loop make the tick marks and draw
+        the frames of the taller figures a longer schedule would need
         (`WorkbenchCanvas.draw_ahead`), one step per turn, so a click waits at most for one.
         Without a running loop (a script, a test) nothing is done ahead."""
         try:
