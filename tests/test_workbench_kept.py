@@ -26,15 +26,17 @@ DESIGN_SETS = [None, ["ballot", "pipelined", "fenced"]]
 
 def whole_frames(canvas: WorkbenchCanvas) -> WorkbenchCanvas:
     """`canvas` drawing as before the frame came in parts: each frame drawn whole, with the
-    lanes' title in it (keyed by what the title says), and no picture kept."""
+    lanes' title in it (keyed by what the title says), every data artist drawn (empty or not),
+    and no picture kept."""
     canvas.kept_pngs = 0
     png = canvas._frames.png
 
-    def whole(fig, animated, key, dpi, texts=(), **_parts):
+    def whole(fig, _drawn, key, dpi, texts=(), **_parts):
         title = canvas.lanes_title
         title.set_animated(False)  # in the frame (a canvas that drew the new way marked it)
         rest = [t for t in texts if t is not title]
-        return png(fig, animated, (key, title.get_text(), title.get_color()), dpi, rest)
+        every = canvas._dynamic
+        return png(fig, every, (key, title.get_text(), title.get_color()), dpi, rest)
 
     canvas._frames.png = whole
     return canvas

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.collections import Collection, LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -344,6 +344,18 @@ class _TextPool:
         self.used += 1
 
 
+def _draws_nothing(artist: Any) -> bool:
+    """True for an artist with nothing to draw: hidden, or a line or collection with no
+    points, segments or shapes (most of the workbench's marks in a short schedule)."""
+    if not artist.get_visible():
+        return True
+    if isinstance(artist, Line2D):
+        return len(artist.get_xdata()) == 0
+    if isinstance(artist, Collection):
+        return len(artist.get_paths()) == 0
+    return False
+
+
 def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np.ndarray]:
     """One rectangle per step where the head is below the last-seen version."""
     return [np.array([[xs[i], heads[i]], [xs[i + 1], heads[i]], [xs[i + 1], seen[i]],
@@ -639,6 +651,9 @@ class WorkbenchCanvas:
             self.bars, self.tails, self.waits, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
+        for artist in self._dynamic:  # kept out of every frame, drawn or not this time
+            if not artist.get_animated():
+                artist.set_animated(True)
         return self.fig  # type: ignore[return-value]
 
     def png(self, runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str,
@@ -652,7 +667,8 @@ class WorkbenchCanvas:
         if key in self.pngs:
             self.pngs.move_to_end(key)
             return self.pngs[key]
-        png = self._frames.png(fig, self._dynamic, (self._rooms, dpi), dpi, self._texts,
+        drawn = [a for a in self._dynamic if not _draws_nothing(a)]
+        png = self._frames.png(fig, drawn, (self._rooms, dpi), dpi, self._texts,
                                ticks=self._ticks())
         if self.kept_pngs > 0:
             self.pngs[key] = png
