@@ -33,8 +33,9 @@ def whole_frames(canvas: WorkbenchCanvas) -> WorkbenchCanvas:
 
     def whole(fig, _drawn, key, dpi, texts=(), **_parts):
         title = canvas.lanes_title
-        title.set_animated(False)  # in the frame (a canvas that drew the new way marked it)
-        rest = [t for t in texts if t is not title]
+        for framed in (title, canvas.suptitle):
+            framed.set_animated(False)  # in the frame (a canvas that drew the new way marked it)
+        rest = [t for t in texts if t is not title and t is not canvas.suptitle]
         every = canvas._dynamic
         return png(fig, every, (key, title.get_text(), title.get_color()), dpi, rest)
 
@@ -73,6 +74,21 @@ def test_a_frame_in_parts_and_kept_pictures_show_what_whole_frames_do(designs) -
         assert got == before.png(builder.runs, builder.steps, focus)
         shown += 1
     assert 0 < len(fast.pngs) < shown  # states came back, and each was kept once
+
+
+def test_a_tall_figure_whose_titles_meet_draws_them_as_a_whole_frame_does() -> None:
+    """24 lanes of `pipelined` (its long lanes' title): the figure's title, placed by a fraction
+    of the height, comes down onto the lanes' title, and the two are drawn in a whole frame's
+    order (the lanes' first)."""
+    b = ScheduleBuilder(["ballot", "pipelined", "fenced", "cas"], depth=3)
+    b.load(
+        "deliver 1; stale 2; deliver 3; timeout; deliver 8; timeout; deliver 12; timeout; "
+        "timeout 16; timeout"
+    )
+    fast, before = WorkbenchCanvas(b.designs), whole_frames(WorkbenchCanvas(b.designs))
+    got = fast.png(b.runs, b.steps, "pipelined")
+    assert fast._rooms[0] == 24
+    assert got == before.png(b.runs, b.steps, "pipelined")
 
 
 def test_a_kept_picture_is_served_only_for_exactly_what_it_showed(monkeypatch) -> None:

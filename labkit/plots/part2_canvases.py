@@ -372,9 +372,10 @@ class WorkbenchCanvas:
     schedule needs (steps, lanes, versions, rounded up, never shrinking); an update moves data
     into those artists and `FrameCache` redraws only them. Below the ticks and spines the frame
     depends only on the figure's height (`draw_ahead` draws it for taller figures while a
-    widget's kernel is idle). The lanes' title, lane names, notes and step names are kept drawn
-    per text (`FrameCache`'s `texts`). The last `KEPT_PNGS` pictures are kept whole (`pngs`),
-    keyed by everything they show, so an undo or a step taken again costs no drawing.
+    widget's kernel is idle). The lanes' title, the figure's title, lane names, notes and step
+    names are kept drawn per text (`FrameCache`'s `texts`). The last `KEPT_PNGS` pictures are
+    kept whole (`pngs`), keyed by everything they show, so an undo or a step taken again costs
+    no drawing.
     """
 
     def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
@@ -418,8 +419,8 @@ class WorkbenchCanvas:
             ax.tick_params(axis="x", labelbottom=False)
         lanes.tick_params(axis="x", labelbottom=False)
         self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
-        fig.suptitle("One schedule, every design: requests in flight (top), the head a reader "
-                     "sees (below)", fontsize=10)
+        self.suptitle = fig.suptitle("One schedule, every design: requests in flight (top), "
+                                     "the head a reader sees (below)", fontsize=10)
         lanes.legend(handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05),
                      fontsize=7)
         self.fig = fig
@@ -645,8 +646,10 @@ class WorkbenchCanvas:
         self.step_names.put(0, -0.12, "start")
         for i, step in enumerate(steps, start=1):
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
-        self._texts = [self.lanes_title, *self.lane_names.texts, *self.notes.texts,
-                       *self.step_names.texts]
+        # the figure's title after the lanes' (a tall figure brings them together), as a
+        # whole draw orders them
+        self._texts = [self.lanes_title, self.suptitle, *self.lane_names.texts,
+                       *self.notes.texts, *self.step_names.texts]
         self._dynamic = [
             self.bars, self.tails, self.waits, *self.marks.values(), *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
