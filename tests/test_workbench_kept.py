@@ -22,6 +22,7 @@ SCHEDULE_14 = (
 )
 LONGER = SCHEDULE_14 + "; deliver 10; deliver 11; timeout; deliver 13; deliver 12; dup 13"
 DESIGN_SETS = [None, ["ballot", "pipelined", "fenced"]]
+pytestmark = pytest.mark.slow  # each draws whole workbench pictures: a second of CPU or more
 
 
 def whole_frames(canvas: WorkbenchCanvas) -> WorkbenchCanvas:
