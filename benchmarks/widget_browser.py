@@ -441,7 +441,9 @@ def compare(
 ) -> list[dict[str, object]]:
     """Press `names` (controls of one notebook) on each checkout's labkit in turn, `rounds`
     times (order A B, then B A, ...), each round on a fresh app (its cell run again), so every
-    side meets the same seeds, machine and moment. One row per checkout, control and round."""
+    side meets the same seeds, machine and moment. `TYPED_COLD_AB` among `names` also types the
+    14-step schedule into freshly run notebooks (`_typed_cold_ab`). One row per checkout,
+    control and round."""
     controls = [c for c in CONTROLS if c.name in names]
     typed = TYPED_COLD_AB in names
     notebooks = {c.notebook for c in controls} | ({NB04} if typed else set())
