@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -63,6 +65,35 @@ def test_the_part_three_notebooks_are_the_ones_marked_postgres() -> None:
 @pytest.mark.parametrize("path", NOTEBOOK_RUNS)
 def test_notebook_runs_headless_and_shows_its_result(path: Path, tmp_path: Path) -> None:
     check_shows_its_result(path.stem, run(path, tmp_path))
+
+
+def collected(*args: str) -> list[str]:
+    """The node ids pytest collects from this repository with `args` (no test runs)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line for line in out.splitlines() if "::" in line]
+
+
+def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
+    """With the browser check collected (and Chromium here) 01, 04, 05, 07 and 09 run once, in
+    JupyterLab; asked for alone, or with the browser tests deselected, all run headless."""
+    files = ("tests/test_notebooks.py", "tests/browser/test_notebook_results.py")
+    headless = "test_notebook_runs_headless_and_shows_its_result["
+    alone = [i for i in collected(files[0]) if headless in i]
+    assert len(alone) == len(NOTEBOOKS)
+    without_browser = [i for i in collected(*files, "-m", "not browser") if headless in i]
+    assert without_browser == alone
+    both = collected(*files)
+    if not Path("/usr/bin/chromium").is_file():
+        pytest.skip("no Chromium: the headless runs stay")
+    kept = sorted(i.split("[")[1][:2] for i in both if headless in i)
+    in_browser = sorted(i.split("[")[1][:2] for i in both if "test_run_all_shows_its_result" in i)
+    assert kept == ["00", "02", "03", "06", "08"] and in_browser == ["01", "04", "05", "07", "09"]
 
 
 @pytest.mark.notebooks
