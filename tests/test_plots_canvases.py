@@ -62,6 +62,7 @@ SCHEDULE_14 = ("timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; ti
                "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9")
 
 
+@pytest.mark.slow
 def test_workbench_canvas_grown_in_place_draws_what_a_fresh_one_does() -> None:
     b = ScheduleBuilder()
     b.use_preset("inverted")
@@ -95,6 +96,7 @@ def test_frame_cache_keeps_both_frames_of_a_control_moved_back_and_forth(traces,
 
 
 @pytest.mark.parametrize("live_titles", [False, True])
+@pytest.mark.slow
 def test_new_limits_and_highlights_draw_what_a_fresh_canvas_does(traces, live_titles) -> None:
     """The frame of new limits is the kept rest plus that frame's ticks, and a highlight's
     spines are kept drawn: byte for byte what a canvas that drew everything shows."""
@@ -165,6 +167,7 @@ def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypat
     assert texts_drawn[0] > texts_drawn[1] > 0 and texts_drawn[2:] == [0, 0]
 
 
+@pytest.mark.slow
 def test_a_rescaled_workbench_canvas_draws_a_short_schedule_as_a_fresh_one_does() -> None:
     """Reset or a new schedule after a long one: the axes fit the new schedule alone (not the
     room the long one needed), drawn on the same figure as a brand-new canvas would draw it."""
