@@ -72,7 +72,7 @@ PICTURES_KEPT = 4  # pictures drawn ahead (the next seed's and the one before's,
 AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel starts the work ahead
 AHEAD_STEP_S = 0.005  # between two steps of it (one simulated design, or one picture)
 WINDOWED = ("fenced", "pipelined")  # the designs whose run the window changes
-AheadStep = tuple  # ("run", design, seed), ("picture", seed) or ("frame",)
+AheadStep = tuple[object, ...]  # ("run", design, seed), ("picture", seed) or ("frame",)
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
@@ -280,13 +280,18 @@ class FiveDesignsApp(BatchedApp):
         self.timings.append(time.perf_counter() - start)
         self._ahead.start(self._work_ahead(seed), AHEAD_STEP_S, first=AHEAD_DELAY_S)
 
+    def _drawing(self) -> dict[str, Any]:
+        """How the canvas draws for the controls now: dpi, the scale its limits keep to, room."""
+        return {"dpi": WIDGET_DPI, "scale": (self.latency.value, self.ticks),
+                "at_least": self._room()}
+
     def _picture_key(self, faults: tuple[str, ...], seed: int) -> tuple:
         """Everything the picture of `seed` depends on now: each design's run, the highlight,
-        the scale and the limits the canvas would start from."""
-        scale = (self.latency.value, self.ticks)
+        the dpi, the scale and the limits the canvas would start from."""
+        drawing = self._drawing()
         runs = tuple(self._key(d, faults, seed) for d in self.designs)
-        start = self.canvas.start_limits(scale, self._room())
-        return runs, self.design.value, WIDGET_DPI, scale, start
+        start = self.canvas.start_limits(drawing["scale"], drawing["at_least"])
+        return runs, self.design.value, drawing["dpi"], drawing["scale"], start
 
     def _picture(self, faults: tuple[str, ...], seed: int) -> bytes:
         """The PNG of `self.runs`: drawn ahead if an idle kernel did, else drawn now."""
@@ -294,8 +299,7 @@ class FiveDesignsApp(BatchedApp):
         if prepared is not None:
             self.pictures_used += 1
             return self.canvas.adopt(prepared)
-        return self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
-                               scale=(self.latency.value, self.ticks), at_least=self._room())
+        return self.canvas.png(self.traces, self.design.value, **self._drawing())
 
     # --- ahead of the user: the next seed moves, while the kernel is idle -------------------
 
@@ -303,6 +307,7 @@ class FiveDesignsApp(BatchedApp):
         """What a seed one step away needs, the next seed first (a slider, an arrow key or the
         number box moves one step): each design's run, then its picture. Between the two
         seeds, the frame a run longer than the axis would need (any seed typed in)."""
+
         def needs(s: int) -> list[AheadStep]:
             return [*(("run", d, s) for d in self.designs), ("picture", s)]
 
@@ -324,9 +329,8 @@ class FiveDesignsApp(BatchedApp):
             if key in self._pictures:
                 return False
             traces = {d: self._run(d, faults, step[1]).trace for d in self.designs}
-            self._pictures[key] = self.canvas.png_ahead(
-                traces, self.design.value, dpi=WIDGET_DPI,
-                scale=(self.latency.value, self.ticks), at_least=self._room())
+            self._pictures[key] = self.canvas.png_ahead(traces, self.design.value,
+                                                        **self._drawing())
             while len(self._pictures) > PICTURES_KEPT:
                 self._pictures.popitem(last=False)
             return True
