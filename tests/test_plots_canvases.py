@@ -128,6 +128,26 @@ def test_a_frame_drawn_ahead_is_restored_by_the_run_that_needs_it(traces, monkey
     assert longer == FiveDesignsCanvas().png(traces, "lww", scale=2, at_least=(40.0, 20.0))
 
 
+def test_a_picture_drawn_ahead_is_what_png_gives_and_leaves_the_canvas_as_it_was() -> None:
+    clean = {d: simulate(d, [], seed=0) for d in DESIGNS}
+    longer = {d: simulate(d, ["stall"], seed=0) for d in DESIGNS}
+    room = (10.0, 10.0)
+    canvas, fresh = FiveDesignsCanvas(), FiveDesignsCanvas()
+    for c in (canvas, fresh):
+        c.png(clean, "lww", scale=1, at_least=room)
+    shown, start = canvas.axes["lww"].get_xlim(), canvas.start_limits(1, room)
+    prepared = canvas.png_ahead(longer, "ballot", scale=1, at_least=room)
+    assert prepared.xlim != shown  # the stalled runs grow the axes ...
+    assert canvas.axes["lww"].get_xlim() == shown and canvas.start_limits(1, room) == start
+    assert canvas.png(clean, "cas", scale=1, at_least=room) == fresh.png(  # ... not the canvas's
+        clean, "cas", scale=1, at_least=room
+    )
+    canvas.png_ahead(longer, "ballot", scale=1, at_least=room)
+    assert canvas.adopt(prepared) == fresh.png(longer, "ballot", scale=1, at_least=room)
+    assert canvas.axes["lww"].get_xlim() == fresh.axes["lww"].get_xlim() == prepared.xlim
+    assert canvas.start_limits(1, room) == fresh.start_limits(1, room)
+
+
 def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one(traces):
     canvas = FiveDesignsCanvas()
     small = canvas.png(traces, "ballot")
