@@ -98,6 +98,7 @@ def _play(seed: int, preset: str, moves: Play, monkeypatch) -> None:
         assert got[1] == want[1], f"table after move {k} differs"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "preset", "knob", "value"), CASES)
 def test_a_press_after_idle_time_shows_what_an_app_without_work_ahead_shows(
     seed: int, preset: str, knob: str, value: object, monkeypatch
@@ -118,6 +119,7 @@ def test_a_press_after_idle_time_shows_what_an_app_without_work_ahead_shows(
     _play(seed, preset, moves, monkeypatch)
 
 
+@pytest.mark.slow
 def test_pictures_drawn_ahead_follow_axes_that_grow(monkeypatch) -> None:
     """Seed 125 of the `inverted` preset outlasts the time axis that seed 124 starts with, and
     the axes keep that room afterwards: drawing 125 ahead must not grow what 123 shows, and a
@@ -176,6 +178,7 @@ def test_a_press_during_the_work_ahead_drops_what_is_left_of_it() -> None:
     assert done[1:3] == [("run", "callback", 31), ("run", "lww", 31)]
 
 
+@pytest.mark.slow
 def test_the_memo_and_the_pictures_drawn_ahead_stay_bounded(monkeypatch) -> None:
     monkeypatch.setattr(catalog, "_MEMO_SIZE", 7)
     monkeypatch.setattr(catalog, "PICTURES_KEPT", 1)
@@ -205,3 +208,14 @@ def test_the_window_is_in_the_key_of_every_design_that_reads_it() -> None:
     assert app.traces["ballot"] is before["ballot"]
     assert app.traces["pipelined"] is not before["pipelined"]
     assert app.traces["fenced"] is not before["fenced"]
+
+
+@pytest.mark.slow
+def test_the_in_process_benchmark_runs_small(capsys) -> None:
+    """benchmarks.seed_ahead (not one of `python -m benchmarks`) still runs and reports both
+    sides, and the app with work ahead spent CPU ahead while idle."""
+    from benchmarks import seed_ahead
+
+    assert seed_ahead.main(["--presses", "2", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ahead: press CPU median" in out and "plain: press CPU median" in out
