@@ -79,8 +79,11 @@ test: $(STAMP)
 	$(PY) -m pytest $(PARALLEL)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
+# These tests compute rather than wait, so one worker per core: a third only adds its own
+# start-up and collection (CPU 94 s on 3 workers, 84 s on 2).
+FAST_JOBS ?= $(CORES)
 test-fast: $(STAMP)
-	$(PY) -m pytest $(PARALLEL) -m "$(FAST)"
+	$(PY) -m pytest -n $(FAST_JOBS) -m "$(FAST)"
 
 exercises: $(LAB_STAMP)
 	$(PY) -m labkit exercises

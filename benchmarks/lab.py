@@ -253,6 +253,11 @@ class Notebook:
         """Bring this notebook's tab to the front, with the side panels as the app loaded."""
         self.page.evaluate(_SHOW, self.panel_id)
 
+    def executed(self) -> dict[str, Any]:
+        """The notebook with the outputs the page shows now, as nbformat JSON (what saving it
+        would write)."""
+        return self.page.evaluate(_MODEL_JSON, self.panel_id)
+
     def close(self) -> None:
         """Close this tab without saving (its kernel is the caller's to shut down)."""
         self.page.evaluate(_CLOSE_ONE, self.panel_id)
@@ -311,6 +316,12 @@ _OPEN_IN_PLACE = f"""([origin, path, keep]) => {{
   ({_RESTORE_LAYOUT})();
   app.commands.execute('docmanager:open', {{path}});
   return true;
+}}"""
+
+# The notebook as the page holds it, outputs included, in nbformat's JSON.
+_MODEL_JSON = f"""(id) => {{
+  const panel = {_PANEL};
+  return panel.context.model.toJSON();
 }}"""
 
 _SHOW = f"""(id) => {{

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -53,11 +55,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Check the `postgres` marks (below); under xdist, hand out the long tests first
-    (browser, then slow and notebook runs), so no worker starts one while the others are
-    running out of work."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check the `postgres` marks (below); run each notebook once (`_run_once`); under xdist,
+    hand out the long tests first (browser, then slow and notebook runs), so no worker starts
+    one while the others are running out of work."""
     _check_pg_dsn_users(items)
+    _run_once(config, items)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
 
@@ -67,6 +70,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 if item.get_closest_marker("slow") or item.get_closest_marker("notebooks") else 2
 
     items.sort(key=rank)  # stable: the collection order within each rank
+
+
+def _browser_can_run() -> bool:
+    """Debian's chromium and Playwright are both there (what tests/browser needs)."""
+    chromium = Path("/usr/bin/chromium")
+    if not (chromium.is_file() and os.access(chromium, os.X_OK)):
+        return False
+    return importlib.util.find_spec("playwright") is not None
+
+
+def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A notebook the browser tests Run All and check the outputs of
+    (tests/browser/test_notebook_results.py) is not also run headless by
+    tests/test_notebooks.py, when both are selected and Chromium can run: one run proves what
+    two did, at half the cost. Without Chromium the headless run stays."""
+    in_browser = {
+        Path(item.callspec.params["path"]).name
+        for item in items
+        if item.path.name == "test_notebook_results.py" and hasattr(item, "callspec")
+    }
+    if not in_browser or not _browser_can_run():
+        return
+    twice = [
+        item
+        for item in items
+        if getattr(item, "originalname", "") == "test_notebook_runs_headless_and_shows_its_result"
+        and Path(item.callspec.params["path"]).name in in_browser
+    ]
+    if twice:
+        config.hook.pytest_deselected(items=twice)
+        items[:] = [item for item in items if item not in twice]
 
 
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------

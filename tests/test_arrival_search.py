@@ -54,6 +54,7 @@ SAMPLE_AT_SIX = 300  # schedules replayed on the real design at n = 6, per desig
 @pytest.mark.parametrize(
     ("design", "n"), [*((d, 6) for d in DESIGNS), ("fenced", 5)], ids=lambda v: str(v)
 )
+@pytest.mark.slow
 def test_same_answers_as_the_sqlite_replay_at_six(design: str, n: int) -> None:
     """Beyond `REPLAYED` (n = 6, and fenced at n = 5) the replay of every prefix from scratch
     is too slow, so the same claim is proved in two halves that meet in the loop model:
@@ -104,6 +105,7 @@ SAMPLE_AT_FOUR = 600  # fenced schedules at n = 4 played on SQLite, per setting 
 
 
 @pytest.mark.parametrize("kwargs", [k for k in NON_DEFAULT if k.get("window") != 1], ids=_kwargs_id)
+@pytest.mark.slow
 def test_same_answers_with_other_settings_fenced_at_four(kwargs: dict) -> None:
     """The replay of every prefix (the test above, at n = 3) is proved at n = 4 in the two
     halves `test_same_answers_as_the_sqlite_replay_at_six` uses: the fast search equals the
@@ -172,6 +174,7 @@ def _tree_walk(
 @pytest.mark.parametrize(
     ("design", "n"), [("callback", 7), ("lww", 7), ("ballot", 7), ("fenced", 5), ("cas", 7)]
 )
+@pytest.mark.slow
 def test_memo_counts_through_shared_states(design: str, n: int) -> None:
     """Beyond what the replay can reach: the memo changes no answer, only the work done."""
     found, stats = explore_with_stats(design, n, timeouts=2)
@@ -199,6 +202,7 @@ def test_bad_input_is_refused() -> None:
 
 
 @pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.slow
 def test_model_matches_sqlite_on_every_schedule_up_to_four(design: str) -> None:
     for n in range(1, 5):
         check = verify_model_against_sqlite(design, n)
@@ -207,6 +211,7 @@ def test_model_matches_sqlite_on_every_schedule_up_to_four(design: str) -> None:
 
 
 @pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.slow
 def test_model_matches_sqlite_with_crashes_stale_bodies_and_skews(design: str) -> None:
     for kwargs in (
         {"crashes": 1, "stale": True},
@@ -221,6 +226,7 @@ SAMPLE_WITH_CRASHES = 800  # of 2,314 (ballot) to 10,818 (fenced) schedules at n
 
 
 @pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.slow
 def test_model_matches_sqlite_with_crashes_and_stale_bodies_at_four(design: str) -> None:
     """Every schedule at n = 3 is compared above; at n = 4 a stratified sample: each mix of
     step kinds (a crash, a stale body, a time-out, deliveries only) gives an equal share."""

@@ -68,6 +68,7 @@ SMOKE_RUNS = [
 
 
 @pytest.mark.parametrize("name", SMOKE_RUNS)
+@pytest.mark.slow
 def test_benchmark_runs_small_and_writes_its_files(name: str, tmp_path: Path) -> None:
     result = _run(name, tmp_path)
     assert result.name == name

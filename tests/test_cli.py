@@ -142,6 +142,7 @@ def test_strip_changes_nothing_when_one_path_is_bad(solutions: Path, tmp_path: P
     assert nb.read_text() != dirty and '"text": "hi"' not in nb.read_text()
 
 
+@pytest.mark.slow
 def test_the_module_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "labkit", "strip", str(tmp_path / "missing.ipynb")],

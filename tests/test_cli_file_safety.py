@@ -31,6 +31,7 @@ def _executed_copy(tmp_path: Path) -> Path:
 
 
 @POSIX
+@pytest.mark.slow
 def test_strip_on_a_full_disk_leaves_the_notebook_whole(tmp_path: Path) -> None:
     path = _executed_copy(tmp_path)
     before = path.read_bytes()

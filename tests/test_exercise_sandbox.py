@@ -41,6 +41,7 @@ def test_a_runaway_loop_is_stopped_by_the_step_budget(monkeypatch) -> None:
 
 
 @pytest.mark.timeout(30, method="thread")
+@pytest.mark.slow
 def test_slow_steps_are_stopped_by_the_clock() -> None:
     # ~300,000 steps, far below the budget, each building and rewriting a 400 kB string:
     # about 30 s of work unstopped; the deadline ends it after SECONDS

@@ -81,6 +81,7 @@ def test_figure_specs_stand_below_the_build() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_committed_benchmark_figures_match_their_csvs(tmp_path: Path) -> None:
     """`python -m benchmarks --replot` redraws each bench figure that has a `plot(rows)` from
     its CSV alone; with the matplotlib that drew the committed figures, the bytes are the

@@ -166,6 +166,7 @@ def app() -> PipelineDepthApp:
     return PipelineDepthApp(window=4, fault="stall", seed=0)
 
 
+@pytest.mark.slow
 def test_the_widget_shows_what_the_study_functions_compute(app: PipelineDepthApp) -> None:
     """Runs shared between the table and the curve, and kept per setting, change nothing."""
     for window, fault, seed in ((4, "stall", 0), (3, "stale_body", 2), (1, NO_FAULT, 2)):
@@ -184,6 +185,7 @@ def test_the_legend_is_html_and_names_every_mark(app: PipelineDepthApp) -> None:
     assert "wb-pipe-legend" in app.legend._dom_classes
 
 
+@pytest.mark.slow
 def test_an_idle_kernel_prepares_the_next_moves(app: PipelineDepthApp, monkeypatch) -> None:
     """With an event loop and idle time, the settings one move away are simulated and drawn
     ahead; moving there then simulates nothing and shows what a cold update would."""
@@ -212,6 +214,7 @@ def test_an_idle_kernel_prepares_the_next_moves(app: PipelineDepthApp, monkeypat
     assert cold.metrics.value == app.metrics.value
 
 
+@pytest.mark.slow
 def test_a_long_session_keeps_a_bounded_memory(app: PipelineDepthApp, monkeypatch) -> None:
     monkeypatch.setattr(widget_module, "KEPT", 3)
     for seed in range(1, 6):

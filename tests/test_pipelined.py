@@ -314,6 +314,7 @@ def test_the_explorer_merges_states() -> None:
 
 
 @pytest.mark.parametrize("window", [2, 3])
+@pytest.mark.slow
 def test_the_model_agrees_with_sqlite(window: int) -> None:
     """A stratified sample of the schedules of 3 deliveries with a time-out, a crash and stale
     bodies, played on SQLite and on the model, step by step."""

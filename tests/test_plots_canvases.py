@@ -62,6 +62,7 @@ SCHEDULE_14 = ("timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; ti
                "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9")
 
 
+@pytest.mark.slow
 def test_workbench_canvas_grown_in_place_draws_what_a_fresh_one_does() -> None:
     b = ScheduleBuilder()
     b.use_preset("inverted")
@@ -95,6 +96,7 @@ def test_frame_cache_keeps_both_frames_of_a_control_moved_back_and_forth(traces,
 
 
 @pytest.mark.parametrize("live_titles", [False, True])
+@pytest.mark.slow
 def test_new_limits_and_highlights_draw_what_a_fresh_canvas_does(traces, live_titles) -> None:
     """The frame of new limits is the kept rest plus that frame's ticks, and a highlight's
     spines are kept drawn: byte for byte what a canvas that drew everything shows."""
@@ -124,6 +126,26 @@ def test_a_frame_drawn_ahead_is_restored_by_the_run_that_needs_it(traces, monkey
     monkeypatch.undo()
     assert canvas.axes["lww"].get_xlim() == (-0.8, 40.8)
     assert longer == FiveDesignsCanvas().png(traces, "lww", scale=2, at_least=(40.0, 20.0))
+
+
+def test_a_picture_drawn_ahead_is_what_png_gives_and_leaves_the_canvas_as_it_was() -> None:
+    clean = {d: simulate(d, [], seed=0) for d in DESIGNS}
+    longer = {d: simulate(d, ["stall"], seed=0) for d in DESIGNS}
+    room = (10.0, 10.0)
+    canvas, fresh = FiveDesignsCanvas(), FiveDesignsCanvas()
+    for c in (canvas, fresh):
+        c.png(clean, "lww", scale=1, at_least=room)
+    shown, start = canvas.axes["lww"].get_xlim(), canvas.start_limits(1, room)
+    prepared = canvas.png_ahead(longer, "ballot", scale=1, at_least=room)
+    assert prepared.xlim != shown  # the stalled runs grow the axes ...
+    assert canvas.axes["lww"].get_xlim() == shown and canvas.start_limits(1, room) == start
+    assert canvas.png(clean, "cas", scale=1, at_least=room) == fresh.png(  # ... not the canvas's
+        clean, "cas", scale=1, at_least=room
+    )
+    canvas.png_ahead(longer, "ballot", scale=1, at_least=room)
+    assert canvas.adopt(prepared) == fresh.png(longer, "ballot", scale=1, at_least=room)
+    assert canvas.axes["lww"].get_xlim() == fresh.axes["lww"].get_xlim() == prepared.xlim
+    assert canvas.start_limits(1, room) == fresh.start_limits(1, room)
 
 
 def test_widget_png_is_a_small_palette_image_that_looks_like_the_full_colour_one(traces):
@@ -168,6 +190,7 @@ def test_workbench_texts_are_kept_drawn_and_look_as_if_drawn_each_time(monkeypat
     assert texts_drawn[0] > texts_drawn[1] > 0 and texts_drawn[2:] == [0, 0]
 
 
+@pytest.mark.slow
 def test_a_rescaled_workbench_canvas_draws_a_short_schedule_as_a_fresh_one_does() -> None:
     """Reset or a new schedule after a long one: the axes fit the new schedule alone (not the
     room the long one needed), drawn on the same figure as a brand-new canvas would draw it."""

@@ -513,6 +513,7 @@ _shaped = st.fixed_dictionaries(
     | st.dictionaries(st.sampled_from(_fields), _json).map(lambda d: json.dumps(d).encode())
     | _shaped.map(lambda d: json.dumps(d).encode())
 )
+@pytest.mark.slow
 def test_any_bytes_are_an_answer_or_a_one_line_refusal(raw: bytes) -> None:
     try:
         answer = parse_answer(raw)

@@ -408,6 +408,7 @@ def test_the_head_panels_legend_lists_rejections_only_where_drawn() -> None:
 
 
 @pytest.mark.parametrize("broken", ["draw", "verdict"])
+@pytest.mark.slow
 def test_a_drawing_that_fails_is_said_and_gives_the_controls_back(monkeypatch, broken) -> None:
     """A redraw or the verdict raising: the message line says so, the run counts as drawn
     and start works again (before, the widget said "a run is going" for ever)."""

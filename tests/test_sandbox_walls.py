@@ -35,6 +35,7 @@ def _timed_refusal(sql: str) -> tuple[str, float]:
 
 
 @pytest.mark.timeout(60, method="thread")
+@pytest.mark.slow
 def test_one_slow_call_sqlite_cannot_interrupt_is_killed_from_outside() -> None:
     pad = "printf('%.*c', 2000000000, 'x')"
     sql = f"SELECT :shard || :base || length({' || '.join([pad] * 8)})"

@@ -91,6 +91,7 @@ def test_a_timeline_too_big_to_hold_is_refused_up_front_naming_the_limit() -> No
         sc.run_scenario(wide)
 
 
+@pytest.mark.slow
 def test_a_long_run_on_many_shards_within_the_limits_reads_only_what_changed() -> None:
     scenario = scenario_from_dict(_big(2_000, 40, 4_000), "long.json")
     timeline = sc.run_scenario(scenario)

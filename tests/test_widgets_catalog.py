@@ -47,11 +47,10 @@ def test_css_classes_for_the_browser_test(app: FiveDesignsApp) -> None:
 def test_an_idle_kernel_draws_the_next_frame_ahead_and_a_script_does_not(app) -> None:
     import asyncio
 
-    from labkit.widgets.part2_catalog import AHEAD_DELAY_S
-
     async def in_a_kernel() -> FiveDesignsApp:  # a running event loop, as ipykernel has
         made = FiveDesignsApp(highlight="ballot", preset="inverted", seed=0)
-        await asyncio.sleep(AHEAD_DELAY_S * 4)
+        while made._ahead:  # the work ahead, the frame among it, one step per turn
+            await asyncio.sleep(0.01)
         return made
 
     assert asyncio.run(in_a_kernel()).frames_drawn_ahead == 1

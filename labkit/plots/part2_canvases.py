@@ -14,6 +14,7 @@ import math
 import pickle
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,18 @@ DESIGN_LABELS = {
 REWIND_COLOR = "#b00020"
 
 Traces = Mapping[str, pd.DataFrame]
+Limits = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A picture `FiveDesignsCanvas.png` would give, drawn ahead (`png_ahead`), and the axes
+    limits it leaves: `adopt` shows it as if `png` had drawn it then."""
+
+    png: bytes
+    scale: object
+    xlim: Limits
+    ylim: Limits
 
 
 def as_traces(traces: Traces | pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -225,13 +238,15 @@ class FiveDesignsCanvas:
                 spine.set_linewidth(2.2 if mine else 0.8)
         if nice_limits:
             xmax, ymax = 10.0 * math.ceil(xmax / 10.0), 5.0 * math.ceil((ymax + 0.5) / 5.0) - 1.2
+        self._set_limits((-0.02 * xmax, xmax * 1.02), (-0.8, ymax + 1.2))
+        return self.fig
+
+    def _set_limits(self, xlim: Limits, ylim: Limits) -> None:
         first = next(iter(self.axes.values()))
-        xlim, ylim = (-0.02 * xmax, xmax * 1.02), (-0.8, ymax + 1.2)
         if first.get_xlim() != xlim:  # the shared axes' callbacks run only on a real change
             first.set_xlim(*xlim)
         if first.get_ylim() != ylim:
             first.set_ylim(*ylim)
-        return self.fig
 
     def _dynamic(self) -> list[Any]:
         """Artists that change between updates with the same limits and highlight."""
@@ -258,11 +273,11 @@ class FiveDesignsCanvas:
         (e.g. the latency setting) stays the same the limits only grow, so new seeds mostly
         reuse the frame; `at_least` is where they start (room for a typical run).
         """
-        floor = self._limits.get(scale, at_least)
+        floor = self.start_limits(scale, at_least)
         with workbook_style():
             self.update(traces, highlight, nice_limits=True, at_least=floor)
+        self._remember(scale)
         first = next(iter(self.axes.values()))
-        self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
         key = (first.get_xlim(), first.get_ylim(), dpi)
         return self._frames.png(
             self.fig,
@@ -273,6 +288,44 @@ class FiveDesignsCanvas:
             steady=[spine for ax in self.axes.values() for spine in ax.spines.values()],
             steady_key=highlight,
         )
+
+    def start_limits(self, scale: object, at_least: Limits = (1.0, 1.0)) -> Limits:
+        """The limits a `png` with this `scale` and `at_least` starts from now: with the scale
+        unchanged, those the last picture reached."""
+        return self._limits.get(scale, at_least)
+
+    def _remember(self, scale: object) -> None:
+        first = next(iter(self.axes.values()))
+        self._limits = {scale: (first.get_xlim()[1] / 1.02, first.get_ylim()[1] - 1.2)}
+
+    def png_ahead(
+        self,
+        traces: Traces,
+        highlight: str | None = None,
+        dpi: int = 80,
+        scale: object = None,
+        at_least: Limits = (1.0, 1.0),
+    ) -> Prepared:
+        """What `png` with these arguments would give now, drawn while a widget's kernel is
+        idle; the limits shown and where the next `png` starts are put back, so the canvas
+        goes on as if nothing had been drawn (only its kept frames may have grown)."""
+        first = next(iter(self.axes.values()))
+        kept, xlim, ylim = self._limits, first.get_xlim(), first.get_ylim()
+        try:
+            made = self.png(traces, highlight, dpi, scale, at_least)
+            return Prepared(made, scale, first.get_xlim(), first.get_ylim())
+        finally:
+            self._limits = kept
+            with workbook_style():
+                self._set_limits(xlim, ylim)
+
+    def adopt(self, prepared: Prepared) -> bytes:
+        """Show `prepared`: take the limits its `png` would have left (as `png` does) and return
+        its bytes. The traces drawn stay whatever was drawn last; every `png` replaces them."""
+        with workbook_style():
+            self._set_limits(prepared.xlim, prepared.ylim)
+        self._remember(prepared.scale)
+        return prepared.png
 
     def _ticks(self) -> list[Any]:
         return [axis for ax in self.axes.values() for axis in (ax.xaxis, ax.yaxis)]

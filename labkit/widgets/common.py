@@ -1,9 +1,12 @@
-"""What every workbook widget app shares: image output, CSS classes, batched control changes."""
+"""What every workbook widget app shares: image output, CSS classes, batched control changes,
+work done ahead while the kernel is idle."""
 
 from __future__ import annotations
 
+import asyncio
 import html
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -83,3 +86,39 @@ class BatchedApp:
     def _changed(self, _change: Any = None) -> None:
         if not self._holding:
             self.update()
+
+
+class WorkAhead:
+    """Steps done while the kernel's event loop is idle, one per turn, so that a user's next
+    change waits for one step at most and finds the rest ready.
+
+    `do(step)` does one step and returns False if it found it done already (the next step
+    then follows in the same turn). `start` replaces the steps left from the last update.
+    Without a running loop (a script, a test) there is no idle time, and nothing is done.
+    """
+
+    def __init__(self, do: Callable[[Hashable], bool]) -> None:
+        self._do = do
+        self._queue: deque[Hashable] = deque()
+        self.done = 0  # steps that did work
+
+    def __len__(self) -> int:
+        """Steps still waiting."""
+        return len(self._queue)
+
+    def start(self, steps: Iterable[Hashable], delay: float, first: float | None = None) -> None:
+        """Do `steps` (repeats dropped) in order, `delay` seconds apart, the first after
+        `first` (default `delay`): time for the update just sent to reach the page."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._queue = deque(dict.fromkeys(steps))
+        loop.call_later(delay if first is None else first, self._step, self._queue, delay)
+
+    def _step(self, queue: deque[Hashable], delay: float) -> None:
+        while queue and queue is self._queue:  # else a newer update replaced the queue
+            if self._do(queue.popleft()):
+                self.done += 1
+                asyncio.get_running_loop().call_later(delay, self._step, queue, delay)
+                return

@@ -4,13 +4,13 @@ inverted arrival step by step, and the arrival-order workbench (notebooks 04 and
 Each control change runs `labkit.designs.simulator.run` for every design (memoised per design and
 the parameters that design actually reads), redraws a reused `FiveDesignsCanvas` and shows the
 PNG in an Output widget, next to a metrics table from the runs' summaries. The canvas blits:
-axes and ticks are rendered once per frame and only traces and titles are redrawn; while the
-kernel is idle, the frame a longer run would need is drawn ahead.
+axes and ticks are rendered once per frame and only traces and titles are redrawn. While the
+kernel is idle, the five designs' app simulates and draws the next seed and the one before,
+and the frame a longer run would need, so the seed control finds them ready.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import html
 import time
@@ -37,10 +37,23 @@ from labkit.designs.schedule_builder import (
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
-from labkit.plots.part2_canvases import DESIGN_LABELS, FiveDesignsCanvas, WorkbenchCanvas
+from labkit.plots.part2_canvases import (
+    DESIGN_LABELS,
+    FiveDesignsCanvas,
+    Prepared,
+    WorkbenchCanvas,
+)
 from labkit.plots.part2_catalog import arrival_lanes_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, png_output, scrolling
+from labkit.widgets.common import (
+    WIDGET_DPI,
+    BatchedApp,
+    WorkAhead,
+    classed,
+    html_table,
+    png_output,
+    scrolling,
+)
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
 FAULT_PRESETS: dict[str, tuple[str, ...]] = {
@@ -55,7 +68,11 @@ SEED_INVERTED: tuple[Step, ...] = (
 )
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
-AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel draws the next frame ahead
+PICTURES_KEPT = 4  # pictures drawn ahead (the next seed's and the one before's, ~16 KB each)
+AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel starts the work ahead
+AHEAD_STEP_S = 0.005  # between two steps of it (one simulated design, or one picture)
+WINDOWED = ("fenced", "pipelined")  # the designs whose run the window changes
+AheadStep = tuple[object, ...]  # ("run", design, seed), ("picture", seed) or ("frame",)
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
@@ -78,8 +95,11 @@ class FiveDesignsApp(BatchedApp):
 
     `ui` is the container to display; `runs` maps design -> `SimulationRun`, `traces` and
     `summaries` design -> its trace and `RunSummary`; `last_png` is the image shown and
-    `timings` each update's duration in seconds; `frames_drawn_ahead` counts the frames an
-    idle kernel drew before a seed needed them.
+    `timings` each update's duration in seconds. While the kernel is idle after an update, the
+    app simulates and draws the seeds one step away (the next, then the one before), one
+    design or one picture per turn of the event loop: `done_ahead` counts those steps,
+    `frames_drawn_ahead` the frames drawn for a longer run, `pictures_used` the updates that
+    showed a picture drawn ahead.
     """
 
     def __init__(
@@ -99,7 +119,10 @@ class FiveDesignsApp(BatchedApp):
         self.timings: list[float] = []
         self.memo_hits = 0
         self.frames_drawn_ahead = 0
+        self.pictures_used = 0
         self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
+        self._pictures: OrderedDict[tuple, Prepared] = OrderedDict()
+        self._ahead = WorkAhead(self._step_ahead)
         self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
         self.design = classed(widgets.Dropdown(
@@ -204,7 +227,8 @@ class FiveDesignsApp(BatchedApp):
     # --- the update --------------------------------------------------------------------------
 
     def _params(self, design: str, faults: tuple[str, ...]) -> dict[str, Any]:
-        """Only the knobs `design` reads, so e.g. moving the window reruns `fenced` alone."""
+        """Only the knobs `design` reads, so e.g. moving the window reruns `fenced` alone; with
+        the design, faults and seed, everything its run depends on (the memo's key)."""
         params: dict[str, Any] = {
             "ticks": self.ticks,
             "latency": round(self.latency.value, 6),
@@ -212,18 +236,20 @@ class FiveDesignsApp(BatchedApp):
         }
         if "duplicate" in faults:
             params["duplicate_rate"] = round(self.duplicate_rate.value, 6)
-        if design == "fenced":
+        if design in WINDOWED:
             params["window"] = self.window.value
         return params
 
+    def _key(self, design: str, faults: tuple[str, ...], seed: int) -> tuple:
+        return (design, faults, seed, tuple(sorted(self._params(design, faults).items())))
+
     def _run(self, design: str, faults: tuple[str, ...], seed: int) -> SimulationRun:
-        params = self._params(design, faults)
-        key = (design, faults, seed, tuple(sorted(params.items())))
+        key = self._key(design, faults, seed)
         if key in self._memo:
             self._memo.move_to_end(key)
             self.memo_hits += 1
             return self._memo[key]
-        done = run(design, faults, seed, **params)
+        done = run(design, faults, seed, **dict(key[-1]))
         self._memo[key] = done
         if len(self._memo) > _MEMO_SIZE:
             self._memo.popitem(last=False)
@@ -246,29 +272,76 @@ class FiveDesignsApp(BatchedApp):
         self.traces = {d: r.trace for d, r in self.runs.items()}
         self.summaries = {d: r.summary for d, r in self.runs.items()}
         label = ", ".join(faults) if faults else "no faults"
-        self.last_png = self.canvas.png(self.traces, self.design.value, dpi=WIDGET_DPI,
-                                        scale=(self.latency.value, self.ticks),
-                                        at_least=self._room())
+        self.last_png = self._picture(faults, seed)
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
         self.metrics.value = caption + html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
-        self._draw_ahead_when_idle()
+        self._ahead.start(self._work_ahead(seed), AHEAD_STEP_S, first=AHEAD_DELAY_S)
 
-    def _draw_ahead_when_idle(self) -> None:
-        """Once this update is out, let the kernel's event loop draw the frame a longer run
-        would need (`FiveDesignsCanvas.draw_ahead`): a seed that outlasts the time axis then
-        costs a restore, not half a frame. Without a running loop (a script, a test) there is
-        no idle time to use, and nothing is drawn ahead."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        loop.call_later(AHEAD_DELAY_S, self._draw_ahead)
+    def _drawing(self) -> dict[str, Any]:
+        """How the canvas draws for the controls now: dpi, the scale its limits keep to, room."""
+        return {"dpi": WIDGET_DPI, "scale": (self.latency.value, self.ticks),
+                "at_least": self._room()}
 
-    def _draw_ahead(self) -> None:
-        self.frames_drawn_ahead += self.canvas.draw_ahead(WIDGET_DPI)
+    def _picture_key(self, faults: tuple[str, ...], seed: int) -> tuple:
+        """Everything the picture of `seed` depends on now: each design's run, the highlight,
+        the dpi, the scale and the limits the canvas would start from."""
+        drawing = self._drawing()
+        runs = tuple(self._key(d, faults, seed) for d in self.designs)
+        start = self.canvas.start_limits(drawing["scale"], drawing["at_least"])
+        return runs, self.design.value, drawing["dpi"], drawing["scale"], start
+
+    def _picture(self, faults: tuple[str, ...], seed: int) -> bytes:
+        """The PNG of `self.runs`: drawn ahead if an idle kernel did, else drawn now."""
+        prepared = self._pictures.pop(self._picture_key(faults, seed), None)
+        if prepared is not None:
+            self.pictures_used += 1
+            return self.canvas.adopt(prepared)
+        return self.canvas.png(self.traces, self.design.value, **self._drawing())
+
+    # --- ahead of the user: the next seed moves, while the kernel is idle -------------------
+
+    def _work_ahead(self, seed: int) -> list[AheadStep]:
+        """What a seed one step away needs, the next seed first (a slider, an arrow key or the
+        number box moves one step): each design's run, then its picture. Between the two
+        seeds, the frame a run longer than the axis would need (any seed typed in)."""
+
+        def needs(s: int) -> list[AheadStep]:
+            return [*(("run", d, s) for d in self.designs), ("picture", s)]
+
+        return [*needs(seed + 1), ("frame",), *needs(seed - 1)]
+
+    def _step_ahead(self, step: AheadStep) -> bool:
+        """One design's run or one picture of a seed a step away, or the longer frame; False
+        if it is kept already. Each is keyed by all it depends on, so what a later update
+        finds is what it would compute; only when it is computed changes."""
+        faults = self.selected_faults
+        if step[0] == "run":
+            _, design, seed = step
+            if self._key(design, faults, seed) in self._memo:
+                return False
+            self._run(design, faults, seed)
+            return True
+        if step[0] == "picture":
+            key = self._picture_key(faults, step[1])
+            if key in self._pictures:
+                return False
+            traces = {d: self._run(d, faults, step[1]).trace for d in self.designs}
+            self._pictures[key] = self.canvas.png_ahead(traces, self.design.value,
+                                                        **self._drawing())
+            while len(self._pictures) > PICTURES_KEPT:
+                self._pictures.popitem(last=False)
+            return True
+        drawn = self.canvas.draw_ahead(WIDGET_DPI)
+        self.frames_drawn_ahead += drawn
+        return drawn
+
+    @property
+    def done_ahead(self) -> int:
+        """Steps an idle kernel did ahead of the user."""
+        return self._ahead.done
 
     def _show_counterexamples(self) -> None:
         found = shortest_counterexamples()

@@ -9,10 +9,9 @@ is kept per (W, fault, seed): moving the slider back to a depth already seen red
 
 from __future__ import annotations
 
-import asyncio
 import html
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -38,7 +37,14 @@ from labkit.plots.part2_pipelined import (
     PipelinedCanvas,
 )
 from labkit.plots.style import COLORS
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, html_table, png_output
+from labkit.widgets.common import (
+    WIDGET_DPI,
+    BatchedApp,
+    WorkAhead,
+    classed,
+    html_table,
+    png_output,
+)
 
 MAX_DEPTH = 8
 TICKS = 20
@@ -139,8 +145,7 @@ class PipelineDepthApp(BatchedApp):
         self._runs: OrderedDict[tuple[str, int, str, int], SimulationRun] = OrderedDict()
         self._depths: OrderedDict[tuple[str, int], pd.DataFrame] = OrderedDict()
         self._views: OrderedDict[tuple[int, str, int], _View] = OrderedDict()
-        self._ahead: deque[AheadStep] = deque()
-        self.done_ahead = 0
+        self._ahead = WorkAhead(self._step_ahead)  # the settings one move away, while idle
         self.canvas = PipelinedCanvas(8.4, 3.3, legend=False, depth_top=DEPTH_TOP)
 
         self.window = classed(
@@ -271,41 +276,33 @@ class PipelineDepthApp(BatchedApp):
             *((window, f, seed) for f in self.fault.options if f != fault),
         ]
 
-    def _work_ahead(self, setting: Setting) -> deque[AheadStep]:
+    def _work_ahead(self, setting: Setting) -> list[AheadStep]:
         """One small step per item: each run a next setting needs, then drawing that setting."""
         steps: list[AheadStep] = []
         for window, fault, seed in self._next_settings(setting):
             for k in (window, *DEPTHS):
                 steps += [("run", (d, w, fault, seed)) for d, w in plan_at(k)]
             steps.append(("view", (window, fault, seed)))
-        return deque(dict.fromkeys(steps))
+        return steps
 
-    def _ahead_when_idle(self, setting: Setting) -> None:
-        """Once this update is out, let the kernel's event loop simulate and draw the settings
-        one move away, one run or one picture per turn, so a click waits at most that long.
-        What they show is what the update would compute; only when it is computed changes.
-        Without a running loop (a script, a test) there is no idle time, and nothing is done."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._ahead = self._work_ahead(setting)
-        loop.call_later(AHEAD_DELAY_S, self._step_ahead, self._ahead)
+    def _step_ahead(self, step: AheadStep) -> bool:
+        """One run or one picture a next setting needs; False if it is kept already. What it
+        prepares is what the update would compute; only when it is computed changes."""
+        kind, key = step
+        if kind == "run" and key not in self._runs:
+            design, window, fault, seed = key
+            self._run(design, window, fault, seed)
+        elif kind == "view" and key not in self._views:
+            window, fault, seed = key
+            self._view((window, fault, seed))
+        else:
+            return False
+        return True
 
-    def _step_ahead(self, queue: deque[AheadStep]) -> None:
-        while queue and queue is self._ahead:  # else a newer update replaced the queue
-            kind, key = queue.popleft()
-            if kind == "run" and key not in self._runs:
-                design, window, fault, seed = key
-                self._run(design, window, fault, seed)
-            elif kind == "view" and key not in self._views:
-                window, fault, seed = key
-                self._view((window, fault, seed))
-            else:
-                continue  # already done: take the next step in this turn
-            self.done_ahead += 1
-            asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self._step_ahead, queue)
-            return
+    @property
+    def done_ahead(self) -> int:
+        """Steps an idle kernel did ahead of the user."""
+        return self._ahead.done
 
     def update(self) -> None:
         """Show the runs for the controls (simulated and drawn once per setting); time it."""
@@ -324,4 +321,4 @@ class PipelineDepthApp(BatchedApp):
             png_output(self.out, view.png)
         self.metrics.value = view.metrics
         self.timings.append(time.perf_counter() - start)
-        self._ahead_when_idle(setting)
+        self._ahead.start(self._work_ahead(setting), AHEAD_DELAY_S)

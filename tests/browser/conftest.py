@@ -62,20 +62,26 @@ def _require_browser() -> None:
 
 # The order the tests run in: those of one notebook one after another, so it is run once
 # (`Lab.notebook`), the widget fit check first (it looks at the notebook as Run All left it),
-# and the benchmark's presses once notebooks 01, 05 and 04 are all open. A test not listed
+# then the check of its outputs (before a fourth notebook closes it), and the benchmark's
+# presses once notebooks 01, 05 and 04 are all open. A test not listed
 # runs after these; any order passes, only slower.
 ORDER = (
     "test_lab_smoke.py::",
     "test_workbench_pipelined.py::",  # a notebook of its own, as test_lab_smoke
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[01]",
+    "test_notebook_results.py::test_run_all_shows_its_result[01]",
     "test_notebook_01.py::",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[05]",
+    "test_notebook_results.py::test_run_all_shows_its_result[05]",
     "test_notebook_05.py::",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[04]",
+    "test_notebook_results.py::test_run_all_shows_its_result[04]",
     "test_workbench.py::",
     "test_widget_browser_smoke.py::",
     "test_widgets_fit.py::test_notebook_07",
+    "test_notebook_results.py::test_run_all_shows_its_result[07]",
     "test_widgets_fit.py::test_notebook_09",
+    "test_notebook_results.py::test_run_all_shows_its_result[09]",
 )
 
 
@@ -150,12 +156,14 @@ KEEP_OPEN = 3
 @dataclass
 class Tab:
     """The one browser tab (None until a test needs it, or after a failure), the notebooks
-    Run All'ed in it that later tests may use (oldest first), and for each the apps a test
-    asked for `fresh` since (and so may have changed), by cell index."""
+    Run All'ed in it that later tests may use (oldest first), for each the apps a test
+    asked for `fresh` since (and so may have changed), by cell index, and its outputs as Run
+    All left them (nbformat JSON)."""
 
     page: Page | None = None
     ran: dict[str, Notebook] = field(default_factory=dict)
     changed: dict[str, set[int]] = field(default_factory=dict)
+    run_all_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,6 +207,7 @@ class Lab:
             nb = _open_notebook(self.page, self.server, path, keep=True)
             nb.run_all(timeout_ms=180_000)
             ran[path], changed[path] = nb, set()
+            self.tab.run_all_outputs[path] = nb.executed()
         if fresh is not None:
             changed[path].add(nb.index_of(fresh))
         return nb
