@@ -38,6 +38,7 @@ from labkit.designs.schedule_builder import (
 from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
 from labkit.plots.part2_canvases import (
+    AHEAD_HEIGHTS,
     DESIGN_LABELS,
     FiveDesignsCanvas,
     Prepared,
@@ -434,8 +435,7 @@ class ArrivalWorkbench(BatchedApp):
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
         self.timings: list[float] = []
-        self.done_ahead = 0
-        self._ahead_turn = 0  # the update whose idle time draws ahead; a newer one stops it
+        self._ahead = WorkAhead(lambda _step: self.canvas.draw_ahead(WIDGET_DPI))
         self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
 
@@ -681,26 +681,14 @@ class ArrivalWorkbench(BatchedApp):
             self.schedule.value = builder.text
         self.verdicts.value = _verdict_table(builder)
         self.timings.append(time.perf_counter() - start)
-        self._frames_ahead_when_idle()
+        # Once this update is out, an idle kernel makes the tick marks and draws the frames of
+        # the taller figures a longer schedule would need, one `draw_ahead` step per turn.
+        self._ahead.start(range(1 + AHEAD_HEIGHTS), AHEAD_STEP_S, first=AHEAD_DELAY_S)
 
-    def _frames_ahead_when_idle(self) -> None:
-        """Once this update is out, let the kernel's event loop make the tick marks and draw
-        the frames of the taller figures a longer schedule would need
-        (`WorkbenchCanvas.draw_ahead`), one step per turn, so a click waits at most for one.
-        Without a running loop (a script, a test) nothing is done ahead."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._ahead_turn += 1
-        loop.call_later(AHEAD_DELAY_S, self._frame_ahead, self._ahead_turn)
-
-    def _frame_ahead(self, turn: int) -> None:
-        if turn != self._ahead_turn:  # a newer update came: it asked for its own turn
-            return
-        if self.canvas.draw_ahead(WIDGET_DPI):
-            self.done_ahead += 1
-            asyncio.get_running_loop().call_later(AHEAD_DELAY_S, self._frame_ahead, turn)
+    @property
+    def done_ahead(self) -> int:
+        """Steps done while the kernel was idle (tick marks made, a taller frame drawn)."""
+        return self._ahead.done
 
 
 def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
