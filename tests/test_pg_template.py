@@ -5,6 +5,8 @@ code finished, that others could change, or that lost files since is never trust
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,25 @@ def template_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "template"
     monkeypatch.setattr(pg_template, "template_dir", lambda: where)
     return where
+
+
+@pytest.fixture(scope="module")
+def one_made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A template this code made (initdb, a start, its mark), once for the module's tests that
+    need one as a starting point rather than to watch it being made."""
+    where = tmp_path_factory.mktemp("made") / "template"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pg_template, "template_dir", lambda: where)
+        with pg.server():
+            pass
+    assert (where / pg_template.MARK).is_file()
+    yield where
+
+
+def _as_made(one_made: Path, template_at: Path) -> None:
+    """Put a copy of `one_made` where the code looks (modes kept: a template is 0700)."""
+    shutil.copytree(one_made, template_at, symlinks=True)
+    template_at.chmod(one_made.stat().st_mode & 0o777)
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int]]:
@@ -74,10 +95,9 @@ def test_one_of_ours_that_lost_its_mark_is_made_again(template_at: Path) -> None
     "lost", ["PG_VERSION", "base/5/1259"], ids=["fails to start", "starts, cannot serve"]
 )
 def test_a_template_that_lost_files_is_discarded_and_the_start_still_works(
-    template_at: Path, lost: str
+    template_at: Path, one_made: Path, lost: str
 ) -> None:
-    with pg.server():
-        pass
+    _as_made(one_made, template_at)
     (template_at / lost).unlink()  # as a temp cleaner might
     with pg.server() as dsn:
         assert _count_rows(dsn) == 1
@@ -85,10 +105,9 @@ def test_a_template_that_lost_files_is_discarded_and_the_start_still_works(
 
 
 def test_a_template_owned_by_another_user_is_refused(
-    template_at: Path, monkeypatch: pytest.MonkeyPatch
+    template_at: Path, one_made: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pg.server():
-        pass
+    _as_made(one_made, template_at)
     assert pg_template.template(None) == template_at
     monkeypatch.setattr(pg_template, "_my_ids", lambda: (4242, 4242))
     assert pg_template.template(None) is None
