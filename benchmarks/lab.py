@@ -34,6 +34,19 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path(os.environ.get("CHROMIUM") or shutil.which("chromium") or "chromium")
 WAIT_MS = 60_000
 _PR_SET_PDEATHSIG = 1
+INSTALL_HINT = "apt-get update && apt-get install -y chromium"
+
+
+def browser_missing() -> str | None:
+    """Why Chromium cannot be driven here (no executable at CHROMIUM, or no Playwright), or None
+    if it can: the one answer the browser tests, the benchmarks and the test selection share."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return f"{CHROMIUM} not found; install it with: {INSTALL_HINT}"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    return None
 
 
 # --------------------------------------------------------------------------- server

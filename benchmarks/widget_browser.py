@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, percentile, print_table
-from benchmarks.lab import CHROMIUM, copy_workbook, open_notebook, start_lab
+from benchmarks.lab import CHROMIUM, browser_missing, copy_workbook, open_notebook, start_lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -54,11 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def available() -> bool:
     """True when Debian's chromium and Playwright are there (the benchmark drives both)."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return False
-    return CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)
+    return browser_missing() is None
 
 
 # --- in the page --------------------------------------------------------------------------------

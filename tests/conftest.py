@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -72,14 +71,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: the collection order within each rank
 
 
-def _browser_can_run() -> bool:
-    """Debian's chromium and Playwright are both there (what tests/browser needs)."""
-    chromium = Path("/usr/bin/chromium")
-    if not (chromium.is_file() and os.access(chromium, os.X_OK)):
-        return False
-    return importlib.util.find_spec("playwright") is not None
-
-
 def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A notebook the browser tests Run All and check the outputs of
     (tests/browser/test_notebook_results.py) is not also run headless by
@@ -90,7 +81,11 @@ def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
         for item in items
         if item.path.name == "test_notebook_results.py" and hasattr(item, "callspec")
     }
-    if not in_browser or not _browser_can_run():
+    if not in_browser:
+        return
+    from benchmarks.lab import browser_missing
+
+    if browser_missing() is not None:
         return
     twice = [
         item

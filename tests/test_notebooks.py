@@ -16,6 +16,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from nbrun import cell_errors, cell_text, execute_notebook, starts_postgres
 from notebook_results import SHOWS, check_shows_its_result
 
+from benchmarks.lab import browser_missing
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # The notebooks the repository stores: not the ones `make site`, `make exercises` or a test
@@ -79,6 +81,7 @@ def collected(*args: str) -> list[str]:
     return [line for line in out.splitlines() if "::" in line]
 
 
+@pytest.mark.slow  # three pytest processes
 def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
     """With the browser check collected (and Chromium here) 01, 04, 05, 07 and 09 run once, in
     JupyterLab; asked for alone, or with the browser tests deselected, all run headless."""
@@ -89,8 +92,8 @@ def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
     without_browser = [i for i in collected(*files, "-m", "not browser") if headless in i]
     assert without_browser == alone
     both = collected(*files)
-    if not Path("/usr/bin/chromium").is_file():
-        pytest.skip("no Chromium: the headless runs stay")
+    if browser_missing() is not None:
+        pytest.skip(f"the headless runs stay: {browser_missing()}")
     kept = sorted(i.split("[")[1][:2] for i in both if headless in i)
     in_browser = sorted(i.split("[")[1][:2] for i in both if "test_run_all_shows_its_result" in i)
     assert kept == ["00", "02", "03", "06", "08"] and in_browser == ["01", "04", "05", "07", "09"]

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from benchmarks.lab import browser_missing
+
 from .jlab import (
     ARTIFACTS,
     CHROMIUM,
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route
 
 HERE = Path(__file__).resolve().parent
-INSTALL_HINT = "apt-get update && apt-get install -y chromium"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -52,12 +53,9 @@ def _missing(reason: str) -> None:
 
 def _require_browser() -> None:
     """Skip (locally) or fail (CI) unless Debian's chromium and Playwright are present."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        _missing(f"{CHROMIUM} not found; install it with: {INSTALL_HINT}")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _missing("playwright is not installed (pip install -e '.[dev]')")
+    reason = browser_missing()
+    if reason is not None:
+        _missing(reason)
 
 
 # The order the tests run in: those of one notebook one after another, so it is run once
