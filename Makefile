@@ -80,7 +80,7 @@ test: $(STAMP)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
 # These tests compute rather than wait, so one worker per core: a third only adds its own
-# start-up and collection (CPU 94 s on 3 workers, 84 s on 2).
+# start-up and collection (CPU 94 s on 3 workers, 84 s on 2, back to back at the same load).
 FAST_JOBS ?= $(CORES)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(FAST_JOBS) -m "$(FAST)"
