@@ -25,6 +25,11 @@ def check_design(name: object) -> str:
     return name
 
 
+# The designs whose run the window changes (hedge width or pipeline depth); every other design
+# ignores it, so a cache of runs may leave the window out of their keys.
+WINDOWED: tuple[str, ...] = ("fenced", "pipelined")
+
+
 def make_design(
     name: str,
     *,
@@ -35,7 +40,7 @@ def make_design(
     conn: Any = None,
 ) -> Design:
     """Build any design by name; `window` is the hedge width of `fenced` and the pipeline depth
-    of `pipelined` (any W >= 1: W = 1 is `ballot` with the hash check); `path` or `conn` hold
+    of `pipelined` (`WINDOWED`) (any W >= 1: W = 1 is `ballot` with the hash check); `path` or `conn` hold
     the ballot designs' store."""
     check_design(name)
     if name == "pipelined":

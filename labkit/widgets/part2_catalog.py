@@ -24,6 +24,7 @@ import pandas as pd
 from labkit.catalog.rule import REASON_WHY
 from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
 from labkit.designs.design import CAS_CONFLICT, CAS_CONFLICT_WHY, DESIGNS, DISPLAY_NAMES
+from labkit.designs.registry import WINDOWED
 from labkit.designs.run_stats import RunSummary, summary_table
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
@@ -72,7 +73,6 @@ _MEMO_SIZE = 256
 PICTURES_KEPT = 4  # pictures drawn ahead (the next seed's and the one before's, ~16 KB each)
 AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel starts the work ahead
 AHEAD_STEP_S = 0.005  # between two steps of it (one simulated design, or one picture)
-WINDOWED = ("fenced", "pipelined")  # the designs whose run the window changes
 AheadStep = tuple[object, ...]  # ("run", design, seed), ("picture", seed) or ("frame",)
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
