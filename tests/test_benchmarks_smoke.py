@@ -13,6 +13,7 @@ import pytest
 from benchmarks.__main__ import NAMES, main
 from benchmarks.common import FIGURES, time_interleaved
 from labkit.designs.design import DESIGNS
+from labkit.designs.simulator import FAULTS
 
 EXPECTED_ROWS = {
     # frontier: 2 smoke sizes x 2 shapes x (with, without partial index)
@@ -132,15 +133,7 @@ def test_pipelined_rows_cover_every_depth_fault_and_design(tmp_path: Path) -> No
     depth = {(r["design"], r["window"]) for r in rows if r["kind"] == "depth"}
     assert {("pipelined", w) for w in ("1", "2", "4", "8")} <= depth
     faults = {r["faults"] for r in rows if r["kind"] == "fault" and r["design"] == "pipelined"}
-    assert faults == {
-        "none",
-        "inverted",
-        "duplicate",
-        "stale_body",
-        "retry_after_commit",
-        "stall",
-        "crash",
-    }
+    assert faults == {"none", *FAULTS}  # every fault the simulator knows, and none
     assert {r["design"] for r in rows if r["kind"] == "table"} == {
         "callback",
         "lww",
