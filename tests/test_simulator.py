@@ -237,3 +237,27 @@ def test_cas_rejects_late_and_stale_responses_as_cas_conflicts() -> None:
         hit = trace[(trace["event"] == "deliver") & (trace["fault"] == fault)]
         assert not hit.empty and (hit["reason"] == "cas_conflict").any(), fault
         assert summarize_run(trace).rejects["cas_conflict"] >= 1
+
+
+def test_a_design_in_memory_starts_from_a_store_like_a_fresh_one_and_its_own() -> None:
+    """`empty_memory_store` copies one store made once per thread: the copy holds what a fresh
+    store holds, and each design writes only into its own."""
+    import threading
+
+    from labkit.catalog.loop import WatermarkLoop
+    from labkit.designs.design import BallotDesign, empty_memory_store
+    from labkit.designs.planner import respond
+
+    fresh = connect(":memory:")
+    WatermarkLoop(fresh, clock=lambda: 0.0)
+    assert list(empty_memory_store().iterdump()) == list(fresh.iterdump())
+    first, second = BallotDesign(window=1, ticks=3), BallotDesign(window=1, ticks=3)
+    (req,) = first.start(0.0)
+    first.on_response(req, respond(first, req, None), 1.0)
+    assert first.loop.head_version() == 1 and second.loop.head_version() == 0
+    assert list(empty_memory_store().iterdump()) == list(fresh.iterdump())
+    made: list[int] = []
+    other = threading.Thread(target=lambda: made.append(BallotDesign().loop.head_version()))
+    other.start()
+    other.join()
+    assert made == [0]  # a thread of its own gets a template of its own (sqlite3 stays put)
