@@ -22,7 +22,8 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 # pytest-xdist: two workers per core, since many tests wait (on kernels, servers, sleeping
 # writers) rather than compute: on 2 cores (6 December) 4 workers ran `make test`'s pytest in
-# 174 s, 3 in 183-186 s, 5 in 182 s. JOBS=0: no workers.
+# 174 s, 3 in 183-186 s, 5 in 182 s. Measured on 2 cores only; each worker starts its own
+# PostgreSQL server, so on a big machine set JOBS lower. JOBS=0: no workers.
 # Which tests share a worker is set in tests/conftest.py (pytest_xdist_make_scheduler).
 CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 JOBS ?= $(shell echo $$(( $(CORES) * 2 )))

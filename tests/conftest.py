@@ -36,8 +36,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """A test process holds what every test module imported (matplotlib, pandas, Hypothesis,
     labkit's memos): about a million objects that each full garbage collection walks again.
     Frozen once collected, and collected a tenth as often, the heavy drawing and replay
-    modules took 4 s less CPU in 60 (GC time 5.5 -> 2.8 s); no test's result depends on when
-    cyclic garbage goes (the memory tests collect it themselves)."""
+    modules took 4 s less CPU in 60 (GC time 5.5 -> 2.8 s). No test's result depends on when
+    cyclic garbage goes: the memory walls of the sandboxes cap a child relative to its size at
+    the start, and no test counts objects or weak references."""
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
 

@@ -44,7 +44,10 @@ def test_a_build_is_byte_identical_to_an_earlier_one(
     names = sorted(p.name for p in first.iterdir())
     assert names and all((earlier / n).is_file() for n in names), "a figure was not built"
     changed = [n for n in names if (first / n).read_bytes() != (earlier / n).read_bytes()]
-    assert not changed, f"not byte-stable: {changed}"
+    assert not changed, (
+        f"differ from the earlier build: {changed} (if test_committed_figures_match_the_code "
+        "fails too, the committed figures are out of date: `make figures`)"
+    )
 
 
 def test_every_figure_is_in_the_docs() -> None:

@@ -256,6 +256,8 @@ def test_a_design_in_memory_starts_from_a_store_like_a_fresh_one_and_its_own() -
     first.on_response(req, respond(first, req, None), 1.0)
     assert first.loop.head_version() == 1 and second.loop.head_version() == 0
     assert list(empty_memory_store().iterdump()) == list(fresh.iterdump())
+    clocked = BallotDesign(clock=lambda: 5.0)  # its genesis is stamped by its own clock
+    assert clocked.conn.execute("SELECT committed_at FROM catalog_versions").fetchone()[0] == 5.0
     made: list[int] = []
     other = threading.Thread(target=lambda: made.append(BallotDesign().loop.head_version()))
     other.start()

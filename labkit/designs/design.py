@@ -270,7 +270,10 @@ class BallotDesign:
         self.name = "ballot" if window == 1 else "fenced"
         self.path = path
         if conn is None:
-            conn = db.connect(path) if path is not None or clock else empty_memory_store()
+            if path is None and clock is None:
+                conn = empty_memory_store()  # what `WatermarkLoop` makes at time 0, copied
+            else:
+                conn = db.connect(path if path is not None else ":memory:")
         self.conn = conn
         self.window = window
         self.ticks = ticks

@@ -29,10 +29,11 @@ SHARD = "main"
 LOCK_KEY = 7_000_002
 LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 # How long the dispatcher and the summarizer wait when they found nothing to do: a quarter of a
-# late commit's window (`Delays.slow_s`) at most, so the summarizer still runs inside it (Article
-# 1's rule orphaned 380-410 of 2,000 rows in each of four seeded test runs), and long enough that
-# two pollers do not keep the server busy: at 2 ms tests/test_pg_stress.py cost the machine 24 s
-# of CPU, at 10 ms 13 s, with the same results.
+# late commit's window (`Delays.slow_s`, 40 ms by default) at most, so the summarizer still runs
+# inside it, and long enough that two pollers do not keep the server busy. Measured at 10 ms
+# against 2 ms: tests/test_pg_stress.py cost the machine 13 s of CPU instead of 24, Article 1's
+# rule still orphaned 380-410 of its 2,000 rows (slow_s 80 ms) in each of four seeded runs, and
+# notebook 07's run (3 writers x 100 rows, default delays) 31-40 of 300 in eight (31-42 at 2 ms).
 IDLE_S = 0.01
 BATCH = 50
 
