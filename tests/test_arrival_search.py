@@ -316,6 +316,41 @@ def test_model_refuses_the_steps_sqlite_refuses(design: str, steps: list[str], m
         run_model(design, steps)
 
 
+def _every_schedule_stepping_each_move(model: LoopModel, n: int, crashes: int) -> list:
+    """`_schedules` the plain way: every move played on the model, the last delivery too."""
+    out = []
+
+    def walk(state, path, left, t_left, c_left):
+        moves = []
+        for req in state.sent:
+            if req.delivered < 2:
+                moves.append((Step.deliver(req.rid), 1, 0, 0))
+            if req.delivered == 0 and req.base >= 1:
+                moves.append((Step.stale(req.rid), 1, 0, 0))
+        moves += [(Step.timeout(), 0, 1, 0)] if t_left and state.awaited else []
+        moves += [(Step.crash(), 0, 0, 1)] if c_left else []
+        if left == 0 or not moves:
+            out.append(path)
+            return
+        for move, d, t, c in moves:
+            walk(model.step(state, move)[0], [*path, move], left - d, t_left - t, c_left - c)
+
+    walk(model.start(), [], n, 1, crashes)
+    return out
+
+
+@pytest.mark.parametrize("design", ["lww", "ballot", "pipelined"])
+def test_the_schedules_compared_end_at_their_last_delivery(design: str) -> None:
+    """`_schedules` does not play a schedule's last delivery on the model (nothing follows it):
+    the same schedules, in the same order, as playing every move."""
+    model = LoopModel(design, window=3 if design == "pipelined" else 2)
+    for n, crashes in [(0, 1), (1, 0), (3, 1)]:
+        want = _every_schedule_stepping_each_move(model, n, crashes)
+        assert arrival_search._schedules(model, n, 2, 1, crashes, True) == want
+    assert want and all(sum(s.kind != Kind.TIMEOUT and s.kind != Kind.CRASH for s in sched) == 3
+                        for sched in want)
+
+
 def test_a_stratified_sample_keeps_every_mix_of_step_kinds() -> None:
     model = LoopModel("ballot")
     every = arrival_search._schedules(model, 4, 2, 1, 1, True)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from labkit.designs import schedules
 from labkit.designs.arrival_orders import run_schedule
 from labkit.designs.schedule_builder import StepError, parse_schedule
 from labkit.designs.schedules import (
@@ -86,6 +87,21 @@ def test_a_step_refuses_to_be_built_wrong() -> None:
             Step(kind, request)  # type: ignore[arg-type]
     assert Step("crash") == Step.crash() and Step.crash().kind is Kind.CRASH
     assert str(Step.timeout()) == "timeout"
+
+
+def test_steps_made_by_name_are_shared_and_still_checked() -> None:
+    """The searches make the same few steps millions of times: `Step.deliver(3)` is one object
+    (steps are frozen), in a bounded table; what is no request is still refused, so `True`
+    never passes for request 1."""
+    assert Step.deliver(3) is Step.deliver(3) and Step.crash() is Step.crash()
+    assert Step.timeout() is Step.timeout() and Step.stale(2) is not Step.dup(2)
+    assert Step.deliver(1) == Step(Kind.DELIVER, 1)
+    for bad in (True, "2", 2.0):
+        with pytest.raises(ValueError, match="request is an int"):
+            Step.deliver(bad)  # type: ignore[arg-type]
+    for rid in range(3 * schedules._MADE_MAX):
+        assert Step.timeout(rid).request == rid
+    assert len(schedules._MADE) <= schedules._MADE_MAX
 
 
 def test_steps_sort_by_kind_then_request_number() -> None:

@@ -520,6 +520,9 @@ def _schedules(
     out: list[list[Step]] = []
 
     def walk(state: LoopState, path: list[Step], left: int, t_left: int, c_left: int) -> None:
+        if left == 0:  # only the start of a walk for n = 0; below, the loop ends schedules
+            out.append(path)
+            return
         moves = []
         for req in state.sent:
             if req.delivered < copies:
@@ -530,10 +533,13 @@ def _schedules(
             moves.append((_GIVE_UP, 0, 1, 0))
         if c_left:
             moves.append((Step.crash(), 0, 0, 1))
-        if left == 0 or not moves:
+        if not moves:
             out.append(path)
             return
         for label, d, t, c in moves:
+            if d == left:  # the last delivery: the schedule ends here, whatever state it leaves
+                out.append([*path, label])
+                continue
             child = model.step(state, label)[0]
             walk(child, [*path, label], left - d, t_left - t, c_left - c)
 

@@ -100,27 +100,45 @@ class Step:
     @classmethod
     def deliver(cls, request: int) -> Step:
         """Request `request`'s response arrives (a duplicate if it arrived before)."""
-        return cls(Kind.DELIVER, request)
+        return _made(Kind.DELIVER, request)
 
     @classmethod
     def dup(cls, request: int) -> Step:
         """Request `request`'s response arrives again (plays as `deliver`)."""
-        return cls(Kind.DUP, request)
+        return _made(Kind.DUP, request)
 
     @classmethod
     def stale(cls, request: int) -> Step:
         """Request `request`'s response arrives first, its body built on an older version."""
-        return cls(Kind.STALE, request)
+        return _made(Kind.STALE, request)
 
     @classmethod
     def timeout(cls, request: int | None = None) -> Step:
         """The loop gives up on its oldest wait, or on request `request`'s."""
-        return cls(Kind.TIMEOUT, request)
+        return _made(Kind.TIMEOUT, request)
 
     @classmethod
     def crash(cls) -> Step:
         """The loop dies and restarts from its store."""
-        return cls(Kind.CRASH)
+        return _made(Kind.CRASH, None)
+
+
+_MADE: dict[tuple[Kind, int | None], Step] = {}
+_MADE_MAX = 4096
+
+
+def _made(kind: Kind, request: int | None) -> Step:
+    """The one `Step(kind, request)`: steps are frozen, so equal steps can share an object, and
+    the searches ask for the same few millions of times. Anything but an int or None is built
+    (and refused) afresh, so `True` never passes for request 1."""
+    if request is not None and type(request) is not int:
+        return Step(kind, request)
+    step = _MADE.get((kind, request))
+    if step is None:
+        if len(_MADE) >= _MADE_MAX:
+            _MADE.clear()
+        step = _MADE[kind, request] = Step(kind, request)
+    return step
 
 
 def parse_step(text: str) -> Step:
