@@ -12,9 +12,13 @@ STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
 SITE_STAMP := $(VENV)/.installed-site
 SITE_OUT ?= build/site
-# No bytecode at install time (about 130 MB for the reader's install): Python writes it on first
+# uv installs the packages: on a fresh clone here it installed the test stack in 3 s (its cache
+# empty, so every wheel downloaded) where pip took 12 s from a warm cache. pip, which every venv
+# has, installs uv itself into .venv (nothing global). Like pip with --no-compile, uv writes no
+# bytecode at install time (about 130 MB for the reader's install): Python writes it on first
 # import, for the modules that run.
-PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
+UV := $(VENV)/bin/uv
+INSTALL := $(UV) pip install --quiet --python $(PY)
 PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -36,25 +40,27 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip site site-test clean
 
-# Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --upgrade pip
-	$(PY) -m pip uninstall --quiet --yes setuptools
+
+# Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
+$(UV): | $(PY)
+	$(PY) -m pip install --quiet --no-compile uv
+	$(UV) pip uninstall --quiet --python $(PY) setuptools
 
 # The reader's install: what reading and running the notebooks needs, no test or site tools.
-$(LAB_STAMP): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[notebooks]'
+$(LAB_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e '.[notebooks]'
 	@touch $(LAB_STAMP)
 
-# The test stack on top of the reader's install (one pip run installs both).
-$(STAMP): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[notebooks,dev]'
+# The test stack on top of the reader's install (one uv run installs both).
+$(STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e '.[notebooks,dev]'
 	@touch $(LAB_STAMP) $(STAMP)
 
-# The site tools on top of the reader's install (one pip run installs both).
-$(SITE_STAMP): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[notebooks,site]'
+# The site tools on top of the reader's install (one uv run installs both).
+$(SITE_STAMP): pyproject.toml | $(UV)
+	$(INSTALL) -e '.[notebooks,site]'
 	@touch $(LAB_STAMP) $(SITE_STAMP)
 
 # With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
