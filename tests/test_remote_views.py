@@ -258,28 +258,51 @@ def test_start_is_given_back_only_after_the_runs_last_picture() -> None:
     assert second is not None and second is not first and app.result is second
 
 
-@pytest.mark.slow
-def test_leaving_python_with_a_widget_run_going_is_clean(tmp_path) -> None:
-    """The interpreter's exit stops the runs and joins their threads (once, it aborted in C++:
-    "terminate called without an active exception"). Three runs are going when it exits. The
-    abort was a race, not seen on every exit: with the exit handler removed this still passed
-    in 4 tries of 4 here (and so did the three separate exits it replaced), so it guards
-    against the abort coming back, not against every way of losing the handler."""
+def test_stopping_the_live_runs_stops_every_run_going_and_joins_its_threads() -> None:
+    """What the interpreter's exit does (next test): three runs going are stopped, and each
+    thread of theirs has ended when `_stop_live_runs` returns."""
+    import labkit.widgets.part3_remote as part3_remote
+
+    apps = [RealPlannerApp(design=d, ticks=80, latency_ms=20) for d in ("ballot", "lww", "ballot")]
+    for app in apps:
+        assert app.start()
+    assert all(app.wait_for_head(2) for app in apps)
+    runs = [app._run_now for app in apps]
+    threads = [t for run in runs for t in run.threads]
+    assert len(threads) == 6 and all(t.is_alive() for t in threads)
+    part3_remote._stop_live_runs()
+    assert not any(t.is_alive() for t in threads)
+    assert all(run.stop.is_set() and run.done.is_set() for run in runs)
+    assert all(run.lanes.snapshot().head < 80 for run in runs)  # stopped, not finished
+
+
+@pytest.mark.slow  # a Python that imports the widgets
+def test_the_interpreters_exit_stops_the_live_runs(tmp_path) -> None:
+    """Once, leaving Python with a widget run going aborted in C++ ("terminate called without an
+    active exception"): a thread was cut off inside the loop's sockets or SQLite. So the module
+    has atexit run `_stop_live_runs`. Here a stand-in run's thread waits for its stop and then
+    prints: the line comes out only if the exit stopped the run and waited for the thread (an
+    exit with real runs going passed with the handler removed too: the abort was a race)."""
     import subprocess
     import sys
 
     script = tmp_path / "leave.py"
     script.write_text(
-        "from labkit.widgets.part3_remote import RealPlannerApp\n"
-        "apps = [RealPlannerApp(design=d, ticks=80, latency_ms=20) for d in ('ballot', 'lww', 'ballot')]\n"
-        "for app in apps:\n"
-        "    app.start()\n"
-        "assert all(app.wait_for_head(2) for app in apps)\n"
+        "import threading, types\n"
+        "import labkit.widgets.part3_remote as part3_remote\n"
+        "run = types.SimpleNamespace(stop=threading.Event())\n"
+        "def loop():\n"
+        "    run.stop.wait()\n"
+        "    print('stopped and joined', flush=True)\n"
+        "run.threads = [threading.Thread(target=loop, daemon=True)]\n"
+        "run.threads[0].start()\n"
+        "part3_remote._LIVE = [run]\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0 and "terminate called" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "stopped and joined\n"
 
 
 def test_no_text_of_the_lanes_figure_is_cut_at_its_edge() -> None:
