@@ -15,7 +15,7 @@ this folder is marked `browser` and gets a 180 s timeout automatically):
         after = wait_image(cell, changed_from=before)  # new src, and the bitmap is decoded
         slider_handle(cell).press("ArrowRight")       # one press = one redraw
         assert wait_text_changed(label(cell), "orphans: 0") != "orphans: 0"
-        screenshot(cell, "01-priority")  # -> artifacts/browser/01-priority.png
+        screenshot(cell, "01-priority")  # LABKIT_SCREENSHOTS=1: artifacts/browser/01-priority.png
 
 The server serves a copy of `notebooks/` and `data/` (`lab.root`), so tests never rewrite the
 sources; `lab.write_notebook(...)` puts a throwaway notebook into that copy, and `lab.open(path)`
@@ -32,6 +32,7 @@ module hands them on and adds the widget helpers.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,8 +147,13 @@ def wait_image(
     return result.json_value()
 
 
-def screenshot(loc: Locator, name: str) -> Path:
-    """Save a PNG of `loc` (a cell, not the page: JupyterLab scrolls inside its own panel)."""
+def screenshot(loc: Locator, name: str) -> Path | None:
+    """Save a PNG of `loc` (a cell, not the page: JupyterLab scrolls inside its own panel)
+    where LABKIT_SCREENSHOTS=1; return its path (None where not asked for). Not by default:
+    each costs Chromium about 0.2 s of CPU, and the tests take 22. A failed test's page is
+    always saved (conftest)."""
+    if os.environ.get("LABKIT_SCREENSHOTS", "").strip() in ("", "0"):
+        return None
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     loc.screenshot(path=str(path), timeout=WAIT_MS)
