@@ -12,13 +12,22 @@ STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
 SITE_STAMP := $(VENV)/.installed-site
 SITE_OUT ?= build/site
-# uv installs the packages: on a fresh clone here it installed the test stack in 3 s (its cache
-# empty, so every wheel downloaded) where pip took 12 s from a warm cache. pip, which every venv
-# has, installs uv itself into .venv (nothing global). Like pip with --no-compile, uv writes no
+# uv installs the packages: a fresh clone's .venv with the test stack took 7 s here (uv's cache
+# empty or not) where pip took 16 s. pip, which every venv has, installs uv itself into .venv
+# (nothing global; pinned to a minor release, whose command line this file uses). uv reads the
+# system's certificates (--native-tls) but not pip's configuration: where pip is set up for a
+# mirror or an index of its own, `make INSTALLER=pip ...` installs with pip. Neither writes
 # bytecode at install time (about 130 MB for the reader's install): Python writes it on first
 # import, for the modules that run.
 UV := $(VENV)/bin/uv
-INSTALL := $(UV) pip install --quiet --python $(PY)
+INSTALLER ?= uv
+ifeq ($(INSTALLER),pip)
+INSTALL_TOOL := $(PY)
+INSTALL := $(PY) -m pip install --quiet --no-compile
+else
+INSTALL_TOOL := $(UV)
+INSTALL := $(UV) pip install --quiet --native-tls --python $(PY)
+endif
 PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -45,21 +54,21 @@ $(PY):
 
 # Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
 $(UV): | $(PY)
-	$(PY) -m pip install --quiet --no-compile uv
+	$(PY) -m pip install --quiet --no-compile 'uv>=0.13,<0.14'
 	$(UV) pip uninstall --quiet --python $(PY) setuptools
 
 # The reader's install: what reading and running the notebooks needs, no test or site tools.
-$(LAB_STAMP): pyproject.toml | $(UV)
+$(LAB_STAMP): pyproject.toml | $(INSTALL_TOOL)
 	$(INSTALL) -e '.[notebooks]'
 	@touch $(LAB_STAMP)
 
 # The test stack on top of the reader's install (one uv run installs both).
-$(STAMP): pyproject.toml | $(UV)
+$(STAMP): pyproject.toml | $(INSTALL_TOOL)
 	$(INSTALL) -e '.[notebooks,dev]'
 	@touch $(LAB_STAMP) $(STAMP)
 
 # The site tools on top of the reader's install (one uv run installs both).
-$(SITE_STAMP): pyproject.toml | $(UV)
+$(SITE_STAMP): pyproject.toml | $(INSTALL_TOOL)
 	$(INSTALL) -e '.[notebooks,site]'
 	@touch $(LAB_STAMP) $(SITE_STAMP)
 

@@ -21,7 +21,9 @@ class Cell:
         self.saved.append(path)
 
 
-@pytest.mark.parametrize(("value", "taken"), [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize(
+    ("value", "taken"), [(None, False), ("0", False), ("false", False), ("no", False), ("1", True)]
+)
 def test_screenshots_only_when_asked_for(value, taken, monkeypatch, tmp_path: Path) -> None:
     if value is None:
         monkeypatch.delenv("LABKIT_SCREENSHOTS", raising=False)

@@ -97,19 +97,22 @@ def test_the_readers_groups_hold_what_reading_needs_and_no_tooling() -> None:
     assert {"sphinx", "myst-nb", "furo"} <= {_name(r) for r in groups["site"]}
 
 
+@pytest.mark.parametrize("installer", ["uv", "pip"])
 @pytest.mark.parametrize(
     ("target", "extras"),
     [("lab", "notebooks"), ("test", "notebooks,dev"), ("site", "notebooks,site")],
 )
 def test_each_make_target_installs_only_its_extras(
-    target: str, extras: str, tmp_path: Path
+    target: str, extras: str, installer: str, tmp_path: Path
 ) -> None:
-    """`make -n` into a venv that does not exist yet prints every install the target runs."""
+    """`make -n` into a venv that does not exist yet prints every install the target runs,
+    with uv (the default) or with pip (INSTALLER=pip, for a pip set up for a mirror)."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     plan = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", f"INSTALLER={installer}"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout
-    installs = re.findall(r"pip install [^\n]*?-e '\.\[([^\]]*)\]'", plan)
-    assert installs == [extras]
+    installs = re.findall(r"(uv pip|-m pip) install [^\n]*?-e '\.\[([^\]]*)\]'", plan)
+    assert installs == [("uv pip" if installer == "uv" else "-m pip", extras)]
+    assert ("uv>=" in plan) == (installer == "uv")  # pip alone needs no uv

@@ -62,10 +62,8 @@ def sessions(designs: list[str] | None) -> Iterator[tuple[ScheduleBuilder, str, 
         yield b, focus, False
 
 
-def test_a_frame_in_parts_and_kept_pictures_show_what_whole_frames_do() -> None:
-    """Every design's lanes, through a session of steps added, undone and retyped. (Three
-    designs, `pipelined` among them, go through the same in the clicks test below.)"""
-    designs = None
+@pytest.mark.parametrize("designs", DESIGN_SETS)
+def test_a_frame_in_parts_and_kept_pictures_show_what_whole_frames_do(designs) -> None:
     b = ScheduleBuilder(designs)
     fast, before = WorkbenchCanvas(b.designs), whole_frames(WorkbenchCanvas(b.designs))
     shown = 0

@@ -152,7 +152,7 @@ def screenshot(loc: Locator, name: str) -> Path | None:
     where LABKIT_SCREENSHOTS=1; return its path (None where not asked for). Not by default:
     each costs Chromium about 0.2 s of CPU, and the tests take 22. A failed test's page is
     always saved (conftest)."""
-    if os.environ.get("LABKIT_SCREENSHOTS", "").strip() in ("", "0"):
+    if os.environ.get("LABKIT_SCREENSHOTS", "").strip().lower() in ("", "0", "false", "no"):
         return None
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
