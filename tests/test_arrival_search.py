@@ -7,15 +7,20 @@ import random
 import pytest
 
 from labkit.designs import arrival_search
+from labkit.designs.arrival_orders import (
+    _Runner,
+    run_schedule,
+    run_schedules,
+    verify_model_against_sqlite,
+)
 from labkit.designs.arrival_orders import explore_by_replay as explore
-from labkit.designs.arrival_orders import run_schedule, verify_model_against_sqlite
 from labkit.designs.arrival_search import (
     LoopModel,
     explore_fast,
     explore_with_stats,
     run_model,
 )
-from labkit.designs.design import DESIGNS
+from labkit.designs.design import DESIGNS, fork_design, make_design
 from labkit.designs.schedules import Kind, ScheduleError, Step, as_steps
 
 NON_DEFAULT = [
@@ -38,8 +43,9 @@ def _kwargs_id(kwargs: dict) -> str:
 # --- explore_fast gives the SQLite replay's answers -------------------------------------------
 
 
-# The replay of every prefix from scratch, in full, where it is cheap: up to n = 5, and up to
-# n = 4 for fenced, whose W calls per version make n = 5 cost 8 s (n = 6: most of a minute).
+# The replay of every prefix, in full, where it is cheap: up to n = 5, and up to n = 4 for
+# fenced, whose W calls per version make n = 5 cost 1.5 s of CPU even with each prefix played
+# once (replayed from scratch it was 8 s; n = 6 most of a minute).
 REPLAYED = [(d, n) for d in DESIGNS for n in range(6) if d != "fenced" or n <= 4]
 
 
@@ -56,8 +62,8 @@ SAMPLE_AT_SIX = 300  # schedules replayed on the real design at n = 6, per desig
 )
 @pytest.mark.slow
 def test_same_answers_as_the_sqlite_replay_at_six(design: str, n: int) -> None:
-    """Beyond `REPLAYED` (n = 6, and fenced at n = 5) the replay of every prefix from scratch
-    is too slow, so the same claim is proved in two halves that meet in the loop model:
+    """Beyond `REPLAYED` (n = 6, and fenced at n = 5) the replay of every prefix is too slow
+    for every run, so the same claim is proved in two halves that meet in the loop model:
 
     - every schedule: the fast search equals the un-memoised walk of every order on the model
       (orders, rewinding orders, shortest rewinding prefix);
@@ -314,6 +320,50 @@ def test_model_refuses_the_steps_sqlite_refuses(design: str, steps: list[str], m
         run_schedule(design, steps)
     with pytest.raises(ScheduleError, match=match):
         run_model(design, steps)
+
+
+# --- prefixes played once: a copied runner goes on as a replay from scratch does ------------
+
+
+@pytest.mark.parametrize("design", [*DESIGNS, "pipelined"])
+def test_schedules_played_together_give_what_each_played_alone_gives(design: str) -> None:
+    """`run_schedules` plays each prefix once and copies the runner where schedules part; every
+    schedule's result (outcomes, heads, replays) is the one `run_schedule` gives it alone."""
+    window = 3 if design in ("fenced", "pipelined") else 2
+    every = arrival_search._schedules(LoopModel(design, window=window), 3, 2, 1, 1, True)
+    picked = random.Random(design).sample(every, min(60, len(every)))
+    together = run_schedules(design, picked, window=window, skews={2: 1.5})
+    assert together == [run_schedule(design, s, window=window, skews={2: 1.5}) for s in picked]
+
+
+@pytest.mark.parametrize("design", ["lww", "ballot", "pipelined"])
+def test_a_copied_runner_and_its_original_go_on_apart(design: str) -> None:
+    """After `fork`, each runner's steps change only itself: both end as replays of their own
+    whole schedule from scratch do (the copy's clock reads the copy's time, its store is its
+    own)."""
+    prefix = as_steps(["deliver 1", "timeout", "crash"])
+    runner = _Runner(design, window=3, ticks=1000, first_request=1, skews=None)
+    for step in prefix:
+        runner.step(step)
+    copy = runner.fork()
+    for r, rest in ((copy, ["deliver 2", "deliver 3"]), (runner, ["deliver 3", "dup 1"])):
+        for step in as_steps(rest):
+            r.step(step)
+        alone = run_schedule(design, [*prefix, *as_steps(rest)], window=3)
+        assert r.result.outcomes == alone.outcomes and r.result.replays == alone.replays
+    assert copy.d is not runner.d and copy.result is not runner.result
+
+
+def test_only_a_store_in_memory_is_forked(tmp_path) -> None:
+    on_file = make_design("ballot", path=tmp_path / "store.db")
+    with pytest.raises(ValueError, match="not SQLite in memory"):
+        fork_design(on_file)
+    in_memory = make_design("fenced", window=2)
+    in_memory.start(0.0)
+    copied = fork_design(in_memory)
+    assert copied.conn is not in_memory.conn and copied.read_head() == in_memory.read_head()
+    copied.now = 7.0
+    assert copied.clock() == 7.0 and in_memory.clock() == 0.0
 
 
 def _every_schedule_stepping_each_move(model: LoopModel, n: int, crashes: int) -> list:

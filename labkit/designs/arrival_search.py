@@ -1,6 +1,6 @@
 """Every arrival order of a small run, searched on an in-memory model of every design.
 
-`labkit.designs.arrival_orders.explore` replays each schedule prefix on SQLite from scratch. Here each
+`labkit.designs.arrival_orders.explore_by_replay` plays each schedule prefix on SQLite. Here each
 design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
 step by step against the real designs on SQLite by `check_model` (called as `arrivals.verify_model_against_sqlite`). `explore_fast`
 walks the same schedules depth first and memoises, per state, how many schedules lie below it,
@@ -366,7 +366,7 @@ class SearchStats:
     """How much work `explore_with_stats` did.
 
     `prefixes` is how many schedule prefixes a walk without memo visits (what the SQLite
-    replay plays, each from scratch); `visited` is how many states this search reached (a memo
+    replay plays, each once); `visited` is how many states this search reached (a memo
     hit included); `distinct` is how many of those were different states.
     """
 
@@ -578,7 +578,8 @@ def check_model(
     sample: int | None = None,
 ) -> ModelCheck:
     """Play every schedule of `n` deliveries on the real design (`real`, i.e.
-    `arrivals.run_schedule`: SQLite for the ballot designs) and on the model: the head and the
+    `arrivals.run_schedules`, which plays a list of schedules as `run_schedule` plays one:
+    SQLite for the ballot designs) and on the model: the head and the
     outcome after every step, and the first rewind, must match. Schedules do not stop at a
     rewind; besides `deliver N` (at most `copies` times each) and `timeout` (up to `timeouts`)
     they may hold up to `crashes` crashes and, with `stale`, first deliveries of a stale body
@@ -591,8 +592,7 @@ def check_model(
         found = _stratified(found, sample, f"{design}-{n}-{copies}-{timeouts}-{crashes}")
     steps = 0
     mismatches: list[str] = []
-    for sched in found:
-        got_real = real(design, sched, **kwargs)
+    for sched, got_real in zip(found, real(design, found, **kwargs), strict=True):
         mine = run_model(design, sched, **kwargs)
         steps += len(sched)
         for i, step in enumerate(sched):

@@ -16,6 +16,7 @@ says which requests to send and what a delivery does to the catalog.
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 import threading
 from dataclasses import dataclass, field
@@ -278,10 +279,13 @@ class BallotDesign:
         self.window = window
         self.ticks = ticks
         self.now = 0.0
-        self.clock = clock or (lambda: self.now)
+        self.clock = clock or self._logical_now  # a method, so a copy reads its own `now`
         self.ids = _Ids(first_request)
         self.loop = WatermarkLoop(self.conn, window, clock=self.clock)
         self.requests: dict[int, Request] = {}
+
+    def _logical_now(self) -> float:
+        return self.now
 
     def _fill(self, replay_of: int | None = None) -> list[Request]:
         sends = []
@@ -364,6 +368,22 @@ class BallotDesign:
         """The tools committed at `version`."""
         rec = catalog.read_version(self.conn, version)
         return () if rec is None else tuple(rec.tools)
+
+
+def fork_design(design: Design) -> Design:
+    """A copy of `design` that goes on independently of it: its SQLite store in memory copied
+    (`backup`), every other field copied deep. What the order searches use to play a schedule
+    prefix once for every schedule that shares it, rather than once each. A design on a file
+    or on PostgreSQL is refused: its store is not the process's to copy."""
+    conn = getattr(design, "conn", None)
+    memo: dict[int, Any] = {}
+    if conn is not None:
+        if getattr(design, "path", None) is not None or not isinstance(conn, sqlite3.Connection):
+            raise ValueError(f"fork_design: {design.name}'s store is not SQLite in memory")
+        copied = db.connect(":memory:")
+        conn.backup(copied)
+        memo[id(conn)] = copied
+    return copy.deepcopy(design, memo)
 
 
 def make_design(
