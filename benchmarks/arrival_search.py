@@ -2,7 +2,7 @@
 
 Each row: schedules counted, schedule prefixes (what a walk without memo visits), states the
 search reached and distinct states, and the median time. Where the SQLite replay
-(`arrivals.explore`) finishes in seconds (n <= 5) it is timed in alternation with the fast
+(`arrivals.explore_by_replay`) finishes in seconds (n <= 5) it is timed in alternation with the fast
 explorer, after checking that both give the same answers.
 """
 

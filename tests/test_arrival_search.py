@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from labkit.db import connect
 from labkit.designs import arrival_search
 from labkit.designs.arrival_orders import (
     _Runner,
@@ -332,15 +333,16 @@ def test_schedules_played_together_give_what_each_played_alone_gives(design: str
     window = 3 if design in ("fenced", "pipelined") else 2
     every = arrival_search._schedules(LoopModel(design, window=window), 3, 2, 1, 1, True)
     picked = random.Random(design).sample(every, min(60, len(every)))
+    picked += [[], picked[0], picked[1][:2], ["deliver 1", "timeout"]]  # none, twice, a prefix, text
     together = run_schedules(design, picked, window=window, skews={2: 1.5})
     assert together == [run_schedule(design, s, window=window, skews={2: 1.5}) for s in picked]
+    assert run_schedules(design, [], window=window) == []
 
 
 @pytest.mark.parametrize("design", ["lww", "ballot", "pipelined"])
 def test_a_copied_runner_and_its_original_go_on_apart(design: str) -> None:
-    """After `fork`, each runner's steps change only itself: both end as replays of their own
-    whole schedule from scratch do (the copy's clock reads the copy's time, its store is its
-    own)."""
+    """After `fork`, each runner's steps change only itself (its store, its requests, what it
+    delivered): both end as replays of their own whole schedule from scratch do."""
     prefix = as_steps(["deliver 1", "timeout", "crash"])
     runner = _Runner(design, window=3, ticks=1000, first_request=1, skews=None)
     for step in prefix:
@@ -355,9 +357,14 @@ def test_a_copied_runner_and_its_original_go_on_apart(design: str) -> None:
 
 
 def test_only_a_store_in_memory_is_forked(tmp_path) -> None:
-    on_file = make_design("ballot", path=tmp_path / "store.db")
-    with pytest.raises(ValueError, match="not SQLite in memory"):
-        fork_design(on_file)
+    """A store on a file (by path or by connection) is refused; a copy's own clock reads the
+    copy's time, not the original's."""
+    for on_file in (
+        make_design("ballot", path=tmp_path / "store.db"),
+        make_design("ballot", conn=connect(tmp_path / "other.db")),
+    ):
+        with pytest.raises(ValueError, match="not SQLite in memory"):
+            fork_design(on_file)
     in_memory = make_design("fenced", window=2)
     in_memory.start(0.0)
     copied = fork_design(in_memory)

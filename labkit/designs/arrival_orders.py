@@ -271,16 +271,21 @@ def run_schedule(
 
 def run_schedules(
     design: str,
-    schedules: Sequence[Sequence[Step]],
+    schedules: Sequence[Sequence[Step | str]],
     *,
     window: int = 2,
     ticks: int = 1000,
     first_request: int = 1,
     skews: dict[int, float] | None = None,
 ) -> list[ScheduleResult]:
-    """`run_schedule` for each of `schedules` (as `Step`s), in order, each prefix played once:
-    where schedules part, the runner is copied (`_Runner.fork`) rather than replayed."""
+    """`run_schedule` for each of `schedules`, in order, each prefix played once: where
+    schedules part, the runner is copied (`_Runner.fork`) rather than replayed. A bad step
+    raises `ScheduleError` as `run_schedule` does, though not always the one of the earliest
+    schedule in the list (the walk goes prefix by prefix)."""
     check_design(design)
+    schedules = [as_steps(s) for s in schedules]
+    if not schedules:
+        return []
     results: list[ScheduleResult | None] = [None] * len(schedules)
 
     def play(runner: _Runner, group: list[int], depth: int) -> None:
@@ -352,7 +357,7 @@ def explore_by_replay(
     """`explore` the slow way: every schedule prefix played on the real designs, each once
     (where the walk branches, the runner is copied: `_Runner.fork`).
 
-    The reference `explore` is tested against; exponential in `n` (fenced, n = 5: ~3 s).
+    The reference `explore` is tested against; exponential in `n` (fenced, n = 5: 1.5 s).
     """
     orders = rewinding = 0
     shortest: list[Step] | None = None

@@ -374,11 +374,13 @@ def fork_design(design: Design) -> Design:
     """A copy of `design` that goes on independently of it: its SQLite store in memory copied
     (`backup`), every other field copied deep. What the order searches use to play a schedule
     prefix once for every schedule that shares it, rather than once each. A design on a file
-    or on PostgreSQL is refused: its store is not the process's to copy."""
+    or on PostgreSQL is refused: its store is not the process's to copy. A clock the caller
+    passed is a function, which a deep copy shares: it keeps reading what it read before."""
     conn = getattr(design, "conn", None)
     memo: dict[int, Any] = {}
     if conn is not None:
-        if getattr(design, "path", None) is not None or not isinstance(conn, sqlite3.Connection):
+        on_file = isinstance(conn, sqlite3.Connection) and db.FileIdentity.of(conn) is not None
+        if on_file or not isinstance(conn, sqlite3.Connection):
             raise ValueError(f"fork_design: {design.name}'s store is not SQLite in memory")
         copied = db.connect(":memory:")
         conn.backup(copied)
