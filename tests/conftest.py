@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 import pytest
+from ctrl_c import restore_ctrl_c
 from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")
@@ -127,21 +126,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _running.pop()
-        _restore_ctrl_c(item)
+        restore_ctrl_c(item)
 
 
-# Tests that press Ctrl-C (`_thread.interrupt_main`, tests/test_remote.py) need SIGINT to be
-# Python's: where another handler is set, interrupt_main does nothing. Late in full runs on
-# 6 December two of them failed so ("DID NOT RAISE KeyboardInterrupt") after something else in
-# that worker had left SIGINT changed. After each test the handler is put back, and the test
-# that changed it gets a warning in the run's summary.
-def _restore_ctrl_c(item: pytest.Item) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-    found = signal.getsignal(signal.SIGINT)
-    if found is not signal.default_int_handler:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        item.warn(pytest.PytestWarning(f"left SIGINT's handler as {found!r}; put back"))
 
 
 def _guard_pg_server() -> None:
