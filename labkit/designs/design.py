@@ -243,9 +243,14 @@ def empty_memory_store() -> sqlite3.Connection:
         template = db.connect(":memory:")
         WatermarkLoop(template, clock=lambda: 0.0)
         _templates.store = template
-    conn = db.connect(":memory:")
-    template.backup(conn)
-    return conn
+    return _memory_copy(template)
+
+
+def _memory_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """A new in-memory connection holding what `conn` holds now."""
+    copied = db.connect(":memory:")
+    conn.backup(copied)
+    return copied
 
 
 class BallotDesign:
@@ -379,12 +384,9 @@ def fork_design(design: Design) -> Design:
     conn = getattr(design, "conn", None)
     memo: dict[int, Any] = {}
     if conn is not None:
-        on_file = isinstance(conn, sqlite3.Connection) and db.FileIdentity.of(conn) is not None
-        if on_file or not isinstance(conn, sqlite3.Connection):
+        if not isinstance(conn, sqlite3.Connection) or db.FileIdentity.of(conn) is not None:
             raise ValueError(f"fork_design: {design.name}'s store is not SQLite in memory")
-        copied = db.connect(":memory:")
-        conn.backup(copied)
-        memo[id(conn)] = copied
+        memo[id(conn)] = _memory_copy(conn)
     return copy.deepcopy(design, memo)
 
 
