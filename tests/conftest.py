@@ -129,8 +129,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         restore_ctrl_c(item)
 
 
-
-
 def _guard_pg_server() -> None:
     """Keep the `postgres` marker honest: a test that asks `labkit.pg` for a server (through
     `server()`, `shared_server()` or the `pg_dsn` fixture) in this process fails unless it is
