@@ -11,7 +11,7 @@ from typing import Any
 
 import matplotlib
 import pytest
-from ctrl_c import restore_ctrl_c
+from ctrl_c import restore_ctrl_c, take_ctrl_c
 from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")
@@ -117,6 +117,10 @@ def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------
 
 _running: list[pytest.Item] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    take_ctrl_c()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -2,13 +2,21 @@
 Python's: where another handler is set, interrupt_main does nothing. Late in full runs on
 6 December two of them failed so ("DID NOT RAISE KeyboardInterrupt") after something else in
 that worker had left SIGINT changed. tests/conftest.py calls `restore_ctrl_c` after each test:
-the handler is put back, and the test that changed it gets a warning in the run's summary."""
+the handler is put back, and the test that changed it gets a warning in the run's summary.
+A run started in the background (`make test &`) inherits SIGINT ignored, which Python keeps:
+`take_ctrl_c` gives it Python's handler first, so no test is blamed for how the run began."""
 
 from __future__ import annotations
 
 import signal
 import threading
 from typing import Any
+
+
+def take_ctrl_c() -> None:
+    """Give SIGINT Python's handler where the process started with it ignored (a background job)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def restore_ctrl_c(item: Any) -> None:
