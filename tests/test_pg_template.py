@@ -73,6 +73,14 @@ def test_copies_are_servers_of_their_own_and_the_template_never_changes(template
         assert all(p.stat().st_uid == os.geteuid() for p in template_at.rglob("*"))
 
 
+def test_the_template_keeps_its_wal_in_one_megabyte_segments(one_made: Path) -> None:
+    """A server start copies the template; initdb's one 16 MB WAL segment was most of it."""
+    segments = [p for p in (one_made / "pg_wal").iterdir() if p.is_file()]
+    assert segments and {p.stat().st_size for p in segments} == {2**20}
+    total = sum(p.stat().st_size for p in one_made.rglob("*") if p.is_file())
+    assert total < 30 * 2**20, total
+
+
 def test_a_directory_others_can_write_is_left_alone_and_not_used(template_at: Path) -> None:
     template_at.mkdir()
     (template_at / pg_template.MARK).write_text("planted\n")

