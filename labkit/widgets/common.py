@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import ipywidgets as widgets
 import pandas as pd
+from IPython.core.formatters import DisplayFormatter
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import Image
 
 WIDGET_DPI = 80
@@ -20,10 +22,22 @@ W = TypeVar("W", bound=widgets.DOMWidget)
 
 def png_output(out: widgets.Output, png: bytes) -> None:
     """Replace the Output's content with one PNG image in a single state change."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    data, metadata = InteractiveShell.instance().display_formatter.format(Image(data=png))
+    data, metadata = _display_formatter().format(Image(data=png))
     out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
+
+
+_FORMATTER: list[DisplayFormatter] = []
+
+
+def _display_formatter() -> DisplayFormatter:
+    """The kernel's formatter; outside one (a script, a test), a plain one. Asking for
+    `InteractiveShell.instance()` there would make a whole shell, with a history file it
+    writes at exit, to encode one image."""
+    if InteractiveShell.initialized():
+        return InteractiveShell.instance().display_formatter
+    if not _FORMATTER:
+        _FORMATTER.append(DisplayFormatter())
+    return _FORMATTER[0]
 
 
 _CELL = "white-space:nowrap;padding:0 6px"
