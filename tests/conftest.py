@@ -114,13 +114,18 @@ def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if item not in twice]
 
 
-# --- PostgreSQL (part three): one server for the whole session ---------------------------------
-
-_running: list[pytest.Item] = []
+# --- Ctrl-C (tests/ctrl_c.py) -----------------------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGINT Python's handler if the run started with it ignored; `restore_ctrl_c`,
+    after each test below, keeps it so."""
     take_ctrl_c()
+
+
+# --- PostgreSQL (part three): one server for the whole session ---------------------------------
+
+_running: list[pytest.Item] = []
 
 
 @pytest.hookimpl(wrapper=True)

