@@ -5,7 +5,10 @@ Only the tests use this (nbclient is a dev dependency); labkit itself never exec
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -57,15 +60,33 @@ def execute_notebook(
 
     patch_zmq_get_msg()
     nb = nbformat.read(path, as_version=4)
+    sockets = tempfile.mkdtemp(prefix="nbk-")
     client = NotebookClient(
         nb,
+        km=kernel_manager(sockets),
         timeout=timeout,
         kernel_name="python3",
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(cwd or path.parent)}},
     )
-    client.execute()
+    try:
+        client.execute()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
     return nb
+
+
+def kernel_manager(sockets: str) -> Any:
+    """A kernel manager whose kernel listens on Unix sockets in `sockets` (a short path: a
+    socket's is at most 107 bytes), not on TCP ports. jupyter_client picks free TCP ports and
+    the kernel binds them a moment later: with four workers starting kernels, servers and
+    browsers, another process took one in between ("Address already in use"), and the run
+    waited out its 60 s for a kernel that had died (6 December)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    return AsyncKernelManager(
+        kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel")
+    )
 
 
 def cell_text(cell: Any) -> str:

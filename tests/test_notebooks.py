@@ -102,13 +102,19 @@ def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
 @pytest.mark.notebooks
 def test_a_failing_cell_is_reported_not_hidden(tmp_path: Path) -> None:
     """The harness the test above relies on: an error output is recorded and listed."""
-    nb = new_notebook(cells=[new_code_cell("1 / 0"), new_code_cell("print('after')")])
+    transport = (
+        "from ipykernel.kernelapp import IPKernelApp\nprint(IPKernelApp.instance().transport)"
+    )
+    nb = new_notebook(
+        cells=[new_code_cell("1 / 0"), new_code_cell("print('after')"), new_code_cell(transport)]
+    )
     path = tmp_path / "src" / "broken.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
     ran = run(path, tmp_path)
     assert cell_errors(ran) == ["ZeroDivisionError: division by zero"]
     assert cell_text(ran.cells[1]) == "after\n"
+    assert cell_text(ran.cells[2]) == "ipc\n"  # no TCP port another process could take first
 
 
 # --- prose that names a query must match the statement that runs ------------------------------
