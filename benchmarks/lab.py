@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -61,6 +62,7 @@ class LabServer:
     root: Path
     log: Path
     proc: subprocess.Popen[bytes] = field(repr=False)
+    sockets: Path | None = None  # the folder of its kernels' Unix sockets, removed at stop
 
     def api(self, method: str, path: str) -> Any:
         """Call the server's REST API (e.g. `api("GET", "/api/sessions")`); JSON or None."""
@@ -93,6 +95,8 @@ class LabServer:
         else:
             self.proc.kill()
         self.proc.wait(10)
+        if self.sockets is not None:
+            shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def copy_workbook(dest: Path) -> Path:
@@ -171,12 +175,17 @@ def start_lab(root: Path, state: Path, timeout_s: float = 60, attempts: int = 3)
     log = state / "jupyterlab.log"
     for _ in range(attempts):  # a free port can be taken between probe and bind
         port = _free_port()
+        # Kernels on Unix sockets in a short folder of their own (a socket's path is at most
+        # 107 bytes): TCP ports picked for a kernel can be taken by another process before it
+        # binds them, and the notebook then waits for a kernel that died.
+        sockets = Path(tempfile.mkdtemp(prefix="jlab-kernels-"))
         cmd = [
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
             "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
             "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
             "--ServerApp.terminals_enabled=False",
+            "--KernelManager.transport=ipc", f"--KernelManager.ip={sockets / 'kernel'}",
         ]  # fmt: skip
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -184,7 +193,7 @@ def start_lab(root: Path, state: Path, timeout_s: float = 60, attempts: int = 3)
                 stderr=subprocess.STDOUT, start_new_session=True,
                 **_die_with_parent(),
             )  # fmt: skip
-        server = LabServer(f"http://127.0.0.1:{port}", token, root, log, proc)
+        server = LabServer(f"http://127.0.0.1:{port}", token, root, log, proc, sockets)
         if _wait_ready(server, time.monotonic() + timeout_s):
             return server
         server.stop()

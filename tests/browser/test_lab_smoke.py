@@ -16,11 +16,12 @@ from .jlab import (
 SETUP = """\
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+from ipykernel.kernelapp import IPKernelApp
 from IPython.display import display
 
 import labkit
 
-print("labkit", labkit.__version__)
+print("labkit", labkit.__version__, "on", IPKernelApp.instance().transport)
 """
 
 WIDGETS = """\
@@ -54,7 +55,9 @@ def test_widgets_redraw_figure_and_labels(lab):
     nb = lab.open(path)
     nb.run_all()
 
-    assert "labkit 0.1" in widget_text(nb.cell(1).locator(".jp-Cell-outputArea"))
+    said = widget_text(nb.cell(1).locator(".jp-Cell-outputArea"))
+    assert "labkit 0.1" in said
+    assert "on ipc" in said  # the kernel listens on Unix sockets: no TCP port to lose (lab.py)
     cell = nb.cell_with("kind.observe(redraw")
     first = wait_image(cell)
     assert widget_text(label(cell)) == "line with 3 points"
