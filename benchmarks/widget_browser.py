@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 NAME = "widget_browser"
-PRESSES, SMOKE_PRESSES = 30, 1  # the smoke: one press after the warm-up
+PRESSES, SMOKE_PRESSES = 30, 1  # the smoke: one press, no warm-up (its times are not read)
 COLD_RUNS, SMOKE_COLD_RUNS = 3, 1
 WARM_TYPED, SMOKE_WARM_TYPED = 10, 1
 TARGET_P95_S = 0.100
@@ -220,17 +220,21 @@ def _open(page: Page, server: Any, path: str) -> Any:
     return nb
 
 
-def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[float], list[float]]:
-    """Press `control` 1 + `presses` times (the first is a warm-up): the wall times of the
-    counted presses, and the app's own update times for them."""
+def _press(
+    page: Page, nb: Any, control: Control, presses: int, warm_up: bool = True
+) -> tuple[list[float], list[float]]:
+    """Press `control` `presses` times after a warm-up press (none with `warm_up` False: the
+    smoke, whose times are not read): the wall times of the counted presses, and the app's
+    own update times for them."""
     cell = nb.cell_with(control.cell_text)
     cell.scroll_into_view_if_needed()
     wall = []
-    for i in range(presses + 1):
+    skip = 1 if warm_up else 0
+    for i in range(presses + skip):
         if control.before:
             page.evaluate(_KERNEL_PRINT, [nb.panel_id, control.before])
         took = _measure(page, cell, lambda i=i, c=control, at=cell: c.press(at, i))
-        if i:
+        if i >= skip:
             wall.append(took)
         time.sleep(PAUSE_S)
     return wall, _kernel_timings(page, nb.panel_id, control.app, presses)
@@ -240,14 +244,16 @@ def _press(page: Page, nb: Any, control: Control, presses: int) -> tuple[list[fl
 Opener = Callable[[str, str], Any]
 
 
-def _controls(page: Page, open_run: Opener, presses: int) -> list[dict[str, object]]:
+def _controls(
+    page: Page, open_run: Opener, presses: int, warm_up: bool = True
+) -> list[dict[str, object]]:
     rows = []
     nb, app = None, None
     for control in CONTROLS:
         if (control.notebook, control.cell_text) != app:  # the controls of one app follow on
             app = (control.notebook, control.cell_text)
             nb = open_run(*app)
-        wall, python = _press(page, nb, control, presses)
+        wall, python = _press(page, nb, control, presses, warm_up)
         rows.append(_row(control.name, "press", wall, python, TARGET_P95_S))
         print(
             f"  {control.name}: p50 {fmt_s(rows[-1]['p50_s'])} p95 {fmt_s(rows[-1]['p95_s'])}",
@@ -346,7 +352,7 @@ def _drive(server: Any, smoke: bool) -> list[dict[str, object]]:
 def drive(page: Page, open_run: Opener, smoke: bool) -> list[dict[str, object]]:
     """Press every control and type the schedule on notebooks `open_run` gives, in `page`;
     one row per control. The browser tests call this on the notebooks they already ran."""
-    rows = _controls(page, open_run, SMOKE_PRESSES if smoke else PRESSES)
+    rows = _controls(page, open_run, SMOKE_PRESSES if smoke else PRESSES, warm_up=not smoke)
     return rows + _typed(
         page,
         open_run,
