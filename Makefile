@@ -13,16 +13,22 @@ LAB_STAMP := $(VENV)/.installed-lab
 SITE_STAMP := $(VENV)/.installed-site
 SITE_OUT ?= build/site
 # uv installs the packages: a fresh clone's .venv with the test stack took 7 s here (uv's cache
-# empty or not) where pip took 16 s. pip, which every venv has, installs uv itself into .venv
-# (nothing global; pinned to a minor release, whose command line this file uses). uv reads the
-# system's certificates (--native-tls) but not pip's configuration: where pip is set up for a
-# mirror or an index of its own, `make INSTALLER=pip ...` installs with pip. Neither writes
+# empty or not) where pip took 16 s. pip installs uv itself into .venv (nothing global; pinned
+# to a minor release, whose command line this file uses): the pip of $(PYTHON) where it has one
+# (`pip --python`), so .venv gets no pip of its own, which ensurepip took 3-8 s to install and
+# compile here; else a pip ensurepip puts into .venv. uv reads the system's certificates
+# (--native-tls) but not pip's configuration: where pip is set up for a mirror or an index of
+# its own, `make INSTALLER=pip ...` installs with pip (seeded into .venv). Neither writes
 # bytecode at install time (about 130 MB for the reader's install): Python writes it on first
 # import, for the modules that run.
 UV := $(VENV)/bin/uv
+UV_SPEC := uv>=0.13,<0.14
+VENV_PIP := $(VENV)/bin/pip
+# Python 3.11's ensurepip also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
+SEED_PIP := $(PY) -m ensurepip --default-pip >/dev/null && $(PY) -m pip uninstall -q -y setuptools
 INSTALLER ?= uv
 ifeq ($(INSTALLER),pip)
-INSTALL_TOOL := $(PY)
+INSTALL_TOOL := $(VENV_PIP)
 INSTALL := $(PY) -m pip install --quiet --no-compile
 else
 INSTALL_TOOL := $(UV)
@@ -50,12 +56,18 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 .PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip site site-test clean
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 
-# Python 3.11's venv also seeds setuptools (10 MB), which nothing here runs (3.12+ seeds none).
 $(UV): | $(PY)
-	$(PY) -m pip install --quiet --no-compile 'uv>=0.13,<0.14'
-	$(UV) pip uninstall --quiet --python $(PY) setuptools
+	@if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then \
+		echo "$(PYTHON) -m pip --python $(PY) install --quiet --no-compile '$(UV_SPEC)'"; \
+		$(PYTHON) -m pip --python $(PY) install --quiet --no-compile '$(UV_SPEC)'; \
+	else \
+		$(SEED_PIP) && $(PY) -m pip install --quiet --no-compile '$(UV_SPEC)'; \
+	fi
+
+$(VENV_PIP): | $(PY)
+	$(SEED_PIP)
 
 # The reader's install: what reading and running the notebooks needs, no test or site tools.
 $(LAB_STAMP): pyproject.toml | $(INSTALL_TOOL)
