@@ -113,8 +113,12 @@ def test_delivered_frontier_holds_until_the_late_id_commits(pg_connect) -> None:
 def test_horizon_waits_for_a_commit_that_lands_in_time(pg_connect) -> None:
     a, _, s, late, _ = late_commit(pg_connect)
     fr.mark_delivered(a, late)  # a savepoint inside A's still-open transaction
-    threading.Timer(0.2, a.commit).start()
+    commit = threading.Timer(0.2, a.commit)
+    commit.start()
     reading = fr.horizon_frontier(s, "main", 0, wait=10)
+    # The commit is visible before `a.commit()` returns: without the join the fixture's
+    # teardown could use `a` while the timer's thread still reads the commit's answer.
+    commit.join(10)
     assert reading.settled and reading.frontier == 2 and reading.waited_s > 0
 
 
