@@ -63,7 +63,7 @@ def execute_notebook(
     sockets = tempfile.mkdtemp(prefix="nbk-")
     client = NotebookClient(
         nb,
-        km=kernel_manager(sockets),
+        config=unix_socket_kernels(sockets),  # nbclient makes the manager, so it shuts it down
         timeout=timeout,
         kernel_name="python3",
         allow_errors=allow_errors,
@@ -76,17 +76,19 @@ def execute_notebook(
     return nb
 
 
-def kernel_manager(sockets: str) -> Any:
-    """A kernel manager whose kernel listens on Unix sockets in `sockets` (a short path: a
+def unix_socket_kernels(sockets: str) -> Any:
+    """Configuration for kernels that listen on Unix sockets in `sockets` (a short path: a
     socket's is at most 107 bytes), not on TCP ports. jupyter_client picks free TCP ports and
     the kernel binds them a moment later: with four workers starting kernels, servers and
     browsers, another process took one in between ("Address already in use"), and the run
-    waited out its 60 s for a kernel that had died (6 December)."""
-    from jupyter_client.manager import AsyncKernelManager
+    waited out its 60 s for a kernel that had died (6 December). Given as configuration, not
+    as a manager: nbclient shuts down only a kernel whose manager it made itself."""
+    from traitlets.config import Config
 
-    return AsyncKernelManager(
-        kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel")
-    )
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = os.path.join(sockets, "kernel")
+    return config
 
 
 def cell_text(cell: Any) -> str:

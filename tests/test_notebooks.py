@@ -4,6 +4,7 @@ and is stored without outputs. (How long a run takes is a benchmark's business, 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -103,7 +104,8 @@ def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
 def test_a_failing_cell_is_reported_not_hidden(tmp_path: Path) -> None:
     """The harness the test above relies on: an error output is recorded and listed."""
     transport = (
-        "from ipykernel.kernelapp import IPKernelApp\nprint(IPKernelApp.instance().transport)"
+        "import os\nfrom ipykernel.kernelapp import IPKernelApp\n"
+        "print(IPKernelApp.instance().transport, os.getpid())"
     )
     nb = new_notebook(
         cells=[new_code_cell("1 / 0"), new_code_cell("print('after')"), new_code_cell(transport)]
@@ -114,7 +116,10 @@ def test_a_failing_cell_is_reported_not_hidden(tmp_path: Path) -> None:
     ran = run(path, tmp_path)
     assert cell_errors(ran) == ["ZeroDivisionError: division by zero"]
     assert cell_text(ran.cells[1]) == "after\n"
-    assert cell_text(ran.cells[2]) == "ipc\n"  # no TCP port another process could take first
+    said, pid = cell_text(ran.cells[2]).split()
+    assert said == "ipc"  # no TCP port another process could take first
+    with pytest.raises(ProcessLookupError):  # and the kernel was shut down, not left running
+        os.kill(int(pid), 0)
 
 
 # --- prose that names a query must match the statement that runs ------------------------------
