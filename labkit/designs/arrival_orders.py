@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -37,6 +37,8 @@ from labkit.designs.schedules import (
     as_steps,
     format_schedule,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,13 @@ def run_schedule(
     return runner.result
 
 
+def _branches(runner: _Runner, items: Sequence[T]) -> Iterator[tuple[_Runner, T]]:
+    """Each item with a runner of its own to play it on: copies of `runner`, and `runner`
+    itself for the last (nothing needs it after), so a walk copies only where it branches."""
+    for k, item in enumerate(items):
+        yield (runner if k == len(items) - 1 else runner.fork()), item
+
+
 def run_schedules(
     design: str,
     schedules: Sequence[Sequence[Step | str]],
@@ -297,8 +306,7 @@ def run_schedules(
                 )
             else:
                 branches.setdefault(schedules[i][depth], []).append(i)
-        for k, (step, below) in enumerate(branches.items()):
-            child = runner if k == len(branches) - 1 else runner.fork()
+        for child, (step, below) in _branches(runner, list(branches.items())):
             child.step(step)
             play(child, below, depth + 1)
 
@@ -377,8 +385,7 @@ def explore_by_replay(
         if not choices:
             orders += 1
             return
-        for k, c in enumerate(choices):
-            child = runner if k == len(choices) - 1 else runner.fork()
+        for child, c in _branches(runner, choices):
             child.step(c)
             gave_up = c.kind == Kind.TIMEOUT
             walk(child, [*prefix, c], delivered + (not gave_up), timeouts_left - gave_up)

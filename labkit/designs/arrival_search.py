@@ -578,7 +578,7 @@ def check_model(
     sample: int | None = None,
 ) -> ModelCheck:
     """Play every schedule of `n` deliveries on the real design (`real`, i.e.
-    `arrivals.run_schedules`, which plays a list of schedules as `run_schedule` plays one:
+    `arrival_orders.run_schedules`, which plays a list of schedules as `run_schedule` plays one:
     SQLite for the ballot designs) and on the model: the head and the
     outcome after every step, and the first rewind, must match. Schedules do not stop at a
     rewind; besides `deliver N` (at most `copies` times each) and `timeout` (up to `timeouts`)

@@ -4,6 +4,7 @@ work done ahead while the kernel is idle."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -26,18 +27,18 @@ def png_output(out: widgets.Output, png: bytes) -> None:
     out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
 
 
-_FORMATTER: list[DisplayFormatter] = []
-
-
 def _display_formatter() -> DisplayFormatter:
     """The kernel's formatter; outside one (a script, a test), a plain one. Asking for
     `InteractiveShell.instance()` there would make a whole shell, with a history file it
     writes at exit, to encode one image."""
     if InteractiveShell.initialized():
         return InteractiveShell.instance().display_formatter
-    if not _FORMATTER:
-        _FORMATTER.append(DisplayFormatter())
-    return _FORMATTER[0]
+    return _plain_formatter()
+
+
+@functools.cache
+def _plain_formatter() -> DisplayFormatter:
+    return DisplayFormatter()
 
 
 _CELL = "white-space:nowrap;padding:0 6px"
