@@ -10,8 +10,9 @@ import random
 import numpy as np
 import pytest
 
+from labkit.catalog.pipeline import HELD
 from labkit.designs.arrival_orders import Settled, run_schedule
-from labkit.designs.design import DESIGNS, HELD
+from labkit.designs.design import DESIGNS
 from labkit.designs.registry import ALL_DESIGNS
 from labkit.designs.schedule_builder import (
     EXPLORE_N,

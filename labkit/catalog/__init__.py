@@ -1,7 +1,8 @@
 """Part two, the catalog watermark. This face is the catalog log's API (`versions`); beside it:
 `versions_pg` (what PostgreSQL does around them: schema lock, durability check), `rule` (the
 commit rule, one pure decision), `loop` (WatermarkLoop: ballots and guarded writes), `loop_pg`
-(how PostgreSQL runs the loop's decisions), `crashlab` and `crash_child` (real killed loops)
+(how PostgreSQL runs the loop's decisions), `pipeline` and `hold` (pipelined ballots, each step
+one transaction), `crashlab` and `crash_child` (real killed loops)
 and `storeview` (what is on disk).
 """
 

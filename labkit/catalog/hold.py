@@ -1,37 +1,31 @@
 """The hold of a pipelined loop: answers that arrived before the head reached their fence.
 
-Pipelined ballots (`labkit.designs.pipelined`) keep several ticks in flight, each fenced on the
+Pipelined ballots (`labkit.catalog.pipeline`) keep several ticks in flight, each fenced on the
 version its predecessor will commit. An answer whose fence is still ahead of the head is not
-refused: it is stored here, durably, before the loop says "held", and committed later, in
-fence order, once the head reaches it, after the same checks as an answer that arrived on
-time. A crash loses nothing: the rows outlive the process, and a restarted loop checks each
-one again before it commits it; it never applies one blindly.
+refused: the loop stores it here, in the same transaction as its decision to hold it, and
+commits it later, in fence order, once the head reaches it, after the same checks as an answer
+that arrived on time. A crash loses nothing: the rows outlive the process, and a restarted loop
+checks each one again before it commits it; it never applies one blindly.
 
 Which held answers are next is part one's low-watermark rule: fence f is row id f + 1,
 "answered" is "delivered", the head is the coverage base the rule starts from, and the frontier
 (`frontier`) is how far the head may move, one commit per fence.
 
-Every function takes a sqlite3 or a psycopg connection (`labkit.backend`); each statement is
-written once, and only the table is written per backend, side by side. A write is durable when
-it returns on both: SQLite's BEGIN IMMEDIATE on the loop's file; on PostgreSQL a transaction of
-its own, committed before the function returns (a connection with a transaction already open is
-refused, as the ballot store refuses it: `labkit.catalog.loop_pg.deciding`).
+This module holds the table (both backends' DDL side by side), its statements and its reads;
+the writes run inside the pipelined loop's steps.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import labkit.catalog.loop_pg as loop_pg
 import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
 from labkit import backend
-from labkit.backend import Connection, Dialect
-from labkit.db import immediate
+from labkit.backend import Connection
 
 HELD_TABLE = catalog.Schema(
     sqlite=(
@@ -69,7 +63,6 @@ HOLD_SQL = (
 HELD_SQL = (
     "SELECT ballot_id, fence, base_version, base_hash, tools FROM wm_held ORDER BY fence, ballot_id"
 )
-RELEASE_SQL = "DELETE FROM wm_held WHERE ballot_id = ?"
 
 
 @dataclass(frozen=True)
@@ -81,19 +74,6 @@ class Held:
     base_version: int
     base_hash: str | None
     tools: tuple[Any, ...]
-
-
-@contextmanager
-def _writing(conn: Connection) -> Iterator[Dialect]:
-    """One write transaction, committed (durable) when the block ends: BEGIN IMMEDIATE on
-    SQLite; on PostgreSQL a transaction of its own on a connection with none open."""
-    d = backend.dialect(conn)
-    if not d.is_postgres:
-        with immediate(conn):
-            yield d
-        return
-    with loop_pg.deciding(conn), conn.transaction():
-        yield d
 
 
 def create(conn: Connection) -> None:
@@ -108,38 +88,12 @@ def create(conn: Connection) -> None:
         versions_pg.require_logged_tables(conn, ["wm_held"], "hold.create")
 
 
-def hold(
-    conn: Connection,
-    ballot_id: int,
-    fence: int,
-    base_version: int,
-    base_hash: str | None,
-    tools: Iterable[Any],
-    now: float,
-) -> bool:
-    """Store an early answer for the in-flight `ballot_id`, durably before returning; False if
-    its ballot is not in flight (nothing stored) or the answer was already held."""
-    body = catalog.tools_json(tuple(tools))
-    params = (ballot_id, fence, base_version, base_hash, body, now, ballot_id)
-    with _writing(conn) as d:
-        return d.execute(conn, HOLD_SQL, params).rowcount == 1
-
-
 def held(conn: Connection) -> list[Held]:
     """Every held answer, lowest fence first."""
     d = backend.dialect(conn)
     with d.reading(conn):
         rows = d.execute(conn, HELD_SQL).fetchall()
     return [Held(b, f, base, h, tuple(json.loads(t))) for b, f, base, h, t in rows]
-
-
-def release(conn: Connection, ballot_ids: Iterable[int]) -> None:
-    """Forget the held answers of `ballot_ids` (committed, refused or flushed)."""
-    gone = [(b,) for b in ballot_ids]
-    if not gone:
-        return
-    with _writing(conn) as d:
-        d.executemany(conn, RELEASE_SQL, gone)
 
 
 def frontier(head: int, answered: Iterable[int]) -> int:

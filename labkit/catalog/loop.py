@@ -175,7 +175,7 @@ RESPONSE_SQL = (
     "INSERT INTO wm_responses (ballot_id, observed_watermark, base_version, tools_hash,"
     " committed, reason, received_at)\n    SELECT ?, ?, ?, ?, ?, ?, ?"
 )
-_DECIDE = (
+DECIDE_SQL = (
     "UPDATE wm_ballots SET status = ?, reason = ?, decided_at = ?\n"
     "    WHERE ballot_id = ? AND status = 'inflight'"
 )
@@ -187,7 +187,7 @@ RESERVE = Guarded(
 )
 # The ballot's decision if it is still in flight (status, reason, decided_at, id), then the
 # response.
-DECIDE = Guarded(_DECIDE, (("response", RESPONSE_SQL),))
+DECIDE = Guarded(DECIDE_SQL, (("response", RESPONSE_SQL),))
 # The decision if the ballot is still in flight on the fence the commit is for (status, reason,
 # decided_at, id, fence), the new catalog version (`catalog.version_row`), the response.
 # Because the guard names the fence, PostgreSQL can try this write before any read
@@ -196,7 +196,7 @@ DECIDE = Guarded(_DECIDE, (("response", RESPONSE_SQL),))
 # refuses a second fence+1, and each version's base must exist, so nothing can sit above a
 # free fence+1.
 COMMIT = Guarded(
-    _DECIDE + " AND observed_watermark = ?",
+    DECIDE_SQL + " AND observed_watermark = ?",
     (("version", catalog.APPEND_SQL), ("response", RESPONSE_SQL)),
 )
 ABANDON_SQL = (
@@ -281,8 +281,9 @@ def _fence_int(response: Response, name: str) -> int:
     )
 
 
-def _check_envelope(response: Response) -> tuple[int, int, int]:
-    """Validate what the decision reads (and `updated_at`); return the three fence ints."""
+def check_envelope(response: Response) -> tuple[int, int, int]:
+    """Validate what a decision reads (and `updated_at`); return the three fence ints.
+    `ResponseError`, naming the field, for anything else."""
     if not isinstance(response, Response):
         raise ResponseError(f"apply() takes a Response, got {type(response).__name__}")
     fence = (
@@ -298,7 +299,7 @@ def _check_envelope(response: Response) -> tuple[int, int, int]:
     return fence
 
 
-def _body(tools: Any) -> tuple[str, None] | tuple[None, str]:
+def tools_body(tools: Any) -> tuple[str, None] | tuple[None, str]:
     """`tools` as a catalog body (canonical JSON) and None, or None and why it cannot be one."""
     if not isinstance(tools, (list, tuple)):
         return None, f"response tools must be a list or tuple, got {type(tools).__name__}"
@@ -372,6 +373,20 @@ class WatermarkLoop:
             FileIdentity.rescue(self.conn)  # the commits already reported, into the main file
             raise
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One durable transaction on this store, committed when the block ends and rolled back
+        whole on an error: `_deciding` on SQLite (BEGIN IMMEDIATE on the file this loop
+        opened); on PostgreSQL a transaction of its own on a connection with none open. What a
+        protocol step of more than one write runs in (`labkit.catalog.pipeline`), so a crash
+        keeps all of the step or none of it."""
+        with self._deciding() as conn:
+            if not self._d.is_postgres:
+                yield conn
+                return
+            with conn.transaction():
+                yield conn
+
     def _try(self, attempt: Callable[[], T | None]) -> T | None:
         """Run `attempt` (read, decide, guarded write) once. None if its guard matched nothing
         or, on PostgreSQL, it raised a `lost_race` error: nothing of it was written."""
@@ -407,6 +422,11 @@ class WatermarkLoop:
         for statement, params in rest:
             self.conn.execute(statement, params)
         return True
+
+    @property
+    def dialect(self) -> Dialect:
+        """How this loop's connection runs statements, chosen when the loop opened."""
+        return self._d
 
     def head_version(self) -> int:
         """The committed version: the catalog head, which is also the watermark."""
@@ -452,7 +472,7 @@ class WatermarkLoop:
         `watermark_current`: the ballot's fence is the head and the response echoes that fence.
         `base_current`: the body is based on the head. Malformed fields raise `ResponseError`.
         """
-        ballot_id, observed, base = _check_envelope(response)
+        ballot_id, observed, base = check_envelope(response)
         with self._d.reading(self.conn):
             head, fence = self._decision_read(ballot_id)
         return rule.check(fence, observed, base, head)
@@ -476,14 +496,14 @@ class WatermarkLoop:
         recorded as rejected whatever its `tools`; one that would commit but whose `tools` is
         not a list/tuple of standard JSON raises `ResponseError`, and nothing changes.
         """
-        ballot_id, observed, base = _check_envelope(response)
-        body, problem = _body(response.tools)
+        ballot_id, observed, base = check_envelope(response)
+        body, problem = tools_body(response.tools)
         now = self.clock()
         if self._d.is_postgres and body is not None and observed == base < SQLITE_INT_MAX:
             # PostgreSQL: try the commit this response asks for before reading anything. Its
             # guard and the log's keys only let it land when the read below would decide
             # "commit" (see `COMMIT`); when it does not land, nothing was written.
-            if self._try(lambda: self._commit(ballot_id, observed, body, now) or None):
+            if self._try(lambda: self.commit_write(ballot_id, observed, body, now) or None):
                 return Outcome(ballot_id, True, None, observed + 1)
             self.commit_first_misses += 1
 
@@ -493,7 +513,7 @@ class WatermarkLoop:
             if verdict.reason is None and body is None:
                 raise ResponseError(f"ballot {ballot_id}: {problem}")
             if verdict.reason is None:
-                if not self._commit(ballot_id, observed, body, now):
+                if not self.commit_write(ballot_id, observed, body, now):
                     return None
                 return Outcome(ballot_id, True, None, observed + 1)
             body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
@@ -512,8 +532,8 @@ class WatermarkLoop:
         """Log `response` as refused for `reason`, a check its caller makes beyond the commit
         rule (pipelined ballots' base hash), so the response log keeps every refusal. Nothing
         else changes: the ballot stays in flight and the head where it is."""
-        ballot_id, observed, base = _check_envelope(response)
-        body, _ = _body(response.tools)
+        ballot_id, observed, base = check_envelope(response)
+        body, _ = tools_body(response.tools)
         body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
         now = self.clock()
         with self._deciding():
@@ -521,7 +541,7 @@ class WatermarkLoop:
                 self.conn, RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, now)
             )
 
-    def _commit(self, ballot_id: int, fence: int, body: str, now: float) -> bool:
+    def commit_write(self, ballot_id: int, fence: int, body: str, now: float) -> bool:
         """The guarded write of version `fence` + 1 with `body`, for a ballot whose fence, echo
         and base are all `fence`. Writes nothing and returns False unless the ballot is still
         in flight on that fence and the version is still free (the head is still `fence`)."""

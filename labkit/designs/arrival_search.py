@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.designs.design import CAS_CONFLICT, HELD
+from labkit.catalog.pipeline import HELD
+from labkit.designs.design import CAS_CONFLICT
 from labkit.designs.pipelined import HASH_MISMATCH
 from labkit.designs.registry import check_design
 from labkit.designs.schedules import Exploration, Kind, ScheduleError, Step, as_steps
@@ -194,7 +195,7 @@ class LoopModel:
             outcome = StepOutcome(Kind.DELIVER, req.rid, True)
         return self._send(self._drop_awaited(state, req.rid)), outcome
 
-    # --- pipelined ballots (`labkit.designs.pipelined`) -------------------------------------
+    # --- pipelined ballots (`labkit.catalog.pipeline`) -------------------------------------
 
     def _req(self, state: LoopState, rid: int) -> Sent:
         return state.sent[rid - self.first]

@@ -39,7 +39,6 @@ DISPLAY_NAMES: dict[str, str] = {
 }
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
 CAS_CONFLICT_WHY = "the head had moved past the version its body was computed from"
-HELD = "held"  # not a refusal: a pipelined answer waits for the head to reach its fence
 
 
 def check_design(name: object) -> str:
@@ -98,6 +97,11 @@ class Design(Protocol):
     def settle(self, now: float) -> tuple[Request, Decision] | None:
         """Decide one answer the loop held back, now that the head reached it (None: nothing
         is ready). Drivers call it until None after every step; only `pipelined` holds any."""
+        ...
+
+    def stalled(self) -> str | None:
+        """Why the loop cannot move although it has not finished (nothing awaited, nothing to
+        settle), in one line; None while it can. Drivers end such a run `truncated`."""
         ...
 
     def read_head(self) -> tuple[int, str]:
@@ -197,6 +201,10 @@ class UnguardedDesign:
         """Nothing is ever held back: each answer is decided when it lands."""
         return None
 
+    def stalled(self) -> str | None:
+        """Never: the loop awaits its one request until the head reaches its ticks."""
+        return None
+
     def read_head(self) -> tuple[int, str]:
         """The mutable head as any reader would see it."""
         return self.version, catalog.tools_hash(self.tools)
@@ -286,8 +294,12 @@ class BallotDesign:
         self.now = 0.0
         self.clock = clock or self._logical_now  # a method, so a copy reads its own `now`
         self.ids = _Ids(first_request)
-        self.loop = WatermarkLoop(self.conn, window, clock=self.clock)
         self.requests: dict[int, Request] = {}
+        self.loop = self._open()
+
+    def _open(self) -> WatermarkLoop:
+        """The loop over this design's store, as a new process opens it."""
+        return WatermarkLoop(self.conn, self.window, clock=self.clock)
 
     def _logical_now(self) -> float:
         return self.now
@@ -346,7 +358,7 @@ class BallotDesign:
         if self.path is not None:  # a real restart: the old process's connection is gone
             self.conn.close()
             self.conn = db.connect(self.path)
-        self.loop = WatermarkLoop(self.conn, self.window, clock=self.clock)
+        self.loop = self._open()
         return self._fill()
 
     def awaited(self) -> list[Request]:
@@ -363,6 +375,10 @@ class BallotDesign:
 
     def settle(self, now: float) -> tuple[Request, Decision] | None:
         """Nothing is held back here: each answer is decided when it lands."""
+        return None
+
+    def stalled(self) -> str | None:
+        """Never: every ballot in flight is awaited, so its answer or its timer moves the loop."""
         return None
 
     def read_head(self) -> tuple[int, str]:

@@ -33,6 +33,7 @@ from labkit.designs.pipelined import PipelinedDesign
 from labkit.designs.planner import respond
 from labkit.killable import Verdict, run_child
 
+WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "WITH", "COMMIT"})
 RESTART_FIRST_REQUEST = 1000  # request ids after the restart (so tool names stay distinct)
 MAX_STEPS = 500
 
@@ -45,7 +46,8 @@ class CrashRun:
     says the kill happened (the run had that many statements); `versions` is the catalog log
     at the end, as (version, base, tools); `held_left` the hold's rows left at the end;
     `held_at_restart` the held answers the restarted loop found in the store (each is checked
-    again before it commits, never applied as it lies there).
+    again before it commits, never applied as it lies there); `writes` the numbers of the
+    first life's statements that write (a kill at each cuts between every pair of writes).
     """
 
     kill_at: int
@@ -55,6 +57,7 @@ class CrashRun:
     held_left: int
     statements: int
     held_at_restart: int = 0
+    writes: tuple[int, ...] = ()
 
     @property
     def falls(self) -> int:
@@ -62,16 +65,24 @@ class CrashRun:
         return sum(after < before for before, after in pairwise(self.heads))
 
 
+def is_write(sql: str) -> bool:
+    """Whether a statement changes the store (a kill just before it cuts between two writes)."""
+    return sql.lstrip().split(None, 1)[0].upper() in WRITES
+
+
 class _Tracer:
     """Counts the statements a connection runs; interrupts the `kill_at`-th (0: never)."""
 
     def __init__(self, conn: sqlite3.Connection, kill_at: int) -> None:
         self.count, self.kill_at, self.fired = 0, kill_at, False
+        self.writes: list[int] = []
         conn.set_trace_callback(self.trace)
         conn.set_progress_handler(self.progress, 1)
 
     def trace(self, sql: str) -> None:
         self.count += 1
+        if is_write(sql):
+            self.writes.append(self.count)
 
     def progress(self) -> int:
         if self.kill_at and self.count >= self.kill_at:
@@ -86,9 +97,12 @@ def _play(
     reader: Any,
     look: Callable[[], None],
     ticks: int,
+    refusals: bool = False,
 ) -> None:
     """Answer awaited requests in a shuffled order, one per step, until the head is `ticks`;
-    held answers are settled after each step. The reader looks after every step."""
+    held answers are settled after each step. The reader looks after every step. With
+    `refusals`, about one step in five instead gives a request up or answers it with a body
+    built on the wrong base (refused by the hash check), so refusals and flushes are cut too."""
     now = 0.0
     answered: set[int] = set()
     for _ in range(MAX_STEPS):
@@ -96,10 +110,16 @@ def _play(
             return
         todo: list[Request] = [r for r in design.awaited() if r.request_id not in answered]
         now += 1.0
+        fault = rng.random() if refusals else 1.0
         if todo:
             req = rng.choice(todo)
             answered.add(req.request_id)
-            design.on_response(req, respond(design, req, now), now)
+            if fault < 0.1:
+                design.on_timeout(req, now)
+            else:
+                wrong = fault < 0.2 and req.base_version >= 1
+                answer = respond(design, req, now, stale=wrong, stamped=wrong)
+                design.on_response(req, answer, now)
         else:  # nothing left to answer: give up on the oldest wait, as a timer would
             waiting = design.awaited()
             if waiting:
@@ -117,6 +137,7 @@ def _second_life(
     look: Callable[[], None],
     *,
     ticks: int,
+    refusals: bool = False,
 ) -> tuple[tuple[tuple[int, int, tuple], ...], int, int]:
     """The restarted loop `second`, a new one on the same store, finishes the run; the
     catalog log, the hold's rows left and the held answers it found when it opened. Its
@@ -127,7 +148,7 @@ def _second_life(
         look()  # the reader's first look after the restart
         while second.settle(0.0) is not None:
             look()
-        _play(second, rng, reader, look, ticks)
+        _play(second, rng, reader, look, ticks, refusals)
         catalog.verify(second.conn)
         log = tuple(
             (v.version, v.base_version, tuple(v.tools)) for v in catalog.history(second.conn)
@@ -145,10 +166,17 @@ def _restarted(path: str | Path, ticks: int, window: int) -> PipelinedDesign:
 
 
 def crash_and_resume(
-    path: str | Path, kill_at: int, *, ticks: int = 6, window: int = 3, seed: int = 0
+    path: str | Path,
+    kill_at: int,
+    *,
+    ticks: int = 6,
+    window: int = 3,
+    seed: int = 0,
+    refusals: bool = False,
 ) -> CrashRun:
     """Run pipelined ballots on the new SQLite file `path`, kill the loop inside statement
-    `kill_at` (0: never), restart from the file and finish; what the reader saw and the log."""
+    `kill_at` (0: never), restart from the file and finish; what the reader saw and the log.
+    `refusals`: some answers are refused and some requests given up (see `_play`)."""
     if Path(path).exists():
         raise ValueError(f"{path}: crash_and_resume wants a new file, not an old one")
     rng = random.Random(seed)
@@ -162,7 +190,7 @@ def crash_and_resume(
     tracer = _Tracer(first.conn, kill_at)
     try:
         first.start(0.0)
-        _play(first, rng, reader, look, ticks)
+        _play(first, rng, reader, look, ticks, refusals)
     except sqlite3.OperationalError:
         if not tracer.fired:
             raise
@@ -170,15 +198,20 @@ def crash_and_resume(
         first.conn.close()  # the process is gone: nothing uncommitted survives
     try:
         second = _restarted(path, ticks, window)
-        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks, refusals=refusals)
     finally:
         reader.close()
-    return CrashRun(kill_at, tracer.fired, tuple(heads), log, left, tracer.count, found)
+    return CrashRun(
+        kill_at, tracer.fired, tuple(heads), log, left, tracer.count, found, tuple(tracer.writes)
+    )
 
 
-def statement_count(path: str | Path, *, ticks: int = 6, window: int = 3, seed: int = 0) -> int:
+def statement_count(
+    path: str | Path, *, ticks: int = 6, window: int = 3, seed: int = 0, refusals: bool = False
+) -> int:
     """How many statements an unbroken run takes (the kill points `crash_and_resume` offers)."""
-    return crash_and_resume(path, 0, ticks=ticks, window=window, seed=seed).statements
+    run = crash_and_resume(path, 0, ticks=ticks, window=window, seed=seed, refusals=refusals)
+    return run.statements
 
 
 # --- the same on PostgreSQL: the loop's connection stops dead before its k-th statement -------
@@ -188,33 +221,43 @@ class _Killed(Exception):
     """The loop's process is gone: raised instead of running the statement it was killed at."""
 
 
-def _count_statements(conn: Any, kill_at: int) -> list[int]:
+def _count_statements(conn: Any, kill_at: int) -> tuple[list[int], list[int]]:
     """Make every statement `conn` runs (through a cursor, as each of the store's does) count
-    in the one-item list returned; the `kill_at`-th raises `_Killed` instead (0: never)."""
+    in the first list returned, and the number of each write go into the second; the
+    `kill_at`-th raises `_Killed` instead (0: never)."""
     import psycopg
 
-    count = [0]
+    count: list[int] = [0]
+    writes: list[int] = []
 
     class Counting(psycopg.Cursor):
-        def _tick(self) -> None:
+        def _tick(self, query: Any) -> None:
             count[0] += 1
             if kill_at and count[0] >= kill_at:
                 raise _Killed(f"killed at statement {kill_at}")
+            if is_write(str(query)):
+                writes.append(count[0])
 
         def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
-            self._tick()
+            self._tick(query)
             return super().execute(query, params, **kw)
 
         def executemany(self, query: Any, params_seq: Any, **kw: Any) -> None:
-            self._tick()
+            self._tick(query)
             super().executemany(query, params_seq, **kw)
 
     conn.cursor_factory = Counting
-    return count
+    return count, writes
 
 
 def crash_and_resume_pg(
-    connect: Callable[[], Any], kill_at: int, *, ticks: int = 6, window: int = 3, seed: int = 0
+    connect: Callable[[], Any],
+    kill_at: int,
+    *,
+    ticks: int = 6,
+    window: int = 3,
+    seed: int = 0,
+    refusals: bool = False,
 ) -> CrashRun:
     """`crash_and_resume` on PostgreSQL: `connect()` opens a new psycopg connection to an empty
     store (a fresh schema). The loop's connection refuses its `kill_at`-th statement (0:
@@ -231,10 +274,10 @@ def crash_and_resume_pg(
     try:
         if catalog.head(reader) != 0 or first.loop.inflight():
             raise ValueError("crash_and_resume_pg wants an empty store, not one with a history")
-        count = _count_statements(first.conn, kill_at)
+        count, writes = _count_statements(first.conn, kill_at)
         try:
             first.start(0.0)
-            _play(first, rng, reader, look, ticks)
+            _play(first, rng, reader, look, ticks, refusals)
         except _Killed:
             pass
         finally:
@@ -242,12 +285,12 @@ def crash_and_resume_pg(
         second = PipelinedDesign(
             connect(), window=window, ticks=ticks, first_request=RESTART_FIRST_REQUEST
         )
-        log, left, found = _second_life(second, rng, reader, look, ticks=ticks)
+        log, left, found = _second_life(second, rng, reader, look, ticks=ticks, refusals=refusals)
     finally:
         first.conn.close()
         reader.close()
     killed = bool(kill_at) and count[0] >= kill_at
-    return CrashRun(kill_at, killed, tuple(heads), log, left, count[0], found)
+    return CrashRun(kill_at, killed, tuple(heads), log, left, count[0], found, tuple(writes))
 
 
 # --- the same with a real kill: a child process, killed by the operating system ---------------

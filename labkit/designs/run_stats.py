@@ -16,8 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from labkit.catalog.pipeline import HELD
 from labkit.catalog.rule import REASONS
-from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES, HELD
+from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES
 
 REJECT_COLUMNS = (*REASONS, "older_updated_at", CAS_CONFLICT)
 

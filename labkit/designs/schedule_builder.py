@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import labkit.designs.design as design_registry
+from labkit.catalog.pipeline import HELD
 from labkit.designs.arrival_orders import StepOutcome, _Runner, explore
-from labkit.designs.design import HELD
 from labkit.designs.registry import check_design
 from labkit.designs.schedules import (
     Exploration,

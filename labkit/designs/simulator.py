@@ -21,7 +21,9 @@ reaches them: one ``settle`` row per decision, so a reader sees one commit per r
 
 `simulate` returns the trace; `labkit.designs.run_stats.summarize_run` counts what happened
 in it; `run` returns both. A run that hits `max_events` before it finishes ends with a
-``truncated`` event row, its summary says ``truncated=True`` and `run` warns.
+``truncated`` event row, its summary says ``truncated=True`` and `run` warns; so does a run
+whose design cannot move although it has not finished (`Design.stalled`), the row's reason
+``stalled: <why>``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ FAULTS: tuple[str, ...] = (
 )
 TARGETED: tuple[str, ...] = ("inverted", "stale_body", "retry_after_commit", "stall", "crash")
 
+STALLED = "stalled"  # the reason on the `truncated` row of a run its design could not move
 COLUMNS = [
     "t",
     "design",
@@ -207,6 +210,7 @@ class _Run:
         self.rows: list[dict[str, Any]] = []
         self.reader = HeadReader(design)
         self.truncated = False
+        self.stalled: str | None = None
 
     # -- event plumbing -------------------------------------------------------------------
     def push(self, t: float, kind: str, payload: Any) -> None:
@@ -297,9 +301,14 @@ class _Run:
             if self.down_until is None:
                 self.settle(t)
             self.release(t)
+        end = self.rows[-1]["t"] if self.rows else 0.0
         if self.heap or self.held:
             self.truncated = True
-            self.row(self.rows[-1]["t"] if self.rows else 0.0, "truncated")
+            self.row(end, "truncated")
+        elif (why := self.d.stalled()) is not None:  # nothing left to happen, yet not done
+            self.truncated = True
+            self.stalled = why
+            self.row(end, "truncated", reason=f"{STALLED}: {why}")
         return self.rows
 
     def on_deliver(self, t: float, payload: Any) -> None:
@@ -407,7 +416,13 @@ def run(
     made = make_design(design, window=cfg.window, ticks=cfg.ticks, path=db_path)
     sim = _Run(made, frozenset(chosen), seed, cfg)
     rows = sim.run()
-    if sim.truncated:
+    if sim.stalled is not None:
+        warnings.warn(
+            f"simulate({design!r}) stalled before the run finished: {sim.stalled}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    elif sim.truncated:
         warnings.warn(
             f"simulate({design!r}) stopped at max_events={cfg.max_events} before the run "
             "finished; the trace is truncated (raise max_events)",

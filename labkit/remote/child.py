@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from labkit.catalog.crash_child import wait_to_be_killed
-from labkit.designs.design import HELD
+from labkit.catalog.pipeline import HELD
 from labkit.remote.driver import run
 
 
