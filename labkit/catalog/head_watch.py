@@ -12,6 +12,10 @@ end of input ``done POLLS``. A ``sync N`` line on its input is answered ``synced
 the next poll that began once the line arrived (`ReaderProcess.sync`: the writer's proof that
 the reader has read what it wrote; N names the request, so an answer that comes after its
 asker gave up is never taken for a later one's). `ReaderProcess` starts and stops it.
+On PostgreSQL each poll is an autocommit statement, which sees every commit made before it at
+any level, but at SERIALIZABLE a read can fail with a serialization error and end the process:
+its session is pinned to READ COMMITTED (`pg.instance.pin_settings`), so no change of the
+server's reaches it. It writes nothing, so its `synchronous_commit` does not matter.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import labkit.catalog.head_row as head_row
 import labkit.catalog.versions as catalog
+import labkit.pg.instance as pg_instance
 from labkit.db import connect_readonly
 
 KINDS = ("catalog", "mirror")
@@ -65,7 +70,9 @@ def _open(target: str) -> Any:
     if target == "-":  # the parent reached this server already; a failure is its stderr line
         import psycopg
 
-        return psycopg.connect(os.environ[DSN_VARIABLE], autocommit=True)
+        conn = psycopg.connect(os.environ[DSN_VARIABLE], autocommit=True)
+        pg_instance.pin_settings(conn, pg_instance.READ_COMMITTED)
+        return conn
     return connect_readonly(target)
 
 

@@ -1,5 +1,5 @@
 """How PostgreSQL runs the ballot store: decisions that commit statement by statement, a write
-that lost a race told from a failure, and the connection checked when a loop opens.
+that lost a race told from a failure, and the connection checked and pinned when a loop opens.
 
 `labkit.catalog.loop` writes every statement of the store, both backends' side by side where
 they differ, and its `WatermarkLoop` runs the one rule on either; this module holds only what
@@ -10,9 +10,24 @@ only changes rows that still hold what was read (`next_ballot = <read>`, `status
 'inflight'`), and every other part selects `FROM` that guard, so when the guard matches nothing
 the statement writes nothing (`loop.Guarded`). A commit also inserts version head+1, which the
 catalog's primary key refuses if another loop stored it first. Each statement runs on its own
-(autocommit) at READ COMMITTED with synchronous commits (both checked when the loop opens), so
-it is atomic and durable when it returns, and its guard is re-checked against the newest committed row; a write that lost
+(autocommit) at READ COMMITTED with synchronous commits, so it is atomic and durable when it
+returns, and its guard is re-checked against the newest committed row; a write that lost
 (guard matched nothing, `lost_race` error) is decided again from a fresh read.
+
+What the loop's session is pinned to. Opening a loop refuses a session with
+`synchronous_commit = off` or a default level above READ COMMITTED (`check_connection`), then
+sets both for the rest of the session, committed before the loop opens: `synchronous_commit`
+to the value it has (every value but off writes a commit's WAL to disk before reporting it)
+and `default_transaction_isolation` to READ COMMITTED. A session's own setting outranks the
+server's, a role's and a database's, so an `ALTER SYSTEM` and a reload while the loop runs
+cannot reach it: with commits no longer durable, a server crash would lose commits already
+reported and a new ballot would commit a version number already reported for another; at a
+higher level, reads and abandons would fail with serialization errors. A `SET` or `RESET` on
+the session itself after it opened is its caller's choice. The hold (`hold.create`) and a
+`CatalogReader`'s record pin `synchronous_commit` the same way
+(`versions_pg.require_durable_commits`). The server's `fsync` and `full_page_writes` no session
+can pin: with either off, a crash of the machine (not of PostgreSQL alone) can still lose
+commits.
 
 Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
 its read and its write (nothing the reserve writes says otherwise): safe, the ballot is
@@ -29,6 +44,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import labkit.pg.instance as pg_instance
 from labkit.backend import POSTGRES
 from labkit.catalog.versions_pg import require_durable_commits
 
@@ -96,17 +112,16 @@ def lost_race(exc: BaseException) -> bool:
 
 
 def check_connection(conn: Any) -> None:
-    """Refuse, when a loop opens, a connection it cannot keep its promises on.
+    """Refuse, when a loop opens, a connection it cannot keep its promises on; pin the rest.
 
     It must have no transaction open: opening takes the schema's locks, which a caller's
     transaction would hold until it ends, stalling every other loop. Its statements must run
     at READ COMMITTED (READ UNCOMMITTED is the same level in PostgreSQL): the loop's writes are
     autocommit statements, so the session default applies to them, and psycopg's
-    `isolation_level` applies to the reads it opens transactions for. A later `SET` is not
-    noticed; the writes stay correct then (they retry serialization failures), but reads and
-    abandons may raise them. Its commits must be durable when reported: a session with
-    `synchronous_commit = off` is refused (`DurabilityError`); a later `SET` of it is the
-    caller's own choice to trade the loop's promise away.
+    `isolation_level` applies to the reads it opens transactions for. Its commits must be
+    durable when reported: a session with `synchronous_commit = off` is refused
+    (`DurabilityError`). Both settings are then pinned for the session (see the module
+    docstring), so no change of the server's reaches it.
     """
     import psycopg
 
@@ -126,3 +141,4 @@ def check_connection(conn: Any) -> None:
             "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this session's"
             f" default_transaction_isolation is {default.upper()}"
         )
+    pg_instance.pin_settings(conn, pg_instance.READ_COMMITTED)

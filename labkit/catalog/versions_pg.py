@@ -6,7 +6,8 @@ and `CREATE ... IF NOT EXISTS` is not safe against itself there (two sessions ma
 create the type), so a schema is made under a transaction-level advisory lock keyed on it and
 the schema; and a store that is all there gets no DDL at all (it would take table locks that a
 running loop's statements can deadlock against). The log's foreign key (each base exists) is
-added to a log made before it existed, when that log is next opened.
+added to a log made before it existed, when that log is next opened. A session that writes a
+store refuses `synchronous_commit = off` and pins the value it has (`require_durable_commits`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.pg.instance as pg_instance
 from labkit.backend import POSTGRES
 
 SYNC_COMMIT_SQL = "SHOW synchronous_commit"
@@ -38,12 +40,25 @@ class DurabilityError(RuntimeError):
 
 
 def require_durable_commits(conn: Any, who: str) -> None:
-    """Refuse, in one line naming the setting, a session with `synchronous_commit = off`.
+    """Refuse, in one line naming the setting, a session with `synchronous_commit = off`; pin
+    any other value for the rest of the session.
 
     With it off PostgreSQL reports a commit before its WAL record is on disk; a server crash
     then loses commits already reported (and with them the versions and ballot ids that were
     handed out, so a later commit can reuse them). Every other value flushes locally first.
+    The pin (`pg.instance.pin_settings`) keeps it so: a later `ALTER SYSTEM` and reload, or a
+    role's or database's setting, cannot turn it off under the session; a later `SET` on the
+    session itself is its caller's choice. A session with a transaction open is refused too:
+    that transaction's rollback would undo the pin.
     """
+    from psycopg.pq import TransactionStatus
+
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise DurabilityError(
+            f"{who} on PostgreSQL needs a connection with no open transaction when it opens: it"
+            " pins synchronous_commit for the session, and a rollback would undo that; commit"
+            " or roll back first"
+        )
     with POSTGRES.reading(conn):
         (value,) = conn.execute(SYNC_COMMIT_SQL).fetchone()
     if value == "off":
@@ -52,6 +67,7 @@ def require_durable_commits(conn: Any, who: str) -> None:
             " reported before it is on disk and a server crash can lose it; connect with"
             " synchronous_commit=on (the default)"
         )
+    pg_instance.pin_settings(conn, {"synchronous_commit": value})
 
 
 UNLOGGED_SQL = (
@@ -107,4 +123,3 @@ class LogTables(Tables):
                 conn.execute(ADD_BASE_KEY_SQL)
         except psycopg.errors.ForeignKeyViolation:
             pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
-

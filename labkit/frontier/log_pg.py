@@ -8,7 +8,10 @@ Two things differ from SQLite, where one writer at a time hides them:
   transaction commits. A smaller id can therefore appear *after* a larger one was delivered;
   Article 1's rule (`id_order_frontier`) then walks past it, and the row is orphaned.
 * `delivered_frontier` here is the **xmin horizon wait** (`log.horizon_frontier`): it never
-  passes an id that a transaction still in progress may yet commit.
+  passes an id that a transaction still in progress may yet commit. It polls with fresh
+  snapshots, so it needs READ COMMITTED and refuses any other level; the summarizer sessions
+  of part three (`labkit.pg.stress`, `labkit.pg.commit_order`) pin it when they open
+  (`labkit.pg.instance.pin_settings`), so a change of the server's default cannot stop them.
 
 `enqueue` never commits (the caller's transaction decides); the status changes commit on their
 own when the connection is idle and nest as a savepoint inside a caller's transaction.

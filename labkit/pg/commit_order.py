@@ -75,6 +75,7 @@ class CommitOrderLab:
         opts = pg.search_path_option(self.schema)
         self.writers = {w: pg.connect(dsn, options=opts) for w in WRITERS}
         self.worker = pg.connect(dsn, options=opts)
+        pg.pin_settings(self.worker, pg.READ_COMMITTED)  # the horizon wait's level, kept
         fr.create_schema(self.worker)
         self.rows: dict[int, Row] = {}
         self.open: dict[str, list[int]] = {w: [] for w in WRITERS}
@@ -167,7 +168,9 @@ class CommitOrderLab:
         )
 
     def _log(self, actor: str, action: str, row_id: int | None, note: str = "") -> None:
-        self.events.append(Event(len(self.events), actor, action, row_id, dict(self.coverage), note))
+        self.events.append(
+            Event(len(self.events), actor, action, row_id, dict(self.coverage), note)
+        )
 
     def close(self) -> None:
         """Roll back open writers, close every connection and drop the lab's schema."""
@@ -206,7 +209,9 @@ def random_script(steps: int, seed: int) -> list[tuple[str, str]]:
             script.append((rng.choice(WRITERS), "insert" if rng.random() < 0.6 else "commit"))
         else:
             script.append(("worker", "deliver" if roll < 0.75 else "summarize"))
-    return script + [(w, "commit") for w in WRITERS] + [("worker", "deliver"), ("worker", "summarize")]
+    return (
+        script + [(w, "commit") for w in WRITERS] + [("worker", "deliver"), ("worker", "summarize")]
+    )
 
 
 HORIZON_FIX = "xmin horizon wait"

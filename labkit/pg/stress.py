@@ -133,10 +133,13 @@ def run_stress(
     total = writers * rows_per_writer
     with pg.scratch_schema(dsn, prefix="stress") as schema:
         with pg.connect(dsn, options=pg.search_path_option(schema)) as sconn:
+            pg.pin_settings(sconn, pg.READ_COMMITTED)  # the horizon wait's level, kept
             fr.create_schema(sconn)
             writers_done, dispatched = ctx.Event(), ctx.Event()
             procs = [
-                ctx.Process(target=_writer, args=(dsn, schema, rule, w, rows_per_writer, delays, seed))
+                ctx.Process(
+                    target=_writer, args=(dsn, schema, rule, w, rows_per_writer, delays, seed)
+                )
                 for w in range(writers)
             ]
             disp = ctx.Process(target=_dispatcher, args=(dsn, schema, writers_done, dispatched))
