@@ -10,6 +10,7 @@ only when a psycopg connection is seen, so SQLite-only work never loads it.
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
 import sqlite3
@@ -165,6 +166,40 @@ def int_arg(
     if not low <= value <= INT64_MAX:
         raise out_of_range(f"{name} {shown(value)} is outside [{low}, {INT64_MAX}]")
     return value
+
+
+def number_arg(
+    value: Any,
+    name: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> float:
+    """A real-number argument (a time, a rate) checked the same way everywhere: an int or a
+    float (numpy's too; a bool or str is refused, never coerced), finite, and `> above`,
+    `>= at_least`, `<= at_most` where given. Returned as a float; one line naming `name`
+    otherwise."""
+    rules = [
+        f"{op} {bound:g}"
+        for op, bound in ((">", above), (">=", at_least), ("<=", at_most))
+        if bound is not None
+    ]
+    wanted = " ".join(["a finite number", " and ".join(rules)]).strip()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {wanted}, got {type(value).__name__} {shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if (
+        not math.isfinite(number)
+        or (above is not None and not number > above)
+        or (at_least is not None and not number >= at_least)
+        or (at_most is not None and not number <= at_most)
+    ):
+        raise ValueError(f"{name} must be {wanted}, got {shown(value)}")
+    return number
 
 
 SQLITE = Dialect("sqlite", "qmark")

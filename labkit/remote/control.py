@@ -10,6 +10,10 @@ from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
 
+import labkit.remote.knobs as knobs
+from labkit import backend
+from labkit.remote.faults import check_service_faults
+
 CONTROL_TIMEOUT_S = 5.0
 
 
@@ -42,6 +46,7 @@ def call(
     """One JSON call to the service at `url`; `PlannerUnreachable` names the URL if it does
     not answer, `ValueError` carries the service's one-line refusal."""
     base = check_loopback(url)
+    timeout = knobs.seconds(timeout, "call(): timeout")
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
         base + path, data=data, method=method, headers={"Content-Type": "application/json"}
@@ -60,10 +65,11 @@ def call(
 
 
 def set_faults(url: str, faults: Collection[str], seed: int | None = None) -> dict[str, Any]:
-    """Switch the service's faults while it runs (re-armed above the head it has seen)."""
-    body: dict[str, Any] = {"faults": list(faults)}
+    """Switch the service's faults while it runs (re-armed above the head it has seen).
+    `faults` is checked here as `serve` checks it, before any call."""
+    body: dict[str, Any] = {"faults": list(check_service_faults(faults))}
     if seed is not None:
-        body["seed"] = seed
+        body["seed"] = backend.int_arg(seed, "set_faults(): seed")
     return call(url, "/faults", body, method="PUT")
 
 
@@ -79,4 +85,4 @@ def status(url: str) -> dict[str, int]:
 
 def config(url: str, *, timeout: float = CONTROL_TIMEOUT_S) -> dict[str, Any]:
     """The service's knobs (latency, sigma, hosts, timeout, ...)."""
-    return call(url, "/config", timeout=timeout)
+    return call(url, "/config", timeout=knobs.seconds(timeout, "config(): timeout"))

@@ -19,9 +19,14 @@ import pandas as pd
 
 import labkit.catalog.storeview as storeview
 import labkit.catalog.versions as catalog
+import labkit.remote.knobs as knobs
+from labkit import backend
 from labkit.catalog.crashlab import KILLED_RETURNCODE
 from labkit.db import connect_readonly
+from labkit.designs.registry import check_design
 from labkit.killable import Verdict, run_child
+from labkit.remote.control import check_loopback
+from labkit.remote.driver import check_loop_name
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,16 @@ def kill_mid_call(
     the first answer it held after its `after`-th commit: the child stops right there, so the
     answer is in the store's hold when it dies and the W calls around it are in flight.
     `RuntimeError` with its last error line if it never gets there within `timeout` seconds."""
+    url = check_loopback(url)
+    store = knobs.path(store, "kill_mid_call(): store")
+    design = check_design(design)
+    ticks = backend.int_arg(ticks, "kill_mid_call(): ticks", low=1)
+    window = knobs.count(window, "kill_mid_call(): window", high=knobs.MAX_WINDOW)
+    name = check_loop_name(name)
+    after = backend.int_arg(after, "kill_mid_call(): after", low=0)
+    if not isinstance(holding, bool):
+        raise TypeError(f"kill_mid_call(): holding must be True or False, got {holding!r}")
+    timeout = knobs.seconds(timeout, "kill_mid_call(): timeout")
     commits: dict[int, int] = {}
     sent: list[int] = []
     held: list[int] = []

@@ -12,7 +12,9 @@ reader has read the head before the fall and the fall itself: on a busy machine 
 tens of milliseconds late, and a fall undone by the next answer would slip between two polls.
 A loop that never lowers its head never waits; one whose reader dies, or stays silent until
 the deadline or a stop, ends there (a `truncated` row) and says so in `reader_failure`, with
-the trace so far. The trace has the simulator's
+the trace so far. A loop that awaits nothing and has nothing left to settle while its design
+says it cannot move (`Design.stalled`) ends with a `truncated` row whose reason says why
+(`stalled: ...`), never as if it had finished. The trace has the simulator's
 columns (times in seconds since the start) plus `wall`; the summary is the simulator's
 (`labkit.designs.run_stats.summarize_rows`), so throughput is kept versions per second.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 import tempfile
 import threading
 import time
@@ -36,13 +39,14 @@ import aiohttp
 import pandas as pd
 
 import labkit.catalog.head_row as head_row
+import labkit.remote.knobs as knobs
 from labkit import backend, db
 from labkit.catalog.head_watch import STOP_GRACE_S, Change, Fall, ReaderFailure, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
-from labkit.designs.simulator import COLUMNS, trace_row
+from labkit.designs.simulator import COLUMNS, STALLED, trace_row
 from labkit.remote.control import PlannerUnreachable, check_loopback, config
 from labkit.remote.inbox import Inbox
 from labkit.remote.wire import Answer, request_body
@@ -77,10 +81,18 @@ class RemoteRun:
     reader_failure: str | None = None
 
 
+def check_loop_name(name: Any) -> str:
+    """`name` if it can name a loop to the service (a segment of its URLs)."""
+    if not isinstance(name, str) or not LOOP_NAME.fullmatch(name):
+        raise ValueError(f"loop name {name!r}: use letters, digits, '.', '_' or '-' (1-100)")
+    return name
+
+
 def _build(
     name: str, window: int, ticks: int, store: Path | None, dsn: str | None
 ) -> tuple[Design, Any]:
-    """The design, and for an unguarded one the connection its head row is written through."""
+    """The design, and for an unguarded one the connection its head row is written through.
+    A SQLite store that cannot be opened is named in the error."""
     conn = None
     if dsn is not None:
         from labkit.pg.instance import connect
@@ -88,13 +100,19 @@ def _build(
         conn = connect(dsn, autocommit=True)
     try:
         design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
+        if isinstance(design, BallotDesign):
+            return design, None
+        return design, conn if conn is not None else db.connect(store)
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        if store is None or str(store) in str(exc):
+            raise
+        raise type(exc)(f"run(): store {store} cannot be opened: {exc}") from exc
     except BaseException:
         if conn is not None:
             conn.close()
         raise
-    if isinstance(design, BallotDesign):
-        return design, None
-    return design, conn if conn is not None else db.connect(store)
 
 
 def _close(design: Design, mirror_conn: Any) -> None:
@@ -115,6 +133,7 @@ class _Driver:
         *,
         name: str,
         seed: int,
+        ticks: int,
         timeout: float,
         deadline: float,
         connect_timeout: float,
@@ -125,6 +144,7 @@ class _Driver:
         reader: ReaderProcess,
     ) -> None:
         self.d, self.mirror, self.url, self.name, self.seed = design, mirror_conn, url, name, seed
+        self.ticks = ticks
         self.timeout, self.deadline, self.drain = timeout, deadline, drain
         self.connect_timeout, self.progress = connect_timeout, progress
         self.restart = restart
@@ -304,15 +324,19 @@ class _Driver:
                 self.arm(loop, req)
         await self.send_all(sends)
         self.end = self.t0 + self.deadline
-        while self.d.awaited():
-            if self.stop.is_set() or time.monotonic() > self.end:
-                self.row(self.now(), "truncated")
-                return
+        while True:
             try:
-                event = await asyncio.wait_for(self.events.get(), timeout=0.1)
-            except TimeoutError:
-                continue
-            try:
+                if not self.d.awaited():
+                    await self.settle()  # a held answer a restart left may still be ready
+                if not self.d.awaited():
+                    break
+                if self.stop.is_set() or time.monotonic() > self.end:
+                    self.row(self.now(), "truncated")
+                    return
+                try:
+                    event = await asyncio.wait_for(self.events.get(), timeout=0.1)
+                except TimeoutError:
+                    continue
                 if event[0] == "deliver":
                     await self.on_deliver(event[1])
                 elif event[0] == "timeout":
@@ -323,6 +347,9 @@ class _Driver:
             except ReaderFailure:  # the reason is on the reader (`RemoteRun.reader_failure`)
                 self.row(self.now(), "truncated", reason=READER_FAILED)
                 return
+        why = self.d.stalled()  # nothing awaited, nothing to settle: done, unless it says not
+        if why is not None:
+            self.row(self.now(), "truncated", reason=f"{STALLED}: {why}")
 
 
 def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event, bound: float) -> T:
@@ -371,7 +398,7 @@ def run(
     stop: threading.Event | None = None,
 ) -> RemoteRun:
     """Run `design` against the planner at `url` until `ticks` versions are committed and
-    nothing is awaited (or `deadline` seconds pass: a `truncated` row).
+    nothing is awaited (or `deadline` seconds pass, or the loop stalls: a `truncated` row).
 
     `window` is the hedge width of `fenced` and the depth of `pipelined`; `seed` seeds each
     request's fate at the service as the simulator's `seed` does; `timeout` defaults to the
@@ -380,33 +407,41 @@ def run(
     identifies the loop to the service (a restart must reuse it to be owed the old answers).
     `drain` keeps the closed loop listening, refusing late answers, that many seconds.
     `progress` is called with each trace row as it is written (in the loop's thread); setting
-    `stop` ends the run early, as an interrupt does (a `truncated` row).
+    `stop` ends the run early, as an interrupt does (a `truncated` row). Every argument is
+    checked before the first call, and a bad one refused in one line naming it.
     """
     check_design(design)
     url = check_loopback(url)
     ticks = backend.int_arg(ticks, "run(): ticks", low=1)
-    window = backend.int_arg(window, "run(): window", low=1)
+    window = knobs.count(window, "run(): window", high=knobs.MAX_WINDOW)
     seed = backend.int_arg(seed, "run(): seed")
-    for knob, value in (
-        ("deadline", deadline),
-        ("connect_timeout", connect_timeout),
-        ("timeout", 1.0 if timeout is None else timeout),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"run(): {knob} must be a number > 0, got {value!r}")
-    name = f"loop-{design}-{seed}" if name is None else name
-    if not isinstance(name, str) or not LOOP_NAME.fullmatch(name):
-        raise ValueError(f"loop name {name!r}: use letters, digits, '.', '_' or '-' (1-100)")
+    deadline = knobs.seconds(deadline, "run(): deadline")
+    connect_timeout = knobs.seconds(connect_timeout, "run(): connect_timeout")
+    if timeout is not None:
+        timeout = knobs.seconds(timeout, "run(): timeout")
+    poll = knobs.interval(poll, "run(): poll")
+    drain = knobs.seconds(drain, "run(): drain", zero=True)
+    name = check_loop_name(f"loop-{design}-{seed}" if name is None else name)
+    if store is not None:
+        store = knobs.path(store, "run(): store")
+    if dsn is not None:
+        dsn = backend.text_arg(dsn, "dsn", "run()")
     if store is not None and dsn is not None:
         raise ValueError("run() takes a SQLite store or a PostgreSQL dsn, not both")
-    knobs = config(url, timeout=connect_timeout)
+    progress = knobs.callback(progress, "run(): progress")
+    if stop is not None and not isinstance(stop, threading.Event):
+        raise TypeError(f"run(): stop must be a threading.Event or None, got {type(stop).__name__}")
+    reported = config(url, timeout=connect_timeout)  # the service answers, or one line now
+    if timeout is None:  # the service's own, checked as a caller's would be
+        said = reported.get("timeout") if isinstance(reported, dict) else reported
+        timeout = knobs.seconds(said, f"the planner at {url} reported a timeout that")
     tmp = (
         tempfile.TemporaryDirectory(prefix="labkit-remote-")
         if store is None and dsn is None
         else None
     )
     path = Path(tmp.name) / "store.db" if tmp is not None else None
-    path = Path(store) if store is not None else path
+    path = store if store is not None else path
     restart = path is not None and path.exists()
 
     def work(stop: threading.Event) -> RemoteRun:
@@ -421,7 +456,8 @@ def run(
             url,
             name=name,
             seed=seed,
-            timeout=knobs["timeout"] if timeout is None else timeout,
+            ticks=ticks,
+            timeout=timeout,
             deadline=deadline,
             connect_timeout=connect_timeout,
             drain=drain,

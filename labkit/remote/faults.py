@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Mapping
 
+import labkit.remote.knobs as knobs
 from labkit.designs.simulator import FAULTS, check_faults, pick_targets
 
 SERVICE_FAULTS: tuple[str, ...] = tuple(f for f in FAULTS if f != "crash")
@@ -42,9 +43,7 @@ class FaultSwitch:
         """`rng` draws the first targets (the service passes its `Random(seed)` after drawing
         the hosts' skews, as the simulator does, so that with `span` = ticks - 3 both pick the
         same targets); later switches draw from their own seeded generator."""
-        if isinstance(span, bool) or not isinstance(span, int) or span < 1:
-            raise ValueError(f"span must be an integer >= 1, got {span!r}")
-        self.span = span
+        self.span = knobs.count(span, "span")
         self.arms = 0
         self.arm(faults, seed, heads={}, rng=rng)
 

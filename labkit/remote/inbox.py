@@ -2,7 +2,8 @@
 (`labkit.remote.wire.parse_answer`) and queued for the driver, or refused in one line.
 
 Once the loop has closed, every answer is refused (410) and nothing reaches the store: an
-answer that arrives after the loop is gone is never applied.
+answer that arrives after the loop is gone is never applied. A sender that hangs up mid-body
+is refused too (one line, no traceback: `labkit.remote.serving`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from labkit.remote.serving import BodyRefused, QuietServerLog, read_body
 from labkit.remote.wire import MAX_ANSWER_BYTES, AnswerError, parse_answer
 
 PATH = "/answer"
@@ -30,7 +32,7 @@ class Inbox:
         """Listen on a free loopback port; the callback URL."""
         app = web.Application(client_max_size=MAX_ANSWER_BYTES * 4)
         app.router.add_post(PATH, self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
+        self.runner = web.AppRunner(app, access_log=None, logger=QuietServerLog())
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", 0).start()
         return f"http://127.0.0.1:{self.runner.addresses[0][1]}{PATH}"
@@ -52,18 +54,17 @@ class Inbox:
 
     async def handle(self, request: web.Request) -> web.Response:
         """Check one answer and queue it; 400/410/413 with one line if refused."""
-        raw = bytearray()
-        while len(raw) <= MAX_ANSWER_BYTES:  # read no more than one byte past the limit
-            chunk = await request.content.read(MAX_ANSWER_BYTES + 1 - len(raw))
-            if not chunk:
-                break
-            raw += chunk
+        refused: BodyRefused | None = None
+        try:
+            raw = await read_body(request, MAX_ANSWER_BYTES)
+        except BodyRefused as exc:
+            raw, refused = b"", exc
         if self.closed:
             return self.refuse(410, "answer refused: the loop is closed; nothing was written")
-        if len(raw) > MAX_ANSWER_BYTES:
-            return self.refuse(413, f"answer refused: over the {MAX_ANSWER_BYTES} byte limit")
+        if refused is not None:  # too long, or the sender hung up mid-body
+            return self.refuse(refused.status, f"answer refused: {refused}")
         try:
-            answer = parse_answer(bytes(raw))
+            answer = parse_answer(raw)
         except AnswerError as exc:
             return self.refuse(400, str(exc))
         self.events.put_nowait(("deliver", answer))

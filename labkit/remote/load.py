@@ -10,9 +10,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import labkit.catalog.versions as catalog
+import labkit.remote.knobs as knobs
+from labkit import backend
 from labkit.db import connect
+from labkit.designs.registry import check_design
+from labkit.remote.control import check_loopback
 from labkit.remote.driver import RemoteRun, run
 
 MIX: tuple[tuple[str, int], ...] = (("ballot", 1), ("fenced", 3), ("pipelined", 3))
@@ -51,6 +56,22 @@ def _check(store: Path, result: RemoteRun) -> tuple[int, int, int, int]:
     return len(stored), len(reported), lost, doubled
 
 
+def _check_mix(mix: Any) -> tuple[tuple[str, int], ...]:
+    """`mix` as (design, window) pairs, at least one; one line naming the bad entry if not."""
+    pairs = knobs.sequence(mix, "load(): mix")
+    if not pairs:
+        raise ValueError("load(): mix names no (design, window) pair")
+    out = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(
+                f"load(): mix[{i}] must be a (design, window) pair, got {backend.shown(pair)}"
+            )
+        window = knobs.count(pair[1], f"load(): mix[{i}] window", high=knobs.MAX_WINDOW)
+        out.append((check_design(pair[0]), window))
+    return tuple(out)
+
+
 def load(
     url: str,
     *,
@@ -62,7 +83,16 @@ def load(
     store_dir: str | Path | None = None,
 ) -> LoadResult:
     """Run `loops` loops at once (designs and windows taken in turn from `mix`), each until
-    `ticks` commits or `seconds` seconds; check every store and trace afterwards."""
+    `ticks` commits or `seconds` seconds; check every store and trace afterwards. Every
+    argument is checked before the first loop starts."""
+    url = check_loopback(url)
+    loops = knobs.count(loops, "load(): loops", high=knobs.MAX_LOOPS)
+    seconds = knobs.seconds(seconds, "load(): seconds")
+    ticks = backend.int_arg(ticks, "load(): ticks", low=1)
+    mix = _check_mix(mix)
+    poll = knobs.interval(poll, "load(): poll")
+    if store_dir is not None:
+        store_dir = knobs.path(store_dir, "load(): store_dir")
     with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
         where = Path(store_dir) if store_dir is not None else Path(tmp)
 

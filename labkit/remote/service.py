@@ -13,6 +13,11 @@ tried again every `retry_every` seconds for `redeliver_for` seconds, then droppe
 the callback is a refusal and final. `duplicate` is injected by the service itself, as a
 second POST of the same answer after its own latency: the webhook way an at-least-once planner
 delivers twice, chosen over a client-side retry so that the service seeds and decides it.
+
+A bad request gets a 4xx and one line, and changes nothing: a body that is not strict JSON
+(`labkit.remote.wire.load_json`: no NaN, no Infinity, nested at most `MAX_DEPTH` deep), a plan
+whose tools the catalog could not store, a body cut short. A client's fault costs at most one
+line of log, never a traceback (`labkit.remote.serving`).
 """
 
 from __future__ import annotations
@@ -31,16 +36,21 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+import labkit.remote.knobs as knobs
+from labkit import backend
 from labkit.catalog.loop import Response
 from labkit.designs.design import Request
 from labkit.designs.planner import draw_latency, host_skews, respond
 from labkit.designs.simulator import PlannerConfig
 from labkit.remote.control import check_loopback
 from labkit.remote.faults import FaultSwitch
-from labkit.remote.wire import answer_body, read_request
+from labkit.remote.serving import BodyRefused, QuietServerLog, read_body
+from labkit.remote.wire import answer_body, load_json, read_request
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
+MAX_REQUEST_BYTES = 1024 * 1024  # a request body longer than this is refused (413) unread
+MAX_SIGMA = 10.0  # the latency draw's shape: far wider ones overflow the draw
 
 
 @dataclass
@@ -226,9 +236,11 @@ def _app(planner: Planner) -> web.Application:
 
     async def body_of(request: web.Request) -> dict[str, Any]:
         try:
-            body = await request.json()
-        except ValueError:
-            raise web.HTTPBadRequest(text="request body is not JSON") from None
+            body = load_json(await read_body(request, MAX_REQUEST_BYTES), "request body")
+        except BodyRefused as exc:
+            raise exc.http() from None
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text="request body must be a JSON object")
         return body
@@ -319,7 +331,7 @@ class _ServerThread(threading.Thread):
 
     async def _main(self) -> None:
         self.loop, self.stopping = asyncio.get_running_loop(), asyncio.Event()
-        runner = web.AppRunner(_app(self.planner), access_log=None)
+        runner = web.AppRunner(_app(self.planner), access_log=None, logger=QuietServerLog())
         await runner.setup()
         self.planner.session = aiohttp.ClientSession()
         try:
@@ -374,9 +386,28 @@ def serve(
     simulator's classes but `crash`; `seed` draws the hosts' skews and the fault targets, each
     within `span` versions of the start (with `span` = ticks - 3 and a `run` of the same seed,
     the very targets, hosts and latencies `simulate` draws). An undelivered answer is tried
-    again every `retry_every` seconds (default a latency) for `redeliver_for` seconds. The
-    server stops when the block ends, by an error or an interrupt too.
+    again every `retry_every` seconds (default a latency, at least `knobs.MIN_INTERVAL_S`) for
+    `redeliver_for` seconds (0: tried once). The server stops when the block ends, by an error
+    or an interrupt too. A bad knob is refused in one line naming it, before anything starts.
     """
+    seed = backend.int_arg(seed, "serve(): seed")
+    hosts = knobs.count(hosts, "serve(): hosts", high=knobs.MAX_HOSTS)
+    span = knobs.count(span, "serve(): span")
+    latency = knobs.seconds(latency, "serve(): latency")
+    sigma = backend.number_arg(sigma, "serve(): sigma", at_least=0.0, at_most=MAX_SIGMA)
+    duplicate_rate = backend.number_arg(
+        duplicate_rate, "serve(): duplicate_rate", at_least=0.0, at_most=1.0
+    )
+    if clock_skew is not None:
+        clock_skew = knobs.seconds(clock_skew, "serve(): clock_skew", zero=True)
+    if stall_time is not None:
+        stall_time = knobs.seconds(stall_time, "serve(): stall_time", zero=True)
+    every = (
+        max(latency, knobs.MIN_INTERVAL_S)
+        if retry_every is None
+        else knobs.interval(retry_every, "serve(): retry_every")
+    )
+    redeliver_for = knobs.seconds(redeliver_for, "serve(): redeliver_for", zero=True)
     cfg = PlannerConfig(
         latency=latency,
         sigma=sigma,
@@ -388,7 +419,6 @@ def serve(
     rng = random.Random(seed)  # skews, then the first targets: the simulator's order
     skews = host_skews(rng, cfg.hosts, cfg.clock_skew)
     switch = FaultSwitch(faults, seed, span, rng=rng)
-    every = latency if retry_every is None else retry_every
     server = _ServerThread(Planner(cfg, switch, skews, every, redeliver_for))
     url = server.start_serving()
     try:

@@ -3,13 +3,18 @@
 A plan request names the loop, the request id, the ballot (None for unguarded designs), the
 fence, the base version and the current tools. An answer carries the planner's `Response`
 plus the host that computed it and the fault it carries. The loop trusts nothing it receives:
-`parse_answer` turns bytes into an `Answer` or refuses them in one line (`AnswerError`).
+`parse_answer` turns bytes into an `Answer` or refuses them in one line (`AnswerError`); the
+service is as strict with a plan request (`load_json`, `read_request`). Both parse strictly:
+UTF-8, standard JSON (no NaN, no Infinity) and nested at most `MAX_DEPTH` deep, a depth found
+by a scan of the text before the parser recurses into it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +23,13 @@ from labkit.catalog.loop import Response
 from labkit.designs.design import Request
 
 MAX_ANSWER_BYTES = 256 * 1024  # a planner answer larger than this is refused unread
+MAX_DEPTH = 32  # JSON nested deeper than this is refused before it is parsed
+
+# A JSON string, escapes and all, or an unterminated one to the end of the text (the parser
+# stops there, so nothing after it is ever parsed); possessive, so the scan stays linear.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 class AnswerError(ValueError):
@@ -47,6 +59,30 @@ def request_body(loop: str, req: Request) -> dict[str, Any]:
     }
 
 
+def deeper_than(text: str, limit: int) -> bool:
+    """Do the arrays and objects of the JSON `text` nest more than `limit` deep (brackets
+    inside strings not counted)? A scan that never recurses and stops at the first bracket
+    too deep. Where `text` is not JSON the count may be off, but never below the depth the
+    parser reaches before it stops at the first mistake."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return any(depth > limit for depth in itertools.accumulate(map(_STEP.__getitem__, brackets)))
+
+
+def load_json(raw: bytes, what: str) -> Any:
+    """`raw` parsed as strict JSON (see the module docstring); `ValueError` in one line that
+    starts with `what` otherwise."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what}: not JSON (not UTF-8 at byte {exc.start})") from None
+    if deeper_than(text, MAX_DEPTH):
+        raise ValueError(f"{what}: JSON nested more than {MAX_DEPTH} deep")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise ValueError(f"{what}: not JSON ({str(exc).splitlines()[0]})") from None
+
+
 def read_request(body: Any) -> tuple[str, Request]:
     """The loop name and `Request` in a `POST /plan` body; `ValueError` in one line if bad."""
     if not isinstance(body, dict):
@@ -60,9 +96,7 @@ def read_request(body: Any) -> tuple[str, Request]:
     }
     ballot = None if body.get("ballot_id") is None else _int(body, "ballot_id", "plan request")
     replay = None if body.get("replay_of") is None else _int(body, "replay_of", "plan request")
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        raise ValueError("plan request: 'tools' must be a list")
+    tools = _tools(body, "plan request")
     req = Request(
         ints["request_id"],
         ballot,
@@ -96,9 +130,9 @@ def parse_answer(raw: bytes) -> Answer:
     if len(raw) > MAX_ANSWER_BYTES:
         raise AnswerError(f"answer refused: {len(raw)} bytes is over the {MAX_ANSWER_BYTES} limit")
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AnswerError(f"answer refused: not JSON ({str(exc).splitlines()[0]})") from None
+        body = load_json(raw, "answer refused")
+    except ValueError as exc:
+        raise AnswerError(str(exc)) from None
     if not isinstance(body, dict):
         raise AnswerError(f"answer refused: a JSON object is expected, got {type(body).__name__}")
     try:
@@ -106,13 +140,7 @@ def parse_answer(raw: bytes) -> Answer:
             k: _int(body, k, "answer")
             for k in ("request_id", "ballot_id", "observed_watermark", "base_version")
         }
-        tools = body.get("tools")
-        if not isinstance(tools, list):
-            raise ValueError(f"answer: 'tools' must be a list, got {type(tools).__name__}")
-        try:
-            catalog.tools_json(tools)  # the catalog's own rule for a storable body
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise ValueError(f"answer: 'tools' cannot be stored ({exc})") from None
+        tools = _tools(body, "answer")
         stamp = body.get("updated_at")
         if stamp is not None and (
             isinstance(stamp, bool)
@@ -135,6 +163,18 @@ def parse_answer(raw: bytes) -> Answer:
         body.get("base_hash"),
     )
     return Answer(fields["request_id"], resp, host, body.get("fault"))
+
+
+def _tools(body: dict[str, Any], what: str) -> list[Any]:
+    """The tool list of `body`, if the catalog could store it (its own rule: standard JSON)."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        raise ValueError(f"{what}: 'tools' must be a list, got {type(tools).__name__}")
+    try:
+        catalog.tools_json(tools)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{what}: 'tools' cannot be stored ({exc})") from None
+    return tools
 
 
 def _int(body: dict[str, Any], key: str, what: str) -> int:
