@@ -14,7 +14,7 @@ from typing import Any
 
 import labkit.exercises.sandbox as sandbox
 import labkit.frontier.log as fr
-from labkit.exercises.kit import Exercise, Wrong, shown, whole
+from labkit.exercises.kit import Exercise, Wrong, learner_items, shown, whole
 from labkit.frontier.orders import model_run
 from labkit.frontier.scenario_format import scenario_from_dict
 from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
@@ -32,7 +32,7 @@ def _ids(answer: Any, what: str) -> set[int]:
         )
     if isinstance(answer, Mapping):
         raise Wrong(f"give {what} as a set of ids, e.g. {{8, 9}}, not a dict")
-    return {whole(item, f"each id in {what}") for item in answer}
+    return set(learner_items(answer, what, lambda i: whole(i, f"each id in {what}"), noun="ids"))
 
 
 # --- lesson 02: the frontier as one SQL query, for a log with more statuses ----------------

@@ -25,6 +25,7 @@ from labkit.exercises.kit import (
     Wrong,
     by_label,
     learner_calls,
+    learner_items,
     listing,
     shown,
     whole,
@@ -355,6 +356,9 @@ crash_verdicts_ex = Exercise(
 HOST_SKEWS: dict[int, float] = {rid: -10.0 for rid in range(1, 40, 2)}
 
 
+MOST_STEPS = 20  # a counterexample needs far fewer
+
+
 def _steps(answer: Any, what: str = "the schedule") -> list[str]:
     """A schedule as a list of step texts: a list or tuple of strings or `Step`s, or one string
     with the steps separated by ';' as `format_schedule` prints them (',' or new lines too: no
@@ -371,11 +375,12 @@ def _steps(answer: Any, what: str = "the schedule") -> list[str]:
             f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
             f"{type(answer).__name__}"
         )
-    if not answer:
-        raise Wrong(f"{what} is empty")
-    if len(answer) > 20:
+    if type(answer) in (list, tuple) and len(answer) > MOST_STEPS:
         raise Wrong(f"{what} has {len(answer)} steps; a counterexample needs far fewer")
-    return [str(s) for s in answer]
+    steps = learner_items(answer, what, str, most=MOST_STEPS, noun="steps")
+    if not steps:
+        raise Wrong(f"{what} is empty")
+    return steps
 
 
 def _play(design: str, steps: list[str], **kwargs: Any) -> ScheduleResult:

@@ -41,7 +41,7 @@ import labkit.pg.ballots as pb
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
-from labkit.exercises.kit import Exercise, Wrong, by_label, listing, shown, whole
+from labkit.exercises.kit import Exercise, Wrong, by_label, learner_items, listing, shown, whole
 
 STATEMENT_MS = pw.STATEMENT_MS
 LOCK_MS = pw.LOCK_MS
@@ -335,7 +335,8 @@ def _id_set(value: Any, label: str) -> set[int]:
             f"{label}: give a set of row ids, e.g. {{6, 9}} (or set() for none); "
             f"{shown(value)} is a {type(value).__name__}"
         )
-    return {whole(item, f"{label}: each id") for item in value}
+    each = f"{label}: each id"
+    return set(learner_items(value, f"the set for {label}", lambda i: whole(i, each), noun="ids"))
 
 
 def _orphan_parts(answer: Any) -> dict[str, set[int]]:

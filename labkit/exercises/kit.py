@@ -3,13 +3,15 @@
 Each exercise checks a learner's answer by running it against real labkit code (SQLite, the
 simulator). Only the learner's own code is guarded (`learner_call` and `learner_calls` here,
 `sandbox` for their SQL), and it runs behind walls enforced from outside (`walls`: a child
-process killed at its time limit, capped in memory): an error anywhere else in a checker is a
-labkit bug and surfaces as one.
+process killed at its time limit, capped in memory, with every process it started); a
+collection answer is read there too (`learner_items`), so nothing endless reaches a checker.
+An error anywhere else in a checker is a labkit bug and surfaces as one.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -124,6 +126,71 @@ def learner_calls(func: Callable[..., Any], arg_sets: Iterable[tuple[Any, ...]])
     return [Call(value, tuple(kept or ()), error) for value, kept, error in answers]
 
 
+MOST_ITEMS = 100  # a collection answer is read this far: a set of ids, a list of steps
+_PLAIN = (type(None), bool, int, float, str, bytes)
+
+
+def learner_items(
+    value: Any,
+    what: str,
+    convert: Callable[[Any], Any],
+    most: int = MOST_ITEMS,
+    noun: str = "items",
+) -> list[Any]:
+    """The items of the learner's collection `value`, each through `convert` (which may raise
+    `Wrong`), as a list; more than `most` of them (an endless iterator too) is `Wrong`.
+
+    A list, tuple, set or frozenset of plain values is read here: nothing of the learner's can
+    run. Anything else (a generator, a NumPy array, a pandas Series, the learner's own class)
+    is read in a walled child, `most + 1` items at most, and comes back as plain data, so
+    nothing endless is consumed and no learner code runs in the checking process.
+    """
+    if type(value) in (list, tuple, set, frozenset) and all(type(v) in _PLAIN for v in value):
+        items = [convert(v) for v in value]
+    else:
+        items = _items_walled(value, what, convert, most)
+    if len(items) > most:
+        raise Wrong(
+            f"more than {most:,} {noun} in {what}, more than any answer here needs "
+            "(an endless iterator?)"
+        )
+    return items
+
+
+def _items_walled(value: Any, what: str, convert: Callable[[Any], Any], most: int) -> list[Any]:
+    """`learner_items` for a collection that is not plain: its first `most + 1` items read
+    and converted in a walled child."""
+
+    def task() -> list[Any]:
+        got = []
+        for item in itertools.islice(value, most + 1):
+            try:
+                got.append(convert(item))
+            except Wrong as exc:
+                return ["wrong", str(exc)]
+        return ["ok", got]
+
+    try:
+        kind, body = walls.run_walled(task)
+    except walls.Raised as exc:
+        raise Wrong(f"reading {what} raised {exc}") from None
+    except walls.Stopped as exc:
+        raise Wrong(f"reading {what} {exc}") from None
+    if kind == "wrong":
+        raise Wrong(body)
+    return body
+
+
+class _Items:
+    """A mapping's items, asked for only when iterated (in the walled child)."""
+
+    def __init__(self, mapping: Mapping[Any, Any]) -> None:
+        self.mapping = mapping
+
+    def __iter__(self) -> Any:
+        return iter(self.mapping.items())
+
+
 SHOWN_CHARS = 80
 
 
@@ -166,14 +233,33 @@ def label_key(key: Any) -> str:
 
 def by_label(answer: Mapping[Any, Any]) -> dict[str, Any]:
     """The learner's dict with its labels in the questions' form ('a' -> 'A'); `Wrong` if two
-    keys name the same label."""
+    keys name the same label. A mapping that is not a dict is read in a walled child
+    (`learner_items`), and its values must then be plain data."""
+    if isinstance(answer, dict):
+        pairs = list(dict.items(answer))  # a dict subclass's own items() is never called
+    else:
+        pairs = learner_items(_Items(answer), "your dict", _plain_pair, noun="entries")
     out: dict[str, Any] = {}
-    for key, value in answer.items():
+    for key, value in pairs:
         label = label_key(key)
         if label in out:
             raise Wrong(f"label {label} is given twice; give each label once")
         out[label] = value
     return out
+
+
+def _plain_pair(pair: Any) -> tuple[str, Any]:
+    """In the walled child: one entry of a mapping that is not a dict, as (label, value),
+    the value plain data that can cross the wall."""
+    key, value = pair
+    try:
+        walls.encode(value)
+    except (TypeError, RecursionError):
+        raise Wrong(
+            f"give a plain dict: the value for {label_key(key)} is a {type(value).__name__}, "
+            "which a check reads only from a dict; dict(yours) makes one"
+        ) from None
+    return label_key(key), value
 
 
 def _forms(word: str) -> set[str]:

@@ -1,9 +1,9 @@
 """Walls enforced from outside: a learner's code runs in a child process that is killed at its
-time limit and cannot grow past its memory limit.
+time limit, cannot grow past its memory limit, and takes every process it started with it.
 
 A check asks, it does not trust: the child is forked (so it shares nothing it can damage and a
 function defined in a notebook needs no pickling), its answer comes back through a pipe, and
-the parent kills the child `seconds + GRACE_S` after it began, whatever it is waiting for (no
+the parent ends the wall `seconds + GRACE_S` after it began, whatever it is waiting for (no
 read blocks past that deadline, so half a message cannot hold the parent). One slow call that
 SQLite or Python cannot interrupt therefore ends within a fraction of a second of the cap, and
 an answer counts only if the child then exits cleanly within the limit.
@@ -12,19 +12,46 @@ charged for a busy machine's slow fork; a child that is not ready within `READY_
 too, so nothing runs longer than `READY_S + seconds + GRACE_S`. Capping and the ready signal
 happen in a fork hook registered when this module is imported, so fork hooks registered later
 (the learner's own included) run capped and on the learner's clock.
-Where a platform cannot fork (Windows), the code runs in-process with only the soft limits the
-caller sets itself (SQLite's progress handler); the README says so.
+
+Every process the learner's code starts ends with the wall. The child is two processes: a
+supervisor that runs no learner code, in a session of its own (`setsid`) and, on Linux, a child
+subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`); and below it the learner's process, which dies
+with it (`PR_SET_PDEATHSIG`). Whatever a descendant does (its parent exits, it calls `setsid()`
+and forks again), Linux hands an orphan to its nearest living subreaper ancestor, never past
+it, so all the learner's processes stay below the supervisor. When the wall ends (an answer, a
+time limit, an error, an exception in the checker), the supervisor kills them all (found in
+/proc by parent pid, again until none is left) and exits; the checker then kills the process
+group, and if the supervisor has not exited within `GRACE_S` (stopped, say), kills the
+supervisor's descendants itself. Why this: a process group or session is left by `setsid()`; a
+list of descendants (psutil's) loses a double-forked orphan once init adopts it; a cgroup needs
+rights a notebook seldom has. `RLIMIT_NPROC` caps the learner's user at the processes and
+threads it has plus `PROCESSES`, so a fork bomb stops; Linux does not enforce it for root, and
+the kill does not rely on it.
+
+The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
+checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
+
+What the walls do not do: they protect the machine and the notebook, not a learner's check from
+that learner. Code in the child can find the answer pipe and write its own "ok" (a forged
+answer), which fools only the learner's own check; and a process of the learner's that kills
+the supervisor (same user) and then leaves the session outlives the wall, as a process started
+from a notebook cell would. Elsewhere than Linux there is no subreaper: the process group is
+killed, a process that left it is not. Where a platform cannot fork (Windows), the code runs
+in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
+output capped; the README says so.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import contextlib
 import io
 import json
 import multiprocessing
 import os
+import select
 import struct
 import sys
 import threading
@@ -32,12 +59,14 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 SECONDS = 2.0
 GRACE_S = 0.5
 READY_S = 30.0  # a fork on a loaded machine takes a fraction of a second; this is the outer cap
 MEMORY_BYTES = 512 * 2**20
+OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted, not shown
+PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
 T = TypeVar("T")
 
 
@@ -84,134 +113,41 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
 
     Raises `Raised` if the task raised, `TimeLimit` after `seconds` counted from the child's
     ready signal (the child is killed at `seconds + GRACE_S`, not asked), `MemoryLimit`,
-    `Crashed`, or `NotStarted` (not ready within `READY_S`). Whatever the task printed is
-    printed here. The value comes back as data, never as objects: only None, bool, int, float,
-    str, bytes, and lists, tuples and dicts of them (exact types, no subclasses), sent as JSON,
-    so nothing the learner's code made runs in this process (`Raised` names anything else).
+    `Crashed`, or `NotStarted` (not ready within `READY_S`). Every process the task started is
+    killed before this returns or raises. What they printed is printed here: the first
+    `OUTPUT_BYTES`, then one line counting the rest. The value comes back as data, never as
+    objects: only None, bool, int, float, str, bytes, and lists, tuples, sets and dicts of
+    them (exact types, no subclasses), sent as JSON, so nothing the learner's code made runs in this
+    process (`Raised` names anything else).
     """
     if not can_fork():
-        return _answer(_attempt(task), seconds)
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, task), daemon=True)
-    with _forking(send, memory), warnings.catch_warnings():
-        # Python 3.12+ warns that fork in a threaded process can deadlock; the child runs no lock
-        warnings.simplefilter("ignore", DeprecationWarning)
-        child.start()
-    send.close()
+        output = _Output()
+        message = _attempt(task, output)
+        output.show()
+        return _answer(message)
+    wall = _Wall(task, seconds, memory)
     try:
-        if _receive(receive, child, len(READY), time.monotonic() + READY_S) is None:
+        if wall.receive(len(READY), time.monotonic() + READY_S) is None:
             raise NotStarted(
                 f"was not ready within {READY_S:g} s (the machine is too busy), so it was stopped"
             )
-        start = time.monotonic()  # the learner's clock starts now
-        deadline = start + seconds + GRACE_S
-        raw = _receive(receive, child, MAX_ANSWER_BYTES, deadline)
-        code = _exit_code(child, deadline)  # an answer counts once the child has exited
+        deadline = time.monotonic() + seconds + GRACE_S  # the learner's clock starts now
+        raw = wall.receive(MAX_ANSWER_BYTES, deadline)
+        code = wall.exit_code(deadline)  # an answer counts once the child has exited
         if raw is None or code is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
         if code != 0:
             raise Crashed(f"stopped after its answer (exit code {code})")
         message = _read_answer(raw)
     finally:
-        _stop(child)
-        receive.close()
-    return _answer(message, seconds, time.monotonic() - start)
+        wall.end()
+        wall.output.show()
+    return _answer(message)
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
-_pending: tuple[int, Any, int] | None = None  # (forking thread, send end, memory) for the hook
-_forking_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _forking(send: Any, memory: int) -> Iterator[None]:
-    """Tell the fork hook that the fork about to happen from this thread is a walled child."""
-    global _pending
-    with _forking_lock:
-        _pending = (threading.get_ident(), send, memory)
-        try:
-            yield
-        finally:
-            _pending = None
-
-
-def _after_fork_in_child() -> None:
-    """In every forked child, before later-registered fork hooks: a walled child silences its
-    streams, caps its memory and says it is ready; any other child is left alone."""
-    global _pending
-    pending, _pending = _pending, None
-    if pending is None or pending[0] != threading.get_ident():
-        return
-    _, send, memory = pending
-    try:
-        sys.stdout = sys.stderr = io.StringIO()  # never write into the parent's kernel streams
-        _cap_memory(memory)
-        _send(send, READY)
-    except BaseException:  # noqa: BLE001 - an uncapped child must not run the task
-        os._exit(70)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _receive(receive: Any, child: Any, most: int, deadline: float) -> bytes | None:
-    """The child's next message, or None if it is not all there by `deadline` (the child is
-    then killed); `Crashed` if it died first, `Raised` if the message is cut short or longer
-    than `most` bytes (the child is killed). No read blocks past `deadline`."""
-    try:
-        header = _read_exactly(receive, _HEADER.size, deadline)
-        if header is None:
-            child.kill()
-            return None
-        (size,) = _HEADER.unpack(header)
-        if size > most:
-            raise ValueError(f"longer than {most // 2**20} MB")
-        try:
-            message = _read_exactly(receive, size, deadline)
-        except EOFError:
-            raise ValueError("cut short") from None
-        if message is None:
-            child.kill()
-        return message
-    except (EOFError, ValueError) as exc:
-        _stop(child)
-        if isinstance(exc, EOFError):
-            raise Crashed(f"stopped without an answer (exit code {child.exitcode})") from None
-        problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
-        raise Raised("TypeError", problem) from None
-
-
-def _exit_code(child: Any, until: float) -> int | None:
-    """The child's exit code once it has exited, or None at `until`. The code is polled, not
-    joined: a grandchild may hold the child's exit sentinel open."""
-    while child.exitcode is None and time.monotonic() < until:
-        time.sleep(0.002)
-    return child.exitcode
-
-
-def _stop(child: Any) -> None:
-    """Kill the child (a no-op once it has exited) and reap it, waiting `GRACE_S` at most."""
-    child.kill()
-    _exit_code(child, time.monotonic() + GRACE_S)
-    child.join(0)
-
-
 _HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
-
-
-def _read_exactly(receive: Any, size: int, deadline: float) -> bytes | None:
-    """`size` bytes from the pipe, or None at `deadline`; `EOFError` if it closed before any,
-    `ValueError` if it closed part way."""
-    got = bytearray()
-    while len(got) < size:
-        if not receive.poll(max(0.0, deadline - time.monotonic())):
-            return None
-        chunk = os.read(receive.fileno(), min(size - len(got), 2**20))
-        if not chunk:
-            raise ValueError("cut short") if got else EOFError
-        got += chunk
-    return bytes(got)
+MAX_ANSWER_BYTES = 256 * 2**20
 
 
 def _send(send: Any, data: bytes) -> None:
@@ -221,10 +157,53 @@ def _send(send: Any, data: bytes) -> None:
         view = view[os.write(send.fileno(), view) :]
 
 
-def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0) -> Any:
-    kind, payload, printed = message
-    if printed:
-        print(printed, end="")
+class _Output:
+    """The learner's output as the checker keeps it: the first `OUTPUT_BYTES`, and a count of
+    the bytes after them."""
+
+    def __init__(self) -> None:
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        take = max(0, min(OUTPUT_BYTES - len(self.kept), len(data)))
+        self.kept += data[:take]
+        self.dropped += len(data) - take
+
+    def show(self) -> None:
+        """Print what was kept, then one line naming how many bytes were dropped; once."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(bytes(self.kept), final=not self.dropped)
+        dropped = self.dropped + len(decoder.getstate()[0])  # a character cut at the limit
+        self.kept, self.dropped = bytearray(), 0
+        if dropped:
+            text += "" if not text or text.endswith("\n") else "\n"
+            text += (
+                f"[{dropped:,} more bytes of output were dropped: a check shows the first "
+                f"{OUTPUT_BYTES // 1024} kB]\n"
+            )
+        if text:
+            print(text, end="")
+
+
+class _Sink(io.TextIOBase):
+    """A text stream into an `_Output`, for the in-process fallback (no fork)."""
+
+    def __init__(self, output: _Output) -> None:
+        self.output = output
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.output.add(text.encode("utf-8", "backslashreplace"))
+        return len(text)
+
+
+def _answer(message: tuple[str, Any]) -> Any:
+    kind, payload = message
     if kind == "ok":
         return payload
     if kind == "memory":
@@ -234,26 +213,28 @@ def _answer(message: tuple[str, Any, str], seconds: float, elapsed: float = 0.0)
     raise Raised(*payload)
 
 
-def _attempt(task: Callable[[], Any]) -> tuple[str, Any, str]:
-    """Run `task` with its output captured: ("ok", value | "raised", (type, message) |
-    "memory", None, printed text)."""
-    out = io.StringIO()
+def _attempt(task: Callable[[], Any], output: _Output | None = None) -> tuple[str, Any]:
+    """Run `task`: ("ok", value) | ("raised", (type, message)) | ("memory", None). With
+    `output`, what it prints goes there (in-process); a walled child prints into its pipe."""
+    capture: Any = contextlib.nullcontext()
+    if output is not None:
+        sink = _Sink(output)
+        capture = contextlib.ExitStack()
+        capture.enter_context(contextlib.redirect_stdout(sink))
+        capture.enter_context(contextlib.redirect_stderr(sink))
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        with capture:
             value = task()
-        return "ok", value, out.getvalue()
+        return "ok", value
     except MemoryError:
-        return "memory", None, out.getvalue()
+        return "memory", None
     except BaseException as exc:  # noqa: BLE001 - the learner's exception, whatever it is
-        return "raised", (type(exc).__name__, str(exc)), out.getvalue()
-
-
-MAX_ANSWER_BYTES = 256 * 2**20
+        return "raised", (type(exc).__name__, str(exc))
 
 
 def encode(value: Any) -> Any:
-    """`value` as JSON-ready data, tagging what JSON lacks (tuples, bytes, dicts with other
-    keys); `TypeError` naming anything that is not plain data (subclasses included)."""
+    """`value` as JSON-ready data, tagging what JSON lacks (tuples, bytes, sets, dicts with
+    other keys); `TypeError` naming anything that is not plain data (subclasses included)."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
@@ -265,6 +246,8 @@ def encode(value: Any) -> Any:
         return {"b": base64.b64encode(value).decode("ascii")}
     if kind is dict:
         return {"d": [[encode(k), encode(v)] for k, v in value.items()]}
+    if kind in (set, frozenset):
+        return {"s" if kind is set else "f": [encode(v) for v in value]}
     raise TypeError(f"a {kind.__name__}, not plain data")
 
 
@@ -278,30 +261,39 @@ def decode(data: Any) -> Any:
             return tuple(decode(v) for v in body)
         if tag == "b":
             return base64.b64decode(body)
+        if tag in ("s", "f"):
+            return (set if tag == "s" else frozenset)(decode(v) for v in body)
         return {decode(k): decode(v) for k, v in body}
     return data
 
 
-def _read_answer(raw: bytes) -> tuple[str, Any, str]:
+def _read_answer(raw: bytes) -> tuple[str, Any]:
     """The child's message, decoded as data; a malformed one is the child's failure."""
     try:
-        kind, payload, printed = json.loads(raw)
-        return str(kind), decode(payload), str(printed)
+        kind, payload = json.loads(raw)
+        return str(kind), decode(payload)
     except (ValueError, TypeError, KeyError, RecursionError, binascii.Error) as exc:
-        return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})"), ""
+        return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})")
 
 
-def _child(send: Any, task: Callable[[], Any]) -> None:
-    """In the forked child, already capped and ready (`_after_fork_in_child`): run the task,
-    send one message, exit at once."""
-    kind, value, printed = _attempt(task)
+def _child(send: Any, task: Callable[[], Any]) -> NoReturn:
+    """In the learner's process, capped and ready (`_become_learner`): run the task, send one
+    message, exit at once."""
     try:
-        raw = json.dumps([kind, encode(value), printed]).encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = f"returned {exc}, which cannot be passed back to the checker; return plain data"
-        raw = json.dumps(["raised", {"t": ["TypeError", problem]}, printed]).encode("utf-8")
-    _send(send, raw)
-    os._exit(0)
+        kind, value = _attempt(task)
+        try:
+            raw = json.dumps([kind, encode(value)]).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = (
+                f"returned {exc}, which cannot be passed back to the checker; return plain data"
+            )
+            raw = json.dumps(["raised", {"t": ["TypeError", problem]}]).encode("utf-8")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        _send(send, raw)
+    finally:
+        os._exit(0)
 
 
 def _cap_memory(extra: int) -> None:
@@ -313,3 +305,433 @@ def _cap_memory(extra: int) -> None:
         with open("/proc/self/statm", encoding="ascii") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+
+
+@dataclass
+class _Pending:
+    """What the fork hook needs to make the child a wall: the forking thread, the task and its
+    limits, the child's ends of the pipes (answer, output, stop), the parent's ends to close."""
+
+    thread: int
+    task: Callable[[], Any]
+    seconds: float
+    memory: int
+    send: Any
+    out_w: int
+    stop_r: int
+    parents_ends: tuple[int, ...]
+    processes: int | None = None
+
+
+_pending: _Pending | None = None  # set around the checker's fork, read by the fork hook
+_learner = False  # True in the learner's process once the fork hook has made it one
+_forking_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _forking(pending: _Pending) -> Iterator[None]:
+    """Tell the fork hook that the fork about to happen from this thread is a walled child."""
+    global _pending
+    with _forking_lock:
+        _pending = pending
+        try:
+            yield
+        finally:
+            _pending = None
+
+
+if os.name == "posix":
+    import ctypes
+    import resource
+    import signal
+
+    # fork() without Python's fork hooks, for the supervisor (one thread, runs no learner
+    # code): the learner's process then runs the hooks the supervisor skipped, once, capped
+    _libc = ctypes.PyDLL(None, use_errno=True)
+    _libc.fork.restype = ctypes.c_int
+    _libc.fork.argtypes = []
+
+    class _Wall:
+        """The checker's side of one walled child: the supervisor's pid, the answer pipe, the
+        output pipe (drained into `output` while it waits) and the stop pipe."""
+
+        def __init__(self, task: Callable[[], Any], seconds: float, memory: int) -> None:
+            self.answers, send = multiprocessing.Pipe(duplex=False)
+            out_r, out_w = os.pipe()
+            stop_r, self.stop = os.pipe()
+            os.set_blocking(out_r, False)
+            self.out: int | None = out_r
+            self.output = _Output()
+            self.code: int | None = None  # the supervisor's exit code, once it has exited
+            self.reaped = False
+            ends = (self.answers.fileno(), out_r, self.stop)
+            pending = _Pending(
+                threading.get_ident(), task, seconds, memory, send, out_w, stop_r, ends
+            )
+            try:
+                with _forking(pending), warnings.catch_warnings():
+                    # Python 3.12+ warns that fork in a threaded process can deadlock; the
+                    # child runs no lock
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+                if pid == 0:  # the learner's process, after every later fork hook ran in it
+                    if not _learner:
+                        os._exit(70)
+                    _child(send, task)
+            except BaseException:
+                self.answers.close()
+                os.close(out_r)
+                os.close(self.stop)
+                raise
+            finally:
+                send.close()
+                os.close(out_w)
+                os.close(stop_r)
+            self.pid = pid
+            self.pidfd = _pidfd(pid)
+
+        def receive(self, most: int, deadline: float) -> bytes | None:
+            """The child's next message, or None if it is not all there by `deadline`;
+            `Crashed` if the child's processes all ended first, `Raised` if the message is
+            cut short or longer than `most` bytes. No read blocks past `deadline`."""
+            try:
+                header = self._read(_HEADER.size, deadline)
+                if header is None:
+                    return None
+                (size,) = _HEADER.unpack(header)
+                if size > most:
+                    raise ValueError(f"longer than {most // 2**20} MB")
+                try:
+                    return self._read(size, deadline)
+                except EOFError:
+                    raise ValueError("cut short") from None
+            except EOFError:
+                code = self.exit_code(time.monotonic() + GRACE_S)
+                raise Crashed(f"stopped without an answer (exit code {code})") from None
+            except ValueError as exc:
+                problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
+                raise Raised("TypeError", problem) from None
+
+        def _read(self, size: int, deadline: float) -> bytes | None:
+            """`size` bytes from the answer pipe, or None at `deadline`; `EOFError` if it
+            closed before any, `ValueError` if it closed part way."""
+            got = bytearray()
+            fd = self.answers.fileno()
+            while len(got) < size:
+                if not self._wait(fd, deadline):
+                    return None
+                chunk = os.read(fd, min(size - len(got), 2**20))
+                if not chunk:
+                    raise ValueError("cut short") if got else EOFError
+                got += chunk
+            return bytes(got)
+
+        def _wait(self, fd: int | None, deadline: float) -> bool:
+            """True once `fd` is readable, False at `deadline`; the output is drained
+            meanwhile (a child must never block on a full output pipe)."""
+            poller = select.poll()
+            if fd is not None:
+                poller.register(fd, select.POLLIN)
+            out = self.out
+            if out is not None:
+                poller.register(out, select.POLLIN)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ready = {f for f, _ in poller.poll(left * 1000)}
+                if out is not None and out in ready and not self._drain(0.01):
+                    poller.unregister(out)
+                    out = None
+                if fd is not None and fd in ready:
+                    return True
+
+        def _drain(self, seconds: float) -> bool:
+            """Read what the output pipe holds, for at most `seconds`; False once it is
+            closed (every process that could write to it has ended)."""
+            if self.out is None:
+                return False
+            until = time.monotonic() + seconds
+            while time.monotonic() < until:
+                try:
+                    chunk = os.read(self.out, 2**16)
+                except BlockingIOError:
+                    return True
+                if not chunk:
+                    os.close(self.out)
+                    self.out = None
+                    return False
+                self.output.add(chunk)
+            return True
+
+        def exit_code(self, until: float) -> int | None:
+            """The supervisor's exit code once it has exited (it is not reaped, so its pid
+            stays its process group's), or None at `until`."""
+            while self.code is None:
+                self._poll_exit()
+                now = time.monotonic()
+                if self.code is not None or now >= until:
+                    break
+                pause = 1.0 if self.pidfd is not None else 0.002
+                self._wait(self.pidfd, min(until, now + pause))
+            return self.code
+
+        def _poll_exit(self) -> None:
+            if hasattr(os, "waitid"):
+                flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+                try:
+                    info = os.waitid(os.P_PID, self.pid, flags)
+                except ChildProcessError:
+                    return
+                if info is not None and info.si_pid == self.pid:
+                    exited = info.si_code == os.CLD_EXITED
+                    self.code = info.si_status if exited else -info.si_status
+            else:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.reaped, self.code = True, os.waitstatus_to_exitcode(status)
+
+        def end(self) -> None:
+            """End the wall on every path: ask the supervisor to kill every process below
+            it; whatever it did, kill the process group, and the supervisor's descendants if
+            it has not exited within `GRACE_S`; reap it; take the rest of the output."""
+            with contextlib.suppress(OSError):
+                os.write(self.stop, b"x")
+            os.close(self.stop)
+            if self.exit_code(time.monotonic() + GRACE_S) is None:
+                _kill_below(self.pid, time.monotonic() + GRACE_S)
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+            until = time.monotonic() + GRACE_S
+            while not self.reaped:
+                try:
+                    self.reaped = os.waitpid(self.pid, os.WNOHANG)[0] != 0
+                except ChildProcessError:
+                    self.reaped = True
+                if not self.reaped and time.monotonic() > until:
+                    break  # stuck in the kernel; init reaps it after this process
+                time.sleep(0 if self.reaped else 0.002)
+            self._drain(GRACE_S)
+            for fd in (self.out, self.pidfd):
+                if fd is not None:
+                    os.close(fd)
+            self.out = self.pidfd = None
+            self.answers.close()
+
+    def _pidfd(pid: int) -> int | None:
+        """A descriptor that turns readable when process `pid` exits (Linux 5.3+), or None."""
+        if hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):
+                return os.pidfd_open(pid)
+        return None
+
+    def _after_fork_in_child() -> None:
+        """In every forked child, before later-registered fork hooks: the checker's walled
+        fork becomes the supervisor, which never returns from here, and the learner's process
+        below it, which returns capped and ready; any other child is left alone."""
+        global _pending, _learner
+        pending, _pending = _pending, None
+        if pending is None or pending.thread != threading.get_ident():
+            return
+        try:
+            learner = _become_supervisor(pending)
+            if learner == 0:
+                _become_learner(pending)
+                _learner = True
+                return
+        except BaseException:  # noqa: BLE001 - an unwalled child must not run the task
+            os._exit(70)
+        _supervise(learner, pending)
+
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+    def _become_supervisor(p: _Pending) -> int:
+        """In the checker's child: a session of its own, a subreaper, no core dumps; then the
+        learner's process forked below it. Returns its pid here, 0 in the learner's process."""
+        for fd in p.parents_ends:
+            os.close(fd)
+        with contextlib.suppress(ValueError):
+            signal.set_wakeup_fd(-1)  # a signal here must not wake the checker's event loop
+        os.setsid()
+        _become_subreaper()
+        _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, hard))  # a mirrored crash dumps no core
+        p.processes = _process_limit()
+        pid = _libc.fork()
+        if pid < 0:
+            raise OSError(ctypes.get_errno(), "fork failed")
+        return pid
+
+    def _become_learner(p: _Pending) -> None:
+        """In the learner's process: dies with the supervisor; stdin empty, stdout and stderr
+        into the output pipe; processes and memory capped; then says it is ready."""
+        os.close(p.stop_r)
+        _die_with(os.getppid())
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(p.out_w, 1)
+        os.dup2(p.out_w, 2)
+        if p.out_w > 2:
+            os.close(p.out_w)
+        sys.stdin = io.StringIO()
+        sys.stdout = sys.stderr = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+        )
+        if p.processes is not None:
+            _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+            cap = p.processes if hard == resource.RLIM_INFINITY else min(p.processes, hard)
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+        _cap_memory(p.memory)
+        _send(p.send, READY)
+
+    def _supervise(learner: int, p: _Pending) -> NoReturn:
+        """In the supervisor: wait until the learner's process ends, the checker says stop or
+        goes, or the outer deadline passes; kill every process below; exit as the learner's
+        process did (killed, if it had to be)."""
+        status = None
+        try:
+            p.send.close()
+            os.close(p.out_w)
+            outer = time.monotonic() + READY_S + p.seconds + 2 * GRACE_S
+            status = _watch(learner, p.stop_r, outer)
+            if status is None:
+                os.kill(learner, signal.SIGKILL)
+            _kill_below(os.getpid(), time.monotonic() + GRACE_S)
+        except BaseException:  # noqa: BLE001 - the supervisor must reach its exit
+            with contextlib.suppress(OSError):
+                os.kill(learner, signal.SIGKILL)
+        _exit_as(status)
+
+    def _watch(learner: int, stop_r: int, until: float) -> int | None:
+        """The learner's wait status once it exits, or None when the checker says stop, the
+        checker is gone (the supervisor was re-parented) or `until` passes."""
+        pidfd = _pidfd(learner)
+        poller = select.poll()
+        poller.register(stop_r, select.POLLIN)
+        if pidfd is not None:
+            poller.register(pidfd, select.POLLIN)
+        checker = os.getppid()
+        while True:
+            pid, status = os.waitpid(learner, os.WNOHANG)
+            if pid:
+                return status
+            if time.monotonic() > until or os.getppid() != checker:
+                return None
+            ready = {fd for fd, _ in poller.poll(250 if pidfd is not None else 5)}
+            if stop_r in ready:
+                pid, status = os.waitpid(learner, os.WNOHANG)
+                return status if pid else None
+
+    def _exit_as(status: int | None) -> NoReturn:
+        """Exit as a process with wait `status` did (exit code, or killed by its signal)."""
+        if status is not None and os.WIFEXITED(status):
+            os._exit(os.WEXITSTATUS(status))
+        sig = int(signal.SIGKILL)
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+
+    def _kill_below(root: int, until: float) -> None:
+        """SIGKILL every process below `root`, again until none is left or `until` passes. The
+        supervisor (`root` is this process) reaps them too, and is done at once when it has no
+        child: a subreaper with no child has no descendant."""
+        mine = root == os.getpid()
+        while True:
+            if mine and not _reap_children():
+                return  # all dead and reaped: none is left a zombie for init
+            below = _descendants(root)
+            for pid in below:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if (not below and not mine) or time.monotonic() > until:
+                return
+            time.sleep(0.001)
+
+    def _reap_children() -> bool:
+        """Reap every child that has exited; False if this process has no child left."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+
+    if sys.platform.startswith("linux"):
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        _prctl.restype = ctypes.c_int
+        _prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+        def _become_subreaper() -> None:
+            """Orphans below this process are re-parented to it, not to init (Linux 3.4+)."""
+            if _prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+        def _die_with(parent: int) -> None:
+            """This process is killed when `parent` (its parent now) exits."""
+            if _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+            if os.getppid() != parent:  # it exited before the call
+                os._exit(70)
+
+        def _descendants(root: int) -> list[int]:
+            """The live processes below `root` (zombies left out), from /proc's parent pids."""
+            children: dict[int, list[tuple[int, bytes]]] = {}
+            for name in os.listdir("/proc"):
+                if not name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as stat:
+                        data = stat.read()
+                except OSError:
+                    continue
+                state, ppid = data[data.rfind(b")") + 2 :].split()[:2]
+                children.setdefault(int(ppid), []).append((int(name), state))
+            found, todo = [], [root]
+            while todo:
+                for pid, state in children.get(todo.pop(), ()):
+                    todo.append(pid)
+                    if state not in (b"Z", b"X"):
+                        found.append(pid)
+            return found
+
+        def _process_limit() -> int | None:
+            """RLIMIT_NPROC for the learner: the processes and threads its user has now plus
+            `PROCESSES`; None for root, for whom Linux does not enforce it."""
+            uid = os.getuid()
+            if uid == 0:
+                return None
+            count = 0
+            for name in os.listdir("/proc"):
+                if not name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{name}/status", "rb") as status:
+                        fields = dict(line.split(b":", 1) for line in status.read().splitlines())
+                    if int(fields[b"Uid"].split()[0]) == uid:
+                        count += int(fields[b"Threads"])
+                except (OSError, KeyError, ValueError):
+                    continue
+            return count + PROCESSES
+
+    else:  # other POSIX systems: no subreaper; the process group is what is killed
+
+        def _become_subreaper() -> None:
+            pass
+
+        def _die_with(parent: int) -> None:
+            pass
+
+        def _descendants(root: int) -> list[int]:
+            return []
+
+        def _process_limit() -> int | None:
+            return None

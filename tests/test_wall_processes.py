@@ -1,0 +1,304 @@
+"""The walls end every process a learner's code starts, cap what it prints, and read an
+answer's items with a bound in the walled child (issue 35).
+
+Each test here failed against the walls before: forked processes outlived the check (one
+wrote its file a second after the check returned), 100 MB of print came back whole, and an
+endless iterator was consumed in the checking process. The supervisor-stopping test guards
+the checker's own fallback kill.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from worked_answers import VERDICTS
+
+from labkit import exercises as exs
+from labkit.exercises import walls
+
+pytestmark = [
+    pytest.mark.skipif(not walls.can_fork(), reason="the walls need fork (POSIX)"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
+LOOSE_S = 15.0  # far above what the walls allow; only a check that never returns exceeds it
+LATE_S = 0.5  # a forked process's sleep before it writes its late file
+
+
+def _me() -> str:
+    """In a forked process: its pid and start time, so a reused pid is not mistaken for it."""
+    with open(f"/proc/{os.getpid()}/stat") as stat:
+        return f"{os.getpid()} {stat.read().rsplit(')', 1)[1].split()[19]}"
+
+
+def _alive(record: str) -> bool:
+    """Whether the process `_me()` described still runs (a zombie has ended)."""
+    pid, start = record.split()
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[19] == start and fields[0] not in ("Z", "X")
+
+
+def _sleeper(folder: Path, k: int, setsid: bool, sleep: float = LATE_S) -> None:
+    """In a forked process: (optionally leave the session and fork again, as a daemon does,)
+    say it started, sleep, then write a late file holding the time; never returns."""
+    try:
+        if setsid:
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+        (folder / f"started-{k}").write_text(_me())
+        time.sleep(sleep)
+        (folder / f"late-{k}").write_text(str(time.monotonic()))
+    finally:
+        os._exit(0)
+
+
+def _written_after(folder: Path, returned: float, sleep: float = LATE_S) -> list[float]:
+    """The times of the late files written after the check returned, once every sleeper
+    would have written its own (a late file written while the wall stood is allowed)."""
+    time.sleep(max(0.0, returned + sleep + 0.3 - time.monotonic()))
+    return [t for t in (float(p.read_text()) for p in folder.glob("late-*")) if t > returned]
+
+
+def _await_files(folder: Path, pattern: str, n: int) -> None:
+    until = time.monotonic() + LOOSE_S
+    while len(list(folder.glob(pattern))) < n and time.monotonic() < until:
+        time.sleep(0.005)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("setsid", "n"),
+    [(False, 1), (True, 1), (False, 8), (True, 8)],
+    ids=["fork", "fork-setsid", "fork-8", "fork-8-setsid"],
+)
+def test_every_process_an_answer_forks_ends_with_the_check(
+    tmp_path: Path, setsid: bool, n: int
+) -> None:
+    def answer() -> str:
+        for k in range(n):
+            if os.fork() == 0:
+                _sleeper(tmp_path, k, setsid)
+        _await_files(tmp_path, "started-*", n)
+        return "answered"
+
+    assert walls.run_walled(answer, seconds=LOOSE_S) == "answered"
+    returned = time.monotonic()
+    records = [p.read_text() for p in tmp_path.glob("started-*")]
+    assert len(records) == n
+    assert [r for r in records if _alive(r)] == []  # ended before the check returned
+    assert _written_after(tmp_path, returned) == []
+
+
+@pytest.mark.slow
+def test_a_supervisor_stopped_by_the_answer_does_not_keep_its_processes(tmp_path: Path) -> None:
+    """The answer stops the supervisor (SIGSTOP), so the supervisor cannot end the wall: the
+    checker then kills what is below it, and the answer does not count."""
+    checker = os.getpid()
+    outlives = 2.5  # the wall stands about 1.1 s: its 0.1 s, GRACE_S, then GRACE_S to exit
+
+    def answer() -> str:
+        if os.fork() == 0:
+            _sleeper(tmp_path, 0, setsid=True, sleep=outlives)
+        _await_files(tmp_path, "started-*", 1)
+        if os.getppid() != checker:  # a supervisor is there (not so before issue 35)
+            os.kill(os.getppid(), signal.SIGSTOP)
+        return "answered"
+
+    with pytest.raises(walls.TimeLimit):
+        walls.run_walled(answer, seconds=0.1)
+    returned = time.monotonic()
+    (record,) = [p.read_text() for p in tmp_path.glob("started-*")]
+    assert not _alive(record)
+    assert _written_after(tmp_path, returned, outlives) == []
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _dropped_line(n: int) -> str:
+    return f"[{n:,} more bytes of output were dropped: a check shows the first 8 kB]"
+
+
+@pytest.mark.slow
+def test_an_answer_printing_100_mb_shows_8_kb_and_counts_the_rest(capsys) -> None:
+    def noisy() -> int:
+        for _ in range(100):
+            print("x" * 999_999)  # 100 lines of 1,000,000 bytes with the newline
+        return 7
+
+    assert walls.run_walled(noisy) == 7
+    out = capsys.readouterr().out
+    assert out == "x" * walls.OUTPUT_BYTES + "\n" + _dropped_line(100_000_000 - 8192) + "\n"
+
+
+def test_output_of_any_process_in_the_wall_is_capped(capsys) -> None:
+    def raw() -> int:
+        os.write(1, b"y" * 600_000)
+        os.write(2, b"z" * 400_000)
+        subprocess.run(["printf", "%s", "tail"], check=True)
+        return 7
+
+    assert walls.run_walled(raw) == 7
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["y" * walls.OUTPUT_BYTES, _dropped_line(1_000_004 - 8192)]
+
+
+def test_output_is_shown_when_a_wall_stops_the_code(capsys) -> None:
+    def chatty() -> None:
+        print("looking at", 3)
+        while True:
+            pass
+
+    with pytest.raises(walls.TimeLimit):
+        walls.run_walled(chatty, seconds=0.3)
+    assert capsys.readouterr().out == "looking at 3\n"
+
+
+def test_output_is_capped_where_the_code_runs_in_process(monkeypatch, capsys) -> None:
+    """Without fork (Windows) the cap holds too; a character cut at the limit is dropped."""
+    monkeypatch.setattr(walls, "can_fork", lambda: False)
+    assert walls.run_walled(lambda: print("€" * 1_000_000) or 7) == 7  # 3 bytes each
+    kept = walls.OUTPUT_BYTES // 3
+    out = capsys.readouterr().out
+    assert out == "€" * kept + "\n" + _dropped_line(3_000_001 - kept * 3) + "\n"
+
+
+# --- answers read with a bound -----------------------------------------------------------------
+
+
+def _bounded(call: Callable[[], Any], limit: float = LOOSE_S) -> Any:
+    """`call()`'s value, failing the test if it has not returned after `limit` seconds (the
+    thread is left behind: it is what the test proves does not happen)."""
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(call()), daemon=True)
+    thread.start()
+    thread.join(limit)
+    if not outcome:
+        pytest.fail(f"the check was still reading after {limit:g} s")
+    return outcome[0]
+
+
+class EndlessMapping(Mapping):
+    def __getitem__(self, key: Any) -> str:
+        return "commit"
+
+    def __len__(self) -> int:
+        return 5
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.repeat("A")
+
+
+class EndlessSequence(Sequence):
+    """Says it has 3 steps; iterating it never ends (its __getitem__ never raises)."""
+
+    def __getitem__(self, index: Any) -> str:
+        return "deliver 1"
+
+    def __len__(self) -> int:
+        return 3
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "said"),
+    [
+        (exs.max_orphans_ex, itertools.repeat(1), "more than 100 ids in the orphans"),
+        (
+            exs.interleaving_ex,
+            {"P": itertools.repeat(6), "Q": set()},
+            "more than 100 ids in the set for P",
+        ),
+        (exs.rejection_reasons_ex, EndlessMapping(), "more than 100 entries in your dict"),
+        (exs.lww_rewind_ex, EndlessSequence(), "more than 20 steps in the schedule"),
+    ],
+    ids=["id-set", "pg-id-set", "mapping", "sequence"],
+)
+def test_an_endless_answer_is_refused_in_one_line(exercise, answer, said) -> None:
+    fb = _bounded(lambda: exercise.check(answer))
+    assert fb.status == "incorrect" and said in fb.message and "\n" not in fb.message, fb
+
+
+@pytest.mark.slow
+def test_an_answer_whose_next_item_never_comes_is_stopped_by_the_wall() -> None:
+    def stuck() -> Iterator[int]:
+        yield 1
+        while True:
+            pass
+
+    fb = _bounded(lambda: exs.max_orphans_ex.check(stuck()))
+    assert fb.message.endswith("reading the orphans ran longer than 2 s, so it was stopped"), fb
+
+
+def test_collections_that_are_not_plain_are_read_in_the_wall_and_still_pass() -> None:
+    import numpy as np
+
+    assert exs.max_orphans_ex.check(x for x in (1, 2, 4, 6)).passed
+    assert exs.max_orphans_ex.check(np.array([1, 2, 4, 6])).passed
+    assert exs.rejection_reasons_ex.check(types.MappingProxyType(VERDICTS)).passed
+    assert exs.rejection_reasons_ex.check(collections.UserDict(VERDICTS)).passed
+    fb = exs.max_orphans_ex.check(iter([1, 2, "4"]))
+    assert fb.message.endswith(
+        "each id in the orphans must be a number, not the text '4': drop the quotes"
+    ), fb
+
+
+MEASURE = """
+import itertools, json, os, sys, threading, time
+from labkit import exercises as exs
+
+def rss_mb():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+
+base = rss_mb()
+peak = [base]
+
+def watch():  # the old walls grew this process by 2.2 GB in 6 s: stop at the bound instead
+    while True:
+        peak[0] = max(peak[0], rss_mb())
+        if peak[0] - base > float(sys.argv[1]):
+            print(json.dumps({"grew_mb": peak[0] - base}), flush=True)
+            os._exit(3)
+        time.sleep(0.005)
+
+threading.Thread(target=watch, daemon=True).start()
+start = time.monotonic()
+fb = exs.max_orphans_ex.check(itertools.count(1))
+took = time.monotonic() - start
+time.sleep(0.05)
+print(json.dumps({"message": fb.message, "took": took, "grew_mb": peak[0] - base}))
+"""
+
+
+@pytest.mark.slow
+def test_an_endless_iterator_answer_leaves_the_checkers_memory_alone() -> None:
+    bound_mb = 32
+    run = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(bound_mb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, (run.stdout, run.stderr[-2000:])
+    seen = json.loads(run.stdout.splitlines()[-1])
+    assert "more than 100 ids in the orphans" in seen["message"], seen
+    assert seen["grew_mb"] < bound_mb and seen["took"] < LOOSE_S, seen
