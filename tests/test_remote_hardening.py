@@ -199,6 +199,28 @@ def test_a_client_that_hangs_up_mid_body_costs_one_line_and_no_traceback(plain, 
     assert all("\n" not in r.getMessage() for r in noisy)
 
 
+@pytest.mark.parametrize("encoding", [b"gzip", b"deflate", b"bogus"])
+def test_a_body_its_content_encoding_cannot_decode_is_a_400_in_one_line(
+    plain, caplog, encoding: bytes
+) -> None:
+    """A body that says gzip and is not: aiohttp's decoder fails while the body is read, a
+    client fault like a hang-up (it gave 500 and two tracebacks for gzip)."""
+    port = int(plain.rsplit(":", 1)[1])
+    caplog.set_level(logging.DEBUG)
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(
+            b"POST /plan HTTP/1.1\r\nHost: x\r\nContent-Encoding: "
+            + encoding
+            + b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+        )
+        s.settimeout(10)
+        assert b" 400 " in s.recv(64)
+    _wait_for(lambda: len(_noisy(caplog.records)) >= 1)
+    noisy = _noisy(caplog.records)
+    assert all(r.exc_info is None and r.levelno < logging.WARNING for r in noisy)
+    assert all("\n" not in r.getMessage() for r in noisy)
+
+
 def test_the_inbox_refuses_a_sender_that_hangs_up_without_a_traceback(caplog) -> None:
     caplog.set_level(logging.DEBUG)
 

@@ -15,11 +15,17 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 LOG = logging.getLogger("labkit.remote")
 
-# What a client can do to a request mid-way: hang up, or send bytes HTTP cannot frame.
-CLIENT_FAULTS: tuple[type[BaseException], ...] = (ConnectionError, HttpProcessingError)
+# What a client can do to a request mid-way: hang up, send bytes HTTP cannot frame, or send a
+# body its own Content-Encoding cannot decode (RequestPayloadError wraps the decoder's error).
+CLIENT_FAULTS: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    HttpProcessingError,
+    RequestPayloadError,
+)
 
 
 class BodyRefused(ValueError):
