@@ -3,6 +3,7 @@ an older version left: no store stalls, on SQLite or PostgreSQL (issue 35, item 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,20 @@ def test_the_simulator_ends_a_stalled_run_truncated_with_the_reason(monkeypatch)
 def test_a_sound_simulated_run_is_not_truncated() -> None:
     result = simulate("pipelined", faults=(), seed=0, ticks=3)
     assert "truncated" not in set(result.trace["event"]) and not result.summary.truncated
+
+
+def test_a_held_answer_is_not_displaced_once_the_head_reaches_its_fence() -> None:
+    """Between the commit that moves the head to a held answer's fence and the settle that
+    decides it, a second, different answer for that ballot is refused; the held one commits."""
+    design = PipelinedDesign(window=2, ticks=TICKS)
+    r1, r2 = design.start(0.0)
+    kept = respond(design, r2, 1.0)
+    assert design.pipe.answer(kept, 1.0).reason == "held"
+    assert design.pipe.answer(respond(design, r1, 2.0), 2.0).committed  # the head is at fence 1
+    other = dataclasses.replace(kept, tools=(*kept.tools, "another"))
+    step = design.pipe.answer(other, 3.0)
+    assert (step.committed, step.reason, step.replays) == (False, "already_held", ())
+    assert (
+        design.pipe.ready() is not None and design.pipe.answer(design.pipe.ready(), 4.0).committed
+    )
+    assert design.tools_at(2) == tuple(kept.tools)

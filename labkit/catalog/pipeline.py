@@ -161,6 +161,10 @@ class PipelinedLoop:
                     if body is None:
                         raise ResponseError(f"ballot {ballot_id}: {problem}")
                     return self._hold(response, fence, body, at, head)
+            if fence == head and body is not None:
+                kept = d.execute(conn, HELD_ONE_SQL, (ballot_id,)).fetchone()
+                if kept is not None and tuple(kept) != (base, response.base_hash, body):
+                    return self._refuse_second(response, body, at, head)  # the held one decides
             verdict = rule.check(fence, observed, base, head)
             reason: str | None = verdict.reason
             if fence == head and base == fence and response.base_hash != head_hash:
@@ -191,8 +195,14 @@ class PipelinedLoop:
         first = tuple(d.execute(conn, HELD_ONE_SQL, (response.ballot_id,)).fetchone())
         if first == (response.base_version, response.base_hash, body):
             return Step(False, HELD, head)  # the held answer delivered again
-        row = (response.ballot_id, fence, response.base_version, catalog.json_hash(body))
-        d.execute(conn, RESPONSE_SQL, (*row, 0, ALREADY_HELD, at))
+        return self._refuse_second(response, body, at, head)
+
+    def _refuse_second(self, response: Response, body: str, at: float, head: int) -> Step:
+        """Inside a step's transaction: a second, different answer for a ballot whose answer is
+        held is logged as refused; the held one stays, and decides the ballot."""
+        row = (response.ballot_id, response.observed_watermark, response.base_version)
+        params = (*row, catalog.json_hash(body), 0, ALREADY_HELD, at)
+        self.base.dialect.execute(self.conn, RESPONSE_SQL, params)
         return Step(False, ALREADY_HELD, head)
 
     def _flush(self, fence: int, at: float) -> list[int]:
