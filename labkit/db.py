@@ -2,7 +2,7 @@
 
 `connect` gives an autocommit connection (transactions are explicit: `immediate`, `atomic`)
 with a busy timeout, and WAL on a file; opening waits out a concurrent opener like any other
-statement. `connect_readonly` opens an existing file read-only through a quoted `file:` URI.
+statement, and an error opening a file names it. `connect_readonly` opens an existing file read-only through a quoted `file:` URI.
 `FileIdentity` notices that the path no longer names the file a connection opened.
 """
 
@@ -32,39 +32,63 @@ class WalLostError(DatabaseReplacedError):
     only in the file this connection still has open (`FileIdentity.rescue` saves them)."""
 
 
-def connect(path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def connect(
+    path: str | Path = ":memory:", *, timeout_ms: int = BUSY_TIMEOUT_MS
+) -> sqlite3.Connection:
     """Open `path` (default: a private in-memory database) in autocommit mode.
 
     A writer waits up to `timeout_ms` for the lock; a file is switched to WAL so readers never
     block the writer. Several processes opening a fresh file at once wait for each other
     (SQLite's busy handler does not cover the journal-mode switch, so it is retried here).
+    Every error opening a file names it, in one line.
     """
-    if str(path) != ":memory:":
+    in_memory = str(path) == ":memory:"
+    if not in_memory:
         _refuse_emptied(Path(path))
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=timeout_ms / 1000)
+    except sqlite3.Error as exc:
+        raise _named(path, exc) from exc
     conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
-    if str(path) != ":memory:":
+    if not in_memory:
         try:
             _retry_busy(conn, "PRAGMA journal_mode = WAL", timeout_ms)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if _is_busy(exc):
-                raise sqlite3.OperationalError(
-                    f"{path}: could not switch to WAL within {timeout_ms} ms: {exc}"
+                raise _named(
+                    path, exc, f"could not switch to WAL within {timeout_ms} ms: {exc}"
                 ) from exc
-            raise type(exc)(f"{path}: {exc}") from exc
+            raise _named(path, exc) from exc
     return conn
+
+
+def _named(path: str | Path, exc: sqlite3.Error, message: str = "") -> sqlite3.Error:
+    """`exc` again, same type and SQLite error code, its one line led by the file's path."""
+    named = type(exc)(f"{path}: {message or exc}")
+    for attr in ("sqlite_errorcode", "sqlite_errorname"):
+        if hasattr(exc, attr):
+            setattr(named, attr, getattr(exc, attr))
+    return named
 
 
 def _refuse_emptied(path: Path) -> None:
     """Refuse a database file emptied behind SQLite's back while its write-ahead log still
-    holds commits: SQLite would open it as a new, empty database and the log would be lost.
-    A log that is only its header belongs to a fresh file another process is making."""
+    holds commits: SQLite would open it as a new, empty database and delete the log.
+
+    This looks without a lock (SQLite's first lock on an empty file is what deletes the log),
+    so the order of the two looks is what makes it exact: the log first, then the file. A
+    creator in another process writes the file's first page (its switch to WAL) before the log
+    exists, and SQLite never empties a file again, so a file seen empty after its log was seen
+    holding frames was emptied from outside. Looked at the other way round, a creator's file
+    could be seen still empty and, a moment later, its first commit in the log (issue 35).
+    """
     try:
-        main, wal = path.stat().st_size, Path(f"{path}-wal").stat().st_size
+        wal = Path(f"{path}-wal").stat().st_size
+        main = path.stat().st_size
     except (FileNotFoundError, NotADirectoryError):
         return
-    if main == 0 and wal > _WAL_HEADER_BYTES:  # a header alone: a fresh file being made now
+    if main == 0 and wal > _WAL_HEADER_BYTES:  # a log of its header alone holds no commit
         raise DatabaseReplacedError(
             f"{path}: the database file is empty but its write-ahead log holds {wal} bytes of"
             " commits (the file was emptied from outside); refusing to open it as a new database"
@@ -81,7 +105,10 @@ def connect_readonly(path: str | Path, *, timeout_ms: int = BUSY_TIMEOUT_MS) -> 
     if not target.is_file():
         raise FileNotFoundError(f"{path}: no such SQLite file")
     uri = f"file:{quote(str(target))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout_ms / 1000)
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout_ms / 1000)
+    except sqlite3.Error as exc:
+        raise _named(path, exc) from exc
     conn.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
     return conn
 
@@ -169,11 +196,19 @@ class FileIdentity:
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            raise DatabaseReplacedError(f"{path}: the open database file no longer exists") from None
+            raise DatabaseReplacedError(
+                f"{path}: the open database file no longer exists"
+            ) from None
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             return cls(path, st.st_dev, st.st_ino)
         conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opens the -wal file
-        wal = os.stat(f"{path}-wal")
+        try:
+            wal = os.stat(f"{path}-wal")
+        except FileNotFoundError:
+            raise WalLostError(
+                f"{path}-wal: the write-ahead log of the database just opened is gone"
+                " (deleted from outside); refusing to use it, reopen it"
+            ) from None
         return cls(path, st.st_dev, st.st_ino, (wal.st_dev, wal.st_ino))
 
     def check(self) -> None:

@@ -116,6 +116,7 @@ def test_opening_past_the_timeout_names_the_file(tmp_path: Path) -> None:
         db.connect(path, timeout_ms=50)
     holder.rollback()
 
+
 OPENERS, ROUNDS = 8, 12
 
 
@@ -160,3 +161,19 @@ def test_opening_a_file_that_is_not_a_database_names_it(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.DatabaseError, match=r"notes\.txt: file is not a database"):
         db.connect(path)
     assert path.read_text() == "plain text\n" * 100
+
+
+@pytest.mark.parametrize("where", ["a folder", "a missing folder", "/proc"])
+def test_a_path_that_cannot_be_opened_is_named(tmp_path: Path, where: str) -> None:
+    if where == "/proc" and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    path = {
+        "a folder": tmp_path,
+        "a missing folder": tmp_path / "missing" / "x.db",
+        "/proc": Path("/proc/x.db"),
+    }[where]
+    with pytest.raises(sqlite3.OperationalError) as info:
+        db.connect(path)
+    assert str(info.value) == f"{path}: unable to open database file"
+    assert info.value.sqlite_errorcode == sqlite3.SQLITE_CANTOPEN  # the code is kept
+    assert not (tmp_path / "missing").exists()

@@ -7,17 +7,20 @@ Every function takes a sqlite3 or a psycopg connection and picks its dialect whe
 (`labkit.backend`). Every statement is written here once, in SQLite's placeholder style; where
 the backends differ, both are here side by side (the tables, the reader's row lock), and what
 only PostgreSQL does around them (the schema lock, the key added to old logs) is in
-`labkit.catalog.versions_pg`.
+`labkit.catalog.versions_pg`. Every store's schema is made by `making`, which first refuses a
+table of one of the store's names that is someone else's (`require_columns`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import labkit.catalog.versions_pg as versions_pg
@@ -31,10 +34,31 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Schema:
-    """A store's tables and indexes on each backend, side by side (`making` makes them)."""
+    """A store's tables and indexes on each backend, side by side (`making` makes them, and
+    refuses a table of the same name that is already there with other columns)."""
 
     sqlite: tuple[str, ...]
     postgres: versions_pg.Tables
+
+
+class ForeignTableError(RuntimeError):
+    """A table a store makes is already there without the columns the store declares: someone
+    else's table of that name, which the store's statements cannot use."""
+
+
+# The columns the tables named have, one row each (table, column); none for a missing table
+# (`require_columns`). SQLite: one table; PostgreSQL: every table named, in one statement.
+SQLITE_COLUMNS_SQL = "SELECT ?, name FROM pragma_table_info(?)"
+PG_COLUMNS_SQL = (
+    "SELECT t.name, a.attname FROM unnest(CAST(? AS text[])) AS t (name)"
+    " JOIN pg_attribute AS a ON a.attrelid = to_regclass(t.name)"
+    " WHERE a.attnum > 0 AND NOT a.attisdropped"
+)
+# Every SQLite table and the text of the statement that made it (kept without IF NOT EXISTS).
+SQLITE_TABLES_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+) \((.*)\)\s*\Z", re.DOTALL)
+# What a table's definition may list besides columns.
+_TABLE_CONSTRAINTS = frozenset({"CHECK", "CONSTRAINT", "EXCLUDE", "FOREIGN", "PRIMARY", "UNIQUE"})
 
 
 READER_TABLE = """CREATE TABLE IF NOT EXISTS catalog_reader_state (
@@ -163,13 +187,85 @@ def making(conn: Connection, schema: Schema) -> Iterator[Dialect]:
     d = backend.dialect(conn)
     if d.is_postgres:
         with conn.transaction():
+            require_columns(conn, schema.postgres.ddl)
             schema.postgres.make(conn)
             yield d
         return
     with immediate(conn):
+        require_columns(conn, schema.sqlite)
         for statement in schema.sqlite:
             conn.execute(statement)
         yield d
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What one `CREATE TABLE IF NOT EXISTS` statement makes: the table, its columns, and the
+    statement's text as SQLite keeps it in `sqlite_master` once it made the table."""
+
+    table: str
+    columns: tuple[str, ...]
+    kept_as: str
+
+
+@lru_cache(maxsize=64)
+def declared(statement: str) -> Declared | None:
+    """The table a `CREATE TABLE IF NOT EXISTS` statement makes and the columns it declares,
+    read from the statement itself so the two cannot drift apart; None for other DDL."""
+    found = _CREATE_TABLE.match(statement)
+    if found is None:
+        return None
+    items, depth, quoted, start = [], 0, False, 0
+    body = found.group(2)
+    for i, ch in enumerate(body):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif not quoted and ch == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+    items.append(body[start:])
+    names = (item.split()[0] for item in items if item.strip())
+    columns = tuple(n for n in names if n.upper() not in _TABLE_CONSTRAINTS)
+    kept_as = "CREATE TABLE " + statement.split(" IF NOT EXISTS ", 1)[1]
+    return Declared(found.group(1), columns, kept_as)
+
+
+def require_columns(conn: Connection, statements: Sequence[str]) -> None:
+    """Refuse, in one line naming the table and the columns it lacks, a table that one of
+    `statements` would make and that is already there without every column it declares
+    (`ForeignTableError`). A missing table passes: its statement makes it. Cheap, as it runs
+    at every open: on SQLite one read of the table list, where a table made by its very
+    statement passes (any other has its columns read); on PostgreSQL one read of the columns."""
+    d = backend.dialect(conn)
+    specs = [spec for spec in map(declared, statements) if spec is not None]
+    if d.is_postgres:
+        found = d.execute(conn, PG_COLUMNS_SQL, ([spec.table for spec in specs],)).fetchall()
+    else:
+        kept = {name.lower(): sql for name, sql in conn.execute(SQLITE_TABLES_SQL)}
+        others = [s.table for s in specs if kept.get(s.table.lower()) not in (None, s.kept_as)]
+        found = [row for t in others for row in conn.execute(SQLITE_COLUMNS_SQL, (t, t))]
+    present: dict[str, set[str]] = {}
+    for table, column in found:
+        present.setdefault(table, set()).add(str(column).lower())
+    for spec in specs:
+        have = present.get(spec.table)
+        missing = [c for c in spec.columns if have and c.lower() not in have]
+        if missing:
+            raise ForeignTableError(
+                f"{_store_name(conn, d)}table {spec.table} is there but is not this store's:"
+                f" it has no column {', '.join(missing)}; open another database or rename"
+                " that table"
+            )
+
+
+def _store_name(conn: Connection, d: Dialect) -> str:
+    """The lead of an error message: a SQLite file's path and a colon, else nothing."""
+    if d.is_postgres:
+        return ""
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    return f"{path}: " if path else ""
 
 
 def _read(conn: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -288,10 +384,12 @@ class CatalogReader:
         if self._d.is_postgres:
             versions_pg.require_durable_commits(self.state, "CatalogReader")
             with self.state.transaction():
+                require_columns(self.state, READER.postgres.ddl)
                 READER.postgres.make(self.state)
             versions_pg.require_logged_tables(self.state, ["catalog_reader_state"], "CatalogReader")
         else:
             # One statement, no transaction of ours: if the table exists it takes no write lock.
+            require_columns(self.state, READER.sqlite)
             self.state.execute(READER_TABLE)
 
     def last_seen(self) -> int | None:
@@ -316,16 +414,22 @@ class CatalogReader:
 
 def _refuse_fall(name: str, seen: int | None, current: int) -> None:
     if seen is not None and current < seen:
-        raise RewindError(f"catalog rewound: reader {name!r} saw version {seen}, now sees {current}")
+        raise RewindError(
+            f"catalog rewound: reader {name!r} saw version {seen}, now sees {current}"
+        )
 
 
 def _record(row: tuple[Any, ...]) -> CatalogVersion:
     try:
         tools = json.loads(row[1], parse_constant=_not_json)
     except (TypeError, ValueError) as exc:
-        raise CatalogCorruptError(f"version {row[0]}: stored tools are not valid JSON ({exc})") from None
+        raise CatalogCorruptError(
+            f"version {row[0]}: stored tools are not valid JSON ({exc})"
+        ) from None
     if not isinstance(tools, list):
-        raise CatalogCorruptError(f"version {row[0]}: stored tools are a {type(tools).__name__}, not a list")
+        raise CatalogCorruptError(
+            f"version {row[0]}: stored tools are a {type(tools).__name__}, not a list"
+        )
     return CatalogVersion(row[0], tools, row[2], row[3], row[4], row[5])
 
 

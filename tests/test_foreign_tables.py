@@ -1,0 +1,104 @@
+"""A store opened where a table of one of its names is already someone else's (issue 35): every
+schema the catalog makes refuses it when it opens, in one line naming the table and the
+columns it lacks, instead of failing later on a statement ("no such column: ballot_id")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from backends import BACKENDS, open_store, rows
+
+import labkit.catalog.hold as hold
+import labkit.catalog.loop as loop
+import labkit.catalog.versions as catalog
+from labkit import backend, db
+from labkit.ballot import Response, WatermarkLoop
+
+SCHEMAS = {
+    "catalog": catalog.CATALOG,
+    "reader": catalog.READER,
+    "ballots": loop.BALLOTS,
+    "hold": hold.HELD_TABLE,
+}
+# Each table, and what opens it: the loop makes the log and the ballot store, then the hold.
+OPENERS: dict[str, Callable[[Any], Any]] = {
+    "catalog_versions": WatermarkLoop,
+    "wm_ballots": WatermarkLoop,
+    "wm_responses": WatermarkLoop,
+    "wm_store": WatermarkLoop,
+    "wm_held": hold.create,
+    "catalog_reader_state": catalog.CatalogReader,
+}
+
+
+def _commit(conn: Any, statement: str) -> None:
+    conn.execute(statement)
+    if backend.dialect(conn).is_postgres:
+        conn.commit()
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+@pytest.mark.parametrize("table", list(OPENERS))
+def test_someone_elses_table_is_refused_by_name(
+    request: pytest.FixtureRequest, backend_name: str, table: str
+) -> None:
+    store = open_store(request, backend_name)
+    conn = store.connect()
+    if table == "wm_held":  # the hold sits beside a ballot store
+        WatermarkLoop(conn)
+    _commit(conn, f"CREATE TABLE {table} (id INTEGER, note TEXT)")
+    _commit(conn, f"INSERT INTO {table} VALUES (7, 'theirs')")
+    with pytest.raises(catalog.ForeignTableError) as info:
+        OPENERS[table](conn)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"table {table} is there but is not this store's: it has no column" in message
+    wanted = next(
+        d.columns
+        for schema in SCHEMAS.values()
+        for d in map(catalog.declared, schema.sqlite)
+        if d is not None and d.table == table
+    )
+    assert message.split("no column ")[1].split(";")[0] == ", ".join(c for c in wanted if c != "id")
+    if backend_name == "sqlite":
+        assert message.startswith(f"{request.getfixturevalue('tmp_path') / 'wm.db'}: ")
+    assert rows(conn, f"SELECT * FROM {table}") == [(7, "theirs")]  # their table is untouched
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_a_table_with_every_column_made_by_other_text_still_opens(
+    request: pytest.FixtureRequest, backend_name: str
+) -> None:
+    """A ballot table made by an older statement (other spacing, no CHECK) with a column more:
+    not this statement's text, so its columns are read, and it has all of them."""
+    conn = open_store(request, backend_name).connect()
+    _commit(
+        conn,
+        "CREATE TABLE wm_ballots (ballot_id INTEGER PRIMARY KEY, observed_watermark INTEGER"
+        " NOT NULL, base_version INTEGER NOT NULL, replay_of INTEGER, status TEXT NOT NULL,"
+        " reason TEXT, reserved_at REAL NOT NULL, decided_at REAL, note TEXT)",
+    )
+    lp = WatermarkLoop(conn)
+    b = lp.reserve()
+    assert lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_both_backends_declare_the_same_columns_and_sqlite_keeps_the_statement(
+    name: str,
+) -> None:
+    """The columns are read from the DDL, once per backend: both must agree. On SQLite a table
+    made by its statement passes on one read of the table list, which needs SQLite to keep that
+    statement's text exactly as `declared` expects it."""
+    schema = SCHEMAS[name]
+    lite = [d for d in map(catalog.declared, schema.sqlite) if d is not None]
+    pg = [d for d in map(catalog.declared, schema.postgres.ddl) if d is not None]
+    assert lite and [(d.table, d.columns) for d in lite] == [(d.table, d.columns) for d in pg]
+    assert all(len(d.columns) >= 2 and "CHECK" not in d.columns for d in lite)
+    conn = db.connect()
+    for statement in schema.sqlite:
+        conn.execute(statement)
+    kept = dict(conn.execute(catalog.SQLITE_TABLES_SQL).fetchall())
+    assert {d.table: d.kept_as for d in lite} == {d.table: kept[d.table] for d in lite}
