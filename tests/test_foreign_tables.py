@@ -102,3 +102,24 @@ def test_both_backends_declare_the_same_columns_and_sqlite_keeps_the_statement(
         conn.execute(statement)
     kept = dict(conn.execute(catalog.SQLITE_TABLES_SQL).fetchall())
     assert {d.table: d.kept_as for d in lite} == {d.table: kept[d.table] for d in lite}
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+@pytest.mark.parametrize("table", ["wm_ballots", "wm_held"])
+def test_a_foreign_ballot_or_hold_table_is_refused_before_anything_is_made(
+    request: pytest.FixtureRequest, backend_name: str, table: str
+) -> None:
+    """The loop checks its ballot tables, and the pipelined loop its hold, before it makes the
+    catalog: a refused open leaves the database as it found it."""
+    from labkit.catalog.pipeline import PipelinedLoop
+
+    store = open_store(request, backend_name)
+    conn = store.connect()
+    _commit(conn, f"CREATE TABLE {table} (id INTEGER, note TEXT)")
+    with pytest.raises(catalog.ForeignTableError, match=f"table {table} is there"):
+        PipelinedLoop(conn, 2)
+    if backend_name == "sqlite":
+        made = rows(conn, "SELECT name FROM sqlite_master WHERE type = 'table'")
+    else:
+        made = rows(conn, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+    assert made == [(table,)]

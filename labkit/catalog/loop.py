@@ -347,6 +347,7 @@ class WatermarkLoop:
         self.commit_first_misses = 0
         # SQLite: the file this loop opened, checked before every write.
         self._identity = None if self._d.is_postgres else FileIdentity.of(conn)
+        BALLOTS.require_own(conn)  # a foreign ballot table: refused before the catalog is made
         catalog.create_schema(conn, genesis_tools, now=clock())
         catalog.verify(conn)
         with catalog.making(conn, BALLOTS) as d:

@@ -91,6 +91,7 @@ class PipelinedLoop:
         clock: Callable[[], float] = time.time,
         genesis_tools: Sequence[Any] = (),
     ) -> None:
+        hold.HELD_TABLE.require_own(conn)  # a foreign hold: refused before anything is made
         self.base = WatermarkLoop(conn, window, clock=clock, genesis_tools=genesis_tools)
         self.conn = conn
         hold.create(conn)

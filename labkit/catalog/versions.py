@@ -40,6 +40,13 @@ class Schema:
     sqlite: tuple[str, ...]
     postgres: versions_pg.Tables
 
+    def require_own(self, conn: Connection) -> None:
+        """`require_columns` for these tables alone, read-only: what a store opening several
+        schemas checks first, so a foreign table is refused before anything is made."""
+        d = backend.dialect(conn)
+        with d.reading(conn):
+            require_columns(conn, self.postgres.ddl if d.is_postgres else self.sqlite)
+
 
 class ForeignTableError(RuntimeError):
     """A table a store makes is already there without the columns the store declares: someone
