@@ -103,9 +103,10 @@ figures: $(LAB_STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
+# PYTEST_ARGS reach pytest, e.g. `make test PYTEST_ARGS=--cpu-report=30` (CPU seconds per file).
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(PARALLEL)
+	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
 # These tests compute rather than wait, so one worker per core: a third only adds its own

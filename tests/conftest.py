@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import cpu_report
 import matplotlib
 import pytest
 from ctrl_c import restore_ctrl_c, take_ctrl_c
@@ -117,10 +118,15 @@ def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
 # --- Ctrl-C (tests/ctrl_c.py) -----------------------------------------------------------------
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    cpu_report.addoption(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Give SIGINT Python's handler if the run started with it ignored; `restore_ctrl_c`,
-    after each test below, keeps it so."""
+    after each test below, keeps it so. `--cpu-report=N` adds the CPU table (`cpu_report`)."""
     take_ctrl_c()
+    cpu_report.configure(config)
 
 
 # --- PostgreSQL (part three): one server for the whole session ---------------------------------
