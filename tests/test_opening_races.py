@@ -182,7 +182,7 @@ def _open_fresh_files(directory: str, barrier: object, errors: object) -> None:
 def test_many_processes_opening_fresh_files_under_load_are_never_refused(
     tmp_path: Path,
 ) -> None:
-    """2,400 opens (8 processes at once on each of 300 fresh files) beside 2 busy loops. Before
+    """2,000 opens (8 processes at once on each of 250 fresh files) beside a busy loop. Before
     the fix, 1 open in about 3,000 was refused under load, so a failure here is by chance;
     `test_a_creation_seen_mid_way_is_never_refused` puts the refused case under the check
     every time."""
