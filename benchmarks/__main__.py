@@ -26,6 +26,7 @@ NAMES = (
     "arrival_search",
     "pipelined_throughput",
     "pg_commit_order",
+    "pg_frontier_lookup",
     "pg_ballots",
     "remote_vs_sim",
     "pg_remote",

@@ -56,16 +56,34 @@ def _to_pyformat(sql: str) -> str:
     return _TOKENS.sub(one, sql)
 
 
+def by_position(statement: str, names: Sequence[str]) -> str:
+    """`statement` (SQLite's style) with each `:name` written `?N`, N its place in `names`
+    (from 1), so that SQLite binds a tuple: the sqlite3 module binds a dict name by name, which
+    cost a hot lookup about a tenth of its time. Nothing else changes (literals and quoted
+    names are kept), so neither does the plan; a bare `?` or a name not in `names` is refused."""
+    place = {name: f"?{i}" for i, name in enumerate(names, 1)}
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(2) or (m.group(3) and m.group(3) not in place):
+            raise ValueError(
+                f"by_position: {m.group(0)!r} in the statement is not one of :{', :'.join(names)}"
+            )
+        return place[m.group(3)] if m.group(3) else m.group(0)
+
+    return _TOKENS.sub(one, statement)
+
+
 @dataclass(frozen=True)
 class Dialect:
     """How one backend runs the workbook's statements; `name` is "sqlite" or "postgres"."""
 
     name: BackendName
     _placeholders: str = field(repr=False)
+    # a field, not a property: hot paths ask it on every call
+    is_postgres: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_postgres(self) -> bool:
-        return self.name == "postgres"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_postgres", self.name == "postgres")
 
     def sql(self, statement: str) -> str:
         """`statement` (written once, SQLite placeholder style) as this backend runs it."""
@@ -121,6 +139,16 @@ def text_arg(value: Any, name: str, where: str, max_bytes: int = 1024) -> str:
     """A text argument checked the same way for both backends before a driver sees it: a str
     of at most `max_bytes` UTF-8 bytes, with no NUL (PostgreSQL text cannot hold one) and no
     lone surrogate (not encodable). One line naming `where` and `name` otherwise."""
+    # Fast path (hot lookups pass short keys): an ASCII str is one byte per character and holds
+    # no surrogate, so only its length and NUL are left to check. Anything else is checked in
+    # full; either way a message is built only when the value is refused.
+    if type(value) is str and value.isascii() and len(value) <= max_bytes and "\x00" not in value:
+        return value
+    return _text_checked(value, name, where, max_bytes)
+
+
+def _text_checked(value: Any, name: str, where: str, max_bytes: int) -> str:
+    """`text_arg`'s rules in full, for any value: the reference its fast path must agree with."""
     if not isinstance(value, str):
         raise TypeError(f"{where}: {name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
@@ -152,6 +180,7 @@ def shown(value: Any) -> str:
 def int_arg(
     value: Any,
     name: str,
+    where: str = "",
     *,
     low: int = INT64_MIN,
     wrong_type: type[Exception] = TypeError,
@@ -159,12 +188,29 @@ def int_arg(
 ) -> int:
     """An integer argument checked the same way for both backends: an int (a bool, float or
     str is refused, never coerced) in [low, the 64-bit maximum both store]. One line naming
-    `name` otherwise."""
+    `name` (after `where: ` when given) otherwise."""
+    # Fast path: a plain int in range is returned as it is, with no message built.
+    if type(value) is int and low <= value <= INT64_MAX:
+        return value
+    return _int_checked(value, name, where, low, wrong_type, out_of_range)
+
+
+def _int_checked(
+    value: Any,
+    name: str,
+    where: str,
+    low: int,
+    wrong_type: type[Exception],
+    out_of_range: type[Exception],
+) -> int:
+    """`int_arg`'s rules in full, for any value: the reference its fast path must agree with."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
-        raise wrong_type(f"{name} must be an int, got {type(value).__name__} {shown(value)}")
+        named = f"{where}: {name}" if where else name
+        raise wrong_type(f"{named} must be an int, got {type(value).__name__} {shown(value)}")
     value = int(value)
     if not low <= value <= INT64_MAX:
-        raise out_of_range(f"{name} {shown(value)} is outside [{low}, {INT64_MAX}]")
+        named = f"{where}: {name}" if where else name
+        raise out_of_range(f"{named} {shown(value)} is outside [{low}, {INT64_MAX}]")
     return value
 
 
@@ -206,19 +252,31 @@ SQLITE = Dialect("sqlite", "qmark")
 POSTGRES = Dialect("postgres", "pyformat")
 
 
+# Each connection type's dialect, found once: `dialect` is asked on every hot call.
+_DIALECT_OF_TYPE: dict[type, Dialect] = {}
+
+
 def dialect(conn: object) -> Dialect:
     """The dialect of `conn`: SQLite for a `sqlite3.Connection`, PostgreSQL for psycopg's.
 
     Anything else is refused in one line naming its type.
     """
-    if isinstance(conn, sqlite3.Connection):
+    try:
+        return _DIALECT_OF_TYPE[type(conn)]
+    except KeyError:
+        found = _DIALECT_OF_TYPE[type(conn)] = _dialect_of_type(type(conn))
+        return found
+
+
+def _dialect_of_type(kind: type) -> Dialect:
+    """`dialect` for a connection of type `kind`, worked out the first time one is seen."""
+    if issubclass(kind, sqlite3.Connection):
         return SQLITE
-    module = type(conn).__module__ or ""
+    module = kind.__module__ or ""
     if module.split(".")[0] == "psycopg":
         return POSTGRES
     raise UnsupportedBackend(
-        f"expected a sqlite3 or psycopg connection, got {type(conn).__module__}."
-        f"{type(conn).__qualname__}"
+        f"expected a sqlite3 or psycopg connection, got {kind.__module__}.{kind.__qualname__}"
     )
 
 

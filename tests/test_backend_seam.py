@@ -35,6 +35,20 @@ def test_postgres_renders_placeholders_and_nothing_else(written: str, rendered: 
     assert backend.POSTGRES.sql(written) == rendered
 
 
+def test_by_position_numbers_the_names_and_changes_nothing_else() -> None:
+    written = "SELECT :key, ':key', \"a:base\", x::bigint, 5 % 2 WHERE k = :key AND i > :base"
+    numbered = backend.by_position(written, ("key", "base"))
+    assert numbered == "SELECT ?1, ':key', \"a:base\", x::bigint, 5 % 2 WHERE k = ?1 AND i > ?2"
+    conn = sqlite3.connect(":memory:")
+    text = "SELECT :b - :a, ':a', :a"
+    assert conn.execute(backend.by_position(text, ("a", "b")), (2, 7)).fetchone() == (
+        conn.execute(text, {"a": 2, "b": 7}).fetchone()
+    )
+    for bad, names in (("SELECT ?", ("a",)), ("SELECT :a, :c", ("a",))):
+        with pytest.raises(ValueError, match=r"^by_position: '(\?|:c)' in the statement"):
+            backend.by_position(bad, names)
+
+
 def test_anything_else_is_refused_in_one_line_naming_its_type() -> None:
     with pytest.raises(backend.UnsupportedBackend, match=r"got builtins\.dict") as info:
         backend.dialect({})

@@ -30,6 +30,8 @@ EXPECTED_ROWS = {
     "pipelined_throughput": 4 + 3 + 4 + 2 * (1 + 6) + 6 + 1,
     # one stress run per rule: id order, lock, xmin horizon wait
     "pg_commit_order": 3,
+    # the PostgreSQL frontier lookup: 2 smoke sizes x 2 shapes
+    "pg_frontier_lookup": 4,
     # a safe tick, the floor, and one run of the workers
     "pg_ballots": 4,
     # six designs with every planner fault (smoke: no fault-free set), then one load row
@@ -95,6 +97,9 @@ def test_frontier_rows_carry_the_floor_ratio(tmp_path: Path) -> None:
     for r in rows:
         ratio = float(r["lookup_s"]) / float(r["floor_s"])
         assert math.isclose(float(r["ratio_to_floor"]), ratio, rel_tol=1e-9)
+        # the cheapest honest floor too: a seek that returns the key alone
+        key_ratio = float(r["lookup_s"]) / float(r["key_floor_s"])
+        assert math.isclose(float(r["ratio_to_key_floor"]), key_ratio, rel_tol=1e-9)
 
 
 def test_ballot_floor_uses_the_loops_durability(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def test_older_xact_committing_a_larger_id_does_not_fool_the_horizon_wait(pg_con
     assert small < large and x_large < xmin  # nothing visible is at or above xmin
     assert fr.id_order_frontier(s, "main") == large  # the naive rule passes `small`
     assert fr.horizon_frontier(s, "main", 0, wait=0.05).frontier == 0
-    s.commit()  # the wait's transaction id belongs to this read transaction: end it
+    assert s.info.transaction_status.name == "IDLE"  # it took no id and left nothing open
     young.commit()
     assert fr.delivered_frontier(s, "main") == small - 1
 
@@ -255,6 +255,21 @@ def test_plans_use_the_indexes_never_a_seq_scan(big_log, sql, index) -> None:
     assert "Seq Scan" not in kinds, kinds
     scans = {n["Index Name"] for n in found if n["Node Type"] in ("Index Scan", "Index Only Scan")}
     assert scans == index if sql != sm.TERMINAL_IN_RANGE_SQL else len(scans & index) == 1, scans
+
+
+@pytest.mark.parametrize("largest", [False, True])
+def test_the_horizon_lookup_reads_the_log_through_its_indexes_only(big_log, largest) -> None:
+    """The one-statement lookup touches `conversations` only, through the frontier's two
+    indexes (its precondition test is a function, called only when it may have changed)."""
+    params = {"key": "shard-7", "base": 40_000, "known_next": None, "known_table": None}
+    found = nodes(big_log, fr.HORIZON_LOOKUP_SQL, {**params, "largest": largest})
+    assert {n["Relation Name"] for n in found if "Relation Name" in n} == {"conversations"}
+    assert {n["Node Type"] for n in found if "Relation Name" in n} <= {
+        "Index Scan",
+        "Index Only Scan",
+    }
+    scans = {n["Index Name"] for n in found if "Index Name" in n}
+    assert scans == {"idx_conv_active", "idx_conv_shard_id"}
 
 
 def test_frontier_seek_uses_the_partial_index_as_an_index_scan(big_log) -> None:

@@ -50,14 +50,19 @@ def test_each_query_seeks_its_own_index(conn_factory) -> None:
 def test_one_statement_lookup_is_the_two_seeks(conn_factory) -> None:
     # `delivered_frontier` runs both steps as scalar subqueries of one statement; each keeps
     # its own index seek, and the only SCAN is SQLite's one-row constant driver.
+    conn = conn_factory()
     lookup = {"key": "main", "base": 0}
-    assert fr.explain(conn_factory(), fr.FRONTIER_LOOKUP_SQL, lookup) == [
+    assert fr.explain(conn, fr.FRONTIER_LOOKUP_SQL, lookup) == [
         "SCAN CONSTANT ROW",
         "SCALAR SUBQUERY 1",
         FRONTIER_PLAN,
         "SCALAR SUBQUERY 2",
         FALLBACK_PLAN,
     ]
+    # what `delivered_frontier` runs on SQLite (its values bound by position) is the same plan
+    assert fr.explain(conn, fr.LOOKUP_BY_POSITION_SQL, ("main", 0)) == fr.explain(
+        conn, fr.FRONTIER_LOOKUP_SQL, lookup
+    )
 
 
 def test_frontier_on_large_history_reads_active_rows_only(large: sqlite3.Connection) -> None:
