@@ -126,3 +126,15 @@ def test_a_typed_schedule_names_the_entry_that_is_no_step() -> None:
     assert parse_schedule("1; dup 1\ntimeout") == [Step.deliver(1), Step.dup(1), Step.timeout()]
     with pytest.raises(StepError, match=r"step 2 \('deliver \u00b2'\): not a step"):
         parse_schedule("deliver 1; deliver \u00b2")
+
+
+@pytest.mark.parametrize("design", ["ballot", "fenced", "pipelined"])
+@pytest.mark.parametrize("steps", [["crash"], ["deliver 12", "crash"], ["crash", "crash"]])
+def test_settling_after_a_crash_delivers_the_dead_process_calls(design: str, steps) -> None:
+    """After a restart the loop awaits ballots rebuilt from its store; settling delivers the
+    answers to the calls the dead process sent for them (it said 'request -1 has not been
+    sent'), and every tick commits."""
+    result = run_schedule(design, steps, window=2, ticks=2, first_request=12, settle=True)
+    labels = [o.label for o in result.outcomes]
+    assert "12:commit" in labels and result.outcomes[-1].head == 2
+    assert not any(o.rewind for o in result.outcomes)

@@ -239,10 +239,20 @@ class _Runner:
     def settle(self, limit: int = 20) -> None:
         """Deliver each awaited, never-delivered request once (replays land and commit)."""
         for _ in range(limit):
-            todo = [r for r in self.d.awaited() if r.request_id not in self.delivered]
+            awaited = (self._as_sent(r) for r in self.d.awaited())
+            todo = [r for r in awaited if r.request_id not in self.delivered]
             if not todo:
                 return
             self.step(Step.deliver(todo[0].request_id))
+
+    def _as_sent(self, req: Request) -> Request:
+        """The request that was sent for what the loop awaits. After a crash the loop rebuilds
+        what it awaits from its store, under a number of its own (`-ballot`): the planner's
+        answer still comes for the call the dead process made, the sent request of that ballot."""
+        if req.request_id in self.sent or req.ballot_id is None:
+            return req
+        same = [r for r in self.sent.values() if r.ballot_id == req.ballot_id]
+        return same[-1] if same else req
 
 
 def run_schedule(
