@@ -3,9 +3,11 @@
 `CommitOrderLab` owns a private schema with two writer connections (A, B) and one worker
 connection that delivers rows and runs two summarizers side by side: Article 1's id-order rule
 (rule "id_order", summarizer policy "id_order") and the xmin horizon wait (rule "horizon": the
-commit-order-safe `delivered_frontier`, policy "frontier", asked with no wait so a held horizon
-shows at once). Time is counted in steps, not seconds, so every run of the same script gives
-the same ids, frontiers and orphans (the docs figures rely on it).
+commit-order-safe `delivered_frontier`, policy "frontier", asked with a wait of `GRACE_S`, so a
+horizon a scripted writer holds shows at once, while one that another session holds for a
+moment, such as autovacuum analysing a catalog under a transaction id, is waited out). Time is
+counted in steps, not seconds, so every run of the same script gives the same ids, frontiers and
+orphans (the docs figures rely on it).
 Optionally writers take a transaction-level advisory lock before inserting (the "lock" fix):
 then a writer that finds the lock taken waits, and the step is recorded as a wait.
 """
@@ -27,6 +29,9 @@ RULES = ("id_order", "horizon")
 POLICY = {"id_order": "id_order", "horizon": "frontier"}
 SHARD = "main"
 LOCK_KEY = 7_000_001
+# How long a summarize step waits for the horizon: far longer than a background transaction
+# holds an id, far shorter than a scripted writer's transaction, which stays open for steps.
+GRACE_S = 0.05
 TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
 
 
@@ -121,7 +126,7 @@ class CommitOrderLab:
         ends = {
             "id_order": fr.id_order_frontier(self.worker, SHARD, self.coverage["id_order"]),
         }
-        reading = fr.horizon_frontier(self.worker, SHARD, self.coverage["horizon"], wait=0)
+        reading = fr.horizon_frontier(self.worker, SHARD, self.coverage["horizon"], wait=GRACE_S)
         ends["horizon"] = reading.frontier
         if not reading.settled:
             self.held += 1
