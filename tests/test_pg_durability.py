@@ -19,7 +19,7 @@ from psycopg.pq import TransactionStatus
 
 import labkit.catalog.head_watch as head_watch
 import labkit.catalog.hold as hold
-import labkit.pg.instance as pg_instance
+import labkit.catalog.versions_pg as versions_pg
 from labkit import pg
 from labkit.ballot import DurabilityError, Response, WatermarkLoop
 from labkit.catalog import CatalogReader
@@ -185,7 +185,7 @@ def test_a_reader_or_hold_opened_inside_a_transaction_is_refused(
             conn.rollback()
         conn.execute("SELECT 1")
         with pytest.raises(ValueError, match="^pin_settings needs a connection with no open"):
-            pg_instance.pin_settings(conn, pg_instance.READ_COMMITTED)
+            versions_pg.pin_settings(conn, versions_pg.READ_COMMITTED)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ the reader has read what it wrote; N names the request, so an answer that comes 
 asker gave up is never taken for a later one's). `ReaderProcess` starts and stops it.
 On PostgreSQL each poll is an autocommit statement, which sees every commit made before it at
 any level, but at SERIALIZABLE a read can fail with a serialization error and end the process:
-its session is pinned to READ COMMITTED (`pg.instance.pin_settings`), so no change of the
+its session is pinned to READ COMMITTED (`versions_pg.pin_settings`), so no change of the
 server's reaches it. It writes nothing, so its `synchronous_commit` does not matter.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import labkit.catalog.head_row as head_row
 import labkit.catalog.versions as catalog
-import labkit.pg.instance as pg_instance
+import labkit.catalog.versions_pg as versions_pg
 from labkit.db import connect_readonly
 
 KINDS = ("catalog", "mirror")
@@ -71,7 +71,7 @@ def _open(target: str) -> Any:
         import psycopg
 
         conn = psycopg.connect(os.environ[DSN_VARIABLE], autocommit=True)
-        pg_instance.pin_settings(conn, pg_instance.READ_COMMITTED)
+        versions_pg.pin_settings(conn, versions_pg.READ_COMMITTED)
         return conn
     return connect_readonly(target)
 

@@ -44,9 +44,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import labkit.pg.instance as pg_instance
 from labkit.backend import POSTGRES
-from labkit.catalog.versions_pg import require_durable_commits
+from labkit.catalog.versions_pg import READ_COMMITTED, pin_settings, require_durable_commits
 
 # The key a commit trips when another loop stored the same version first. (A foreign key on
 # the log trips when the head went back below the commit's fence; any such key counts.)
@@ -141,4 +140,4 @@ def check_connection(conn: Any) -> None:
             "WatermarkLoop on PostgreSQL runs at READ COMMITTED; this session's"
             f" default_transaction_isolation is {default.upper()}"
         )
-    pg_instance.pin_settings(conn, pg_instance.READ_COMMITTED)
+    pin_settings(conn, READ_COMMITTED)

@@ -12,10 +12,10 @@ store refuses `synchronous_commit = off` and pins the value it has (`require_dur
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import labkit.pg.instance as pg_instance
 from labkit.backend import POSTGRES
 
 SYNC_COMMIT_SQL = "SHOW synchronous_commit"
@@ -39,6 +39,35 @@ class DurabilityError(RuntimeError):
     """A connection on which a commit PostgreSQL reports could still be lost in a crash."""
 
 
+# `set_config(..., false)` is a session-level SET whose name and value can be bound.
+PIN_SQL = (
+    "SELECT set_config(name, value, false)"
+    " FROM unnest(CAST(? AS text[]), CAST(? AS text[])) AS pinned (name, value)"
+)
+# The level a session that relies on READ COMMITTED pins (`pin_settings`).
+READ_COMMITTED = {"default_transaction_isolation": "read committed"}
+
+
+def pin_settings(conn: Any, settings: Mapping[str, str]) -> None:
+    """Set `settings` on the psycopg connection `conn` for the rest of its session.
+
+    A session's own setting outranks the server's (postgresql.conf, `ALTER SYSTEM`), a role's
+    and a database's, so no later change there, nor a reload, reaches this session; only the
+    session itself can (`SET`, `RESET`). The settings are committed in a transaction of their
+    own (a `SET` is undone with a transaction that rolls back), so `conn` must have none open
+    (`ValueError`); it is left idle, in autocommit or not as it was.
+    """
+    from psycopg.pq import TransactionStatus
+
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise ValueError(
+            "pin_settings needs a connection with no open transaction: a setting made inside"
+            " one is undone if it rolls back; commit or roll back first"
+        )
+    with conn.transaction():
+        POSTGRES.execute(conn, PIN_SQL, (list(settings), list(settings.values())))
+
+
 def require_durable_commits(conn: Any, who: str) -> None:
     """Refuse, in one line naming the setting, a session with `synchronous_commit = off`; pin
     any other value for the rest of the session.
@@ -46,7 +75,7 @@ def require_durable_commits(conn: Any, who: str) -> None:
     With it off PostgreSQL reports a commit before its WAL record is on disk; a server crash
     then loses commits already reported (and with them the versions and ballot ids that were
     handed out, so a later commit can reuse them). Every other value flushes locally first.
-    The pin (`pg.instance.pin_settings`) keeps it so: a later `ALTER SYSTEM` and reload, or a
+    The pin (`pin_settings`) keeps it so: a later `ALTER SYSTEM` and reload, or a
     role's or database's setting, cannot turn it off under the session; a later `SET` on the
     session itself is its caller's choice. A session with a transaction open is refused too:
     that transaction's rollback would undo the pin.
@@ -67,7 +96,7 @@ def require_durable_commits(conn: Any, who: str) -> None:
             " reported before it is on disk and a server crash can lose it; connect with"
             " synchronous_commit=on (the default)"
         )
-    pg_instance.pin_settings(conn, {"synchronous_commit": value})
+    pin_settings(conn, {"synchronous_commit": value})
 
 
 UNLOGGED_SQL = (

@@ -14,7 +14,7 @@ Two things differ from SQLite, where one writer at a time hides them:
   in flight, is one statement (one round trip). Inside a caller's transaction it takes an id
   and polls in that transaction, which needs READ COMMITTED; the summarizer sessions of part
   three (`labkit.pg.stress`, `labkit.pg.commit_order`) pin that level when they open
-  (`labkit.pg.instance.pin_settings`), so a change of the server's default cannot stop them.
+  (`labkit.catalog.versions_pg.pin_settings`), so a change of the server's default cannot stop them.
 
 `enqueue` never commits (the caller's transaction decides); the status changes commit on their
 own when the connection is idle and nest as a savepoint inside a caller's transaction.

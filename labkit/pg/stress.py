@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import labkit.catalog.versions_pg as versions_pg
 import labkit.frontier.log as fr
 import labkit.frontier.summarizer as sm
 import labkit.pg.instance as pg
@@ -133,7 +134,7 @@ def run_stress(
     total = writers * rows_per_writer
     with pg.scratch_schema(dsn, prefix="stress") as schema:
         with pg.connect(dsn, options=pg.search_path_option(schema)) as sconn:
-            pg.pin_settings(sconn, pg.READ_COMMITTED)  # the horizon wait's level, kept
+            versions_pg.pin_settings(sconn, versions_pg.READ_COMMITTED)  # the horizon wait's level, kept
             fr.create_schema(sconn)
             writers_done, dispatched = ctx.Event(), ctx.Event()
             procs = [
