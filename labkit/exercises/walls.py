@@ -21,7 +21,7 @@ and forks again), Linux hands an orphan to its nearest living subreaper ancestor
 it, so all the learner's processes stay below the supervisor. When the wall ends (an answer, a
 time limit, an error, an exception in the checker), the supervisor kills them all (found in
 /proc by parent pid, again until none is left) and exits; the checker then kills the process
-group, and if the supervisor has not exited within `GRACE_S` (stopped, say), kills the
+group, and if the supervisor has not exited within `KILL_S` (stopped, say), kills the
 supervisor's descendants itself. Why this: a process group or session is left by `setsid()`; a
 list of descendants (psutil's) loses a double-forked orphan once init adopts it; a cgroup needs
 rights a notebook seldom has. `RLIMIT_NPROC` caps the learner's user at the processes and
@@ -63,6 +63,10 @@ from typing import Any, NoReturn, TypeVar
 
 SECONDS = 2.0
 GRACE_S = 0.5
+# How long the supervisor may take to kill and reap every process below it (done at once when
+# none is left; on a loaded machine SIGKILLed processes can take longer than GRACE_S to die), and
+# how long the checker waits for it before it kills what it finds below itself.
+KILL_S = 5.0
 READY_S = 30.0  # a fork on a loaded machine takes a fraction of a second; this is the outer cap
 MEMORY_BYTES = 512 * 2**20
 OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted, not shown
@@ -494,12 +498,15 @@ if os.name == "posix":
         def end(self) -> None:
             """End the wall on every path: ask the supervisor to kill every process below
             it; whatever it did, kill the process group, and the supervisor's descendants if
-            it has not exited within `GRACE_S`; reap it; take the rest of the output."""
+            it has not exited within `KILL_S`; reap it; take the rest of the output."""
             with contextlib.suppress(OSError):
                 os.write(self.stop, b"x")
             os.close(self.stop)
-            if self.exit_code(time.monotonic() + GRACE_S) is None:
-                _kill_below(self.pid, time.monotonic() + GRACE_S)
+            until = time.monotonic() + KILL_S
+            while self.exit_code(min(until, time.monotonic() + GRACE_S)) is None:
+                if time.monotonic() >= until or _stopped(self.pid):
+                    _kill_below(self.pid, time.monotonic() + KILL_S)
+                    break
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
             until = time.monotonic() + GRACE_S
@@ -600,7 +607,7 @@ if os.name == "posix":
             status = _watch(learner, p.stop_r, outer)
             if status is None:
                 os.kill(learner, signal.SIGKILL)
-            _kill_below(os.getpid(), time.monotonic() + GRACE_S)
+            _kill_below(os.getpid(), time.monotonic() + KILL_S)
         except BaseException:  # noqa: BLE001 - the supervisor must reach its exit
             with contextlib.suppress(OSError):
                 os.kill(learner, signal.SIGKILL)
@@ -653,6 +660,14 @@ if os.name == "posix":
             if (not below and not mine) or time.monotonic() > until:
                 return
             time.sleep(0.001)
+
+    def _stopped(pid: int) -> bool:
+        """Whether `pid` is stopped (SIGSTOP, a tracer): it cannot end the wall itself."""
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+        except (OSError, IndexError):
+            return False
 
     def _reap_children() -> bool:
         """Reap every child that has exited; False if this process has no child left."""
