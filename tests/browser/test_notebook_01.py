@@ -90,6 +90,8 @@ def test_dispatch_mode_priorities_modes_and_typed_orders(lab):
     # Custom: the box starts from the order on screen; type a dead letter and a redrive.
     order.select_option(value="custom: type the order")
     expect(custom).to_have_value("1 2 3 4 5 6", timeout=WAIT_MS)
+    # The box's value and its enabled state are two widget updates: wait for the second too.
+    expect(custom).to_be_enabled(timeout=WAIT_MS)
     assert not disabled(custom) and disabled(priority6)
     custom.fill("3 5 f1 2 r1 4 6")
     custom.press("Enter")
