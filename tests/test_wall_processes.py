@@ -54,6 +54,14 @@ def _alive(record: str) -> bool:
     return fields[19] == start and fields[0] not in ("Z", "X")
 
 
+def _put(path: Path, text: str) -> None:
+    """Write `text` beside `path` and rename it there: a reader never sees a file half written
+    (the wall may kill its writer between the two)."""
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
 def _sleeper(folder: Path, k: int, setsid: bool, sleep: float = LATE_S) -> None:
     """In a forked process: (optionally leave the session and fork again, as a daemon does,)
     say it started, sleep, then write a late file holding the time; never returns."""
@@ -62,9 +70,9 @@ def _sleeper(folder: Path, k: int, setsid: bool, sleep: float = LATE_S) -> None:
             os.setsid()
             if os.fork():
                 os._exit(0)
-        (folder / f"started-{k}").write_text(_me())
+        _put(folder / f"started-{k}", _me())
         time.sleep(sleep)
-        (folder / f"late-{k}").write_text(str(time.monotonic()))
+        _put(folder / f"late-{k}", str(time.monotonic()))
     finally:
         os._exit(0)
 
