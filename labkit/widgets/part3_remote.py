@@ -58,6 +58,7 @@ class _Run:
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)  # the loop ended
     drawn: threading.Event = field(default_factory=threading.Event)  # its last picture shown
+    released: threading.Event = field(default_factory=threading.Event)  # controls given back
     lock: threading.Lock = field(default_factory=threading.Lock)  # url, ended, wanted
     switching: threading.Lock = field(default_factory=threading.Lock)  # one switch at a time
     url: str | None = None
@@ -259,7 +260,13 @@ class RealPlannerApp(BatchedApp):
 
     @property
     def running(self) -> bool:
-        """A run goes, or its last picture is not drawn yet (start waits for both)."""
+        """A run goes, or its last picture or the controls are not given back yet (start
+        waits for all three)."""
+        return self._run_now is not None and not self._run_now.released.is_set()
+
+    @property
+    def _busy(self) -> bool:
+        """What the controls follow: a run goes or its last picture is not drawn yet."""
         return self._run_now is not None and not self._run_now.drawn.is_set()
 
     @property
@@ -283,12 +290,12 @@ class RealPlannerApp(BatchedApp):
         """Why `control` ("design", "ticks", "latency", "window", "seed", "start", "stop")
         does nothing now, in words ("" when it does something)."""
         if control == "stop":
-            if not self.running:
+            if not self._busy:
                 return "no run is going"
             return "the run is stopping" if self._run_now.stop.is_set() else ""
         if control == "window" and self.design.value not in HEDGED:
             return "only the hedged design (fenced) keeps several ballots in flight"
-        if self.running:
+        if self._busy:
             return "a run is going: it applies to the next run (stop this one or let it end)"
         return ""
 
@@ -487,13 +494,16 @@ class RealPlannerApp(BatchedApp):
             self.message.value = _problem(f"The run's picture could not be drawn: {failed}.{ran}")
         finally:
             cur.drawn.set()
-            self._refresh_controls()
+            try:
+                self._refresh_controls()
+            finally:
+                cur.released.set()
 
     def stop(self) -> bool:
         """Stop the run going (what the stop button does); False, said, if none is or it is
         stopping already."""
         cur = self._run_now
-        if not self.running or cur is None:
+        if not self._busy or cur is None:
             self.message.value = _problem("Nothing stopped: no run is going.")
             return False
         if cur.stop.is_set():
@@ -508,12 +518,12 @@ class RealPlannerApp(BatchedApp):
         return True
 
     def wait(self, timeout: float = 60.0) -> RemoteRun | None:
-        """Block until the current run ends (and its last picture is drawn); its result, or
-        None if it failed or `timeout` passed first."""
+        """Block until the current run ends (its last picture drawn, the controls given
+        back); its result, or None if it failed or `timeout` passed first."""
         cur = self._run_now
         if cur is None:
             return None
-        cur.drawn.wait(timeout)
+        cur.released.wait(timeout)
         return cur.result
 
     def wait_for_head(self, version: int, timeout: float = 30.0) -> bool:
