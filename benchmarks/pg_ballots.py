@@ -51,14 +51,15 @@ def autocommit_floor_tick(conn) -> None:
 
 def measure_ticks(dsn: str, repeats: int, number: int) -> dict[str, float]:
     """Median seconds of a safe tick and of both floors, interleaved, on one server."""
-    with pg.scratch_schema(dsn, prefix="bench_tick") as tick_schema, pg.scratch_schema(
-        dsn, prefix="bench_floor"
-    ) as floor_schema:
-        with pg.connect(dsn, options=pg.search_path_option(tick_schema)) as tconn, pg.connect(
-            dsn, options=pg.search_path_option(floor_schema)
-        ) as fconn, pg.connect(
-            dsn, autocommit=True, options=pg.search_path_option(floor_schema)
-        ) as aconn:
+    with (
+        pg.scratch_schema(dsn, prefix="bench_tick") as tick_schema,
+        pg.scratch_schema(dsn, prefix="bench_floor") as floor_schema,
+    ):
+        with (
+            pg.connect(dsn, options=pg.search_path_option(tick_schema)) as tconn,
+            pg.connect(dsn, options=pg.search_path_option(floor_schema)) as fconn,
+            pg.connect(dsn, autocommit=True, options=pg.search_path_option(floor_schema)) as aconn,
+        ):
             loop = WatermarkLoop(tconn)
             with fconn.transaction():
                 fconn.execute(FLOOR_SCHEMA_SQL)
@@ -93,7 +94,9 @@ def plot(rows: list[dict[str, object]]):
         ax.text(i, rate * 1.02, f"{rate:.0f}/s", ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("per second (median)")
     ax.set_ylim(0, max(rates) * 1.2)
-    ax.set_title("PostgreSQL: a safe tick, two floors, and workers sharing one catalog", fontsize=10)
+    ax.set_title(
+        "PostgreSQL: a safe tick, two floors, and workers sharing one catalog", fontsize=10
+    )
     return ax.figure
 
 
@@ -107,25 +110,52 @@ def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
         many = pb.run_workers(dsn, workers=workers, target=target, seed=0)
     refused = len(many.ticks) - many.commits
     rows: list[dict[str, object]] = [
-        {"what": "safe tick", "workers": 1, "per_s": round(1 / ticks["tick_s"], 1),
-         "median_s": ticks["tick_s"], "commits": "", "refused": ""},
-        {"what": "floor: 2 bare txns", "workers": 1, "per_s": round(1 / ticks["floor_s"], 1),
-         "median_s": ticks["floor_s"], "commits": "", "refused": ""},
-        {"what": "2 autocommit writes", "workers": 1,
-         "per_s": round(1 / ticks["autocommit_s"], 1), "median_s": ticks["autocommit_s"],
-         "commits": "", "refused": ""},
-        {"what": f"{workers} workers: commits", "workers": workers,
-         "per_s": round(many.commits_per_s, 1), "median_s": "", "commits": many.commits,
-         "refused": refused},
+        {
+            "what": "safe tick",
+            "workers": 1,
+            "per_s": round(1 / ticks["tick_s"], 1),
+            "median_s": ticks["tick_s"],
+            "commits": "",
+            "refused": "",
+        },
+        {
+            "what": "floor: 2 bare txns",
+            "workers": 1,
+            "per_s": round(1 / ticks["floor_s"], 1),
+            "median_s": ticks["floor_s"],
+            "commits": "",
+            "refused": "",
+        },
+        {
+            "what": "2 autocommit writes",
+            "workers": 1,
+            "per_s": round(1 / ticks["autocommit_s"], 1),
+            "median_s": ticks["autocommit_s"],
+            "commits": "",
+            "refused": "",
+        },
+        {
+            "what": f"{workers} workers: commits",
+            "workers": workers,
+            "per_s": round(many.commits_per_s, 1),
+            "median_s": "",
+            "commits": many.commits,
+            "refused": refused,
+        },
     ]
     print_table(
-        [{**r, "median": fmt_s(float(r["median_s"])) if r["median_s"] != "" else "-"} for r in rows],
+        [
+            {**r, "median": fmt_s(float(r["median_s"])) if r["median_s"] != "" else "-"}
+            for r in rows
+        ],
         ("what", "workers", "median", "per_s", "commits", "refused"),
     )
     for line in many.invariants.lines():
         print(f"  {workers} workers: {line}")
-    print(f"  {workers} workers: {many.lost_races} guarded writes lost a race and were decided"
-          f" again; {many.commit_first_misses} commits tried before reading did not land")
+    print(
+        f"  {workers} workers: {many.lost_races} guarded writes lost a race and were decided"
+        f" again; {many.commit_first_misses} commits tried before reading did not land"
+    )
     ratio = ticks["tick_s"] / ticks["floor_s"]
     ratios = {
         "tick / floor": ratio,

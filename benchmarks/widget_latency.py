@@ -135,7 +135,9 @@ def plot(rows: list[dict[str, object]]):
 def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
     """Measure both apps, print p50/p95, write CSV and figure."""
     if not available():
-        raise RuntimeError("labkit.widgets.part1_frontier / labkit.widgets.part2_catalog are not there yet")
+        raise RuntimeError(
+            "labkit.widgets.part1_frontier / labkit.widgets.part2_catalog are not there yet"
+        )
     import matplotlib
 
     matplotlib.use("Agg")

@@ -46,6 +46,7 @@ __all__ = [
     "run",
 ]
 
+
 def __getattr__(name: str) -> Any:
     """`simulate` and `run` (`labkit.designs.simulator`) and `summarize_run`
     (`labkit.designs.run_stats`), imported when first asked for."""

@@ -38,8 +38,9 @@ def repo_path(source: str) -> str:
     return "README.md" if source == "index.md" else source
 
 
-def run_yourself_banner(app: Any, pagename: str, templatename: str, context: dict[str, Any],
-                        doctree: Any) -> None:
+def run_yourself_banner(
+    app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     """Put a "run this yourself" line under every page's title: the commands and the file."""
     if doctree is None or pagename == RUN_PAGE or "body" not in context:
         return
@@ -47,12 +48,16 @@ def run_yourself_banner(app: Any, pagename: str, templatename: str, context: dic
     how = f'<a href="{app.builder.get_relative_uri(pagename, RUN_PAGE)}">Run it yourself</a>'
     if source.endswith(".ipynb"):
         made = " (written by <code>make exercises</code>)" if "/student/" in source else ""
-        text = (f"▶ Run this notebook yourself: in a clone of the repository, <code>make lab</code>"
-                f" opens JupyterLab; open <code>{source}</code>{made}. <code>make test</code> runs"
-                f" it with every test. {how}.")
+        text = (
+            f"▶ Run this notebook yourself: in a clone of the repository, <code>make lab</code>"
+            f" opens JupyterLab; open <code>{source}</code>{made}. <code>make test</code> runs"
+            f" it with every test. {how}."
+        )
     else:
-        text = (f"This page is <code>{source}</code> in the repository. {how}: <code>make lab"
-                f"</code> opens the notebooks in JupyterLab, <code>make test</code> runs every test.")
+        text = (
+            f"This page is <code>{source}</code> in the repository. {how}: <code>make lab"
+            f"</code> opens the notebooks in JupyterLab, <code>make test</code> runs every test."
+        )
     banner = f'<p class="wb-run-yourself">{text}</p>'
     body = context["body"]
     cut = body.find("</h1>")

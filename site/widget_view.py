@@ -66,12 +66,12 @@ def _draw(states: States, model_id: str) -> str:
 
 def _hidden(states: States, state: Mapping[str, Any]) -> bool:
     ref = state.get("layout")
-    layout = states.get(ref[len(REF):], {}) if isinstance(ref, str) and ref.startswith(REF) else {}
+    layout = states.get(ref[len(REF) :], {}) if isinstance(ref, str) and ref.startswith(REF) else {}
     return layout.get("display") == "none" or layout.get("visibility") == "hidden"
 
 
 def _children(states: States, state: Mapping[str, Any]) -> str:
-    return "".join(_draw(states, ref[len(REF):]) for ref in state.get("children", ()))
+    return "".join(_draw(states, ref[len(REF) :]) for ref in state.get("children", ()))
 
 
 def _box(direction: str) -> Callable[[States, Mapping[str, Any]], str]:

@@ -48,9 +48,7 @@ def open_store(request: pytest.FixtureRequest, backend: str) -> Store:
 
         dsn = request.getfixturevalue("pg_dsn")
         schema = request.getfixturevalue("pg_schema")
-        store = Store(
-            "postgres", lambda: pg.connect(dsn, options=pg.search_path_option(schema))
-        )
+        store = Store("postgres", lambda: pg.connect(dsn, options=pg.search_path_option(schema)))
     request.addfinalizer(store.close)
     return store
 

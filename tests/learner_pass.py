@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "exercises" / "solutions"
 
 
-
 def first_rule(inflight: dict[int, int], head: int, response: Any) -> str | None:
     """The pass's first commit rule: right in its decisions, wrong to evict on a stale base."""
     b = response.ballot_id

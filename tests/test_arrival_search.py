@@ -255,8 +255,12 @@ def test_cas_model_is_exact_and_its_conflicts_are_compared_not_skipped() -> None
         found = explore_fast("cas", n)
         assert found == explore("cas", n) and found.rewinding == 0
     raced = run_model("cas", ["timeout", "deliver 1", "deliver 2", "stale 3"])
-    assert [o.text for o in raced.outcomes] == ["timeout 1", "1:commit", "2:cas_conflict",
-                                                "3:cas_conflict"]
+    assert [o.text for o in raced.outcomes] == [
+        "timeout 1",
+        "1:commit",
+        "2:cas_conflict",
+        "3:cas_conflict",
+    ]
     assert raced.heads == [0, 1, 1, 1]
 
 
@@ -333,7 +337,12 @@ def test_schedules_played_together_give_what_each_played_alone_gives(design: str
     window = 3 if design in ("fenced", "pipelined") else 2
     every = arrival_search._schedules(LoopModel(design, window=window), 3, 2, 1, 1, True)
     picked = random.Random(design).sample(every, min(60, len(every)))
-    picked += [[], picked[0], picked[1][:2], ["deliver 1", "timeout"]]  # none, twice, a prefix, text
+    picked += [
+        [],
+        picked[0],
+        picked[1][:2],
+        ["deliver 1", "timeout"],
+    ]  # none, twice, a prefix, text
     together = run_schedules(design, picked, window=window, skews={2: 1.5})
     assert together == [run_schedule(design, s, window=window, skews={2: 1.5}) for s in picked]
     assert run_schedules(design, [], window=window) == []
@@ -404,8 +413,9 @@ def test_the_schedules_compared_end_at_their_last_delivery(design: str) -> None:
     for n, crashes in [(0, 1), (1, 0), (3, 1)]:
         want = _every_schedule_stepping_each_move(model, n, crashes)
         assert arrival_search._schedules(model, n, 2, 1, crashes, True) == want
-    assert want and all(sum(s.kind != Kind.TIMEOUT and s.kind != Kind.CRASH for s in sched) == 3
-                        for sched in want)
+    assert want and all(
+        sum(s.kind != Kind.TIMEOUT and s.kind != Kind.CRASH for s in sched) == 3 for sched in want
+    )
 
 
 def test_a_stratified_sample_keeps_every_mix_of_step_kinds() -> None:

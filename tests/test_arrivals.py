@@ -83,7 +83,11 @@ def test_outcomes_are_typed_and_carry_the_head_and_rewind() -> None:
     assert [o.rewind for o in res.outcomes] == [False, False, False, True]
     assert res.first_rewind == 3 and res.heads == [0, 1, 2, 1]
     idle = run_schedule("callback", ["1", "timeout"], ticks=1).outcomes[-1]
-    assert (idle.kind, idle.request_id, idle.label) == (Kind.TIMEOUT, None, "timeout: nothing awaited")
+    assert (idle.kind, idle.request_id, idle.label) == (
+        Kind.TIMEOUT,
+        None,
+        "timeout: nothing awaited",
+    )
 
 
 def test_unknown_design_is_one_clear_error() -> None:
@@ -121,7 +125,9 @@ def test_cas_refuses_late_duplicate_and_honest_stale_bodies_like_the_ballot() ->
         cas, ballot = _case(table, case, "cas"), _case(table, case, "ballot")
         assert cas["outcomes"].endswith(cas_words) and ballot["outcomes"].endswith(ballot_words)
         assert (cas["final_head"], cas["tools at head"]) == (
-            ballot["final_head"], ballot["tools at head"])
+            ballot["final_head"],
+            ballot["tools at head"],
+        )
     assert not table["rewinds"].any()
 
 

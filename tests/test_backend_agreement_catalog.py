@@ -72,7 +72,10 @@ def test_head_and_head_hash(stores: tuple[Store, Store]) -> None:
         return at_genesis, catalog.head(conn), catalog.head_hash(conn)
 
     assert on_both(stores, steps) == (
-        (0, (0, catalog.tools_hash(["g"]))), 2, (2, catalog.tools_hash(["t1"])))
+        (0, (0, catalog.tools_hash(["g"]))),
+        2,
+        (2, catalog.tools_hash(["t1"])),
+    )
 
 
 def test_append_returns_the_version_and_the_log_refuses_a_fork(
@@ -99,8 +102,13 @@ def test_read_version_history_and_history_frame(stores: tuple[Store, Store]) -> 
     def steps(conn: Any) -> Any:
         grown(conn, [["a"], ["a", {"k": 1}]])
         frame = catalog.history_frame(conn)
-        return (catalog.read_version(conn, 2), catalog.read_version(conn, 9),
-                catalog.history(conn), frame.to_dict("list"), frame.dtypes.to_dict())
+        return (
+            catalog.read_version(conn, 2),
+            catalog.read_version(conn, 9),
+            catalog.history(conn),
+            frame.to_dict("list"),
+            frame.dtypes.to_dict(),
+        )
 
     got = on_both(stores, steps)
     assert got[0].tools == ["a", {"k": 1}] and got[1] is None and len(got[2]) == 3
@@ -138,7 +146,10 @@ def test_catalog_reader_records_and_refuses_a_fall(stores: tuple[Store, Store]) 
         return first, outcome(again.poll), again.last_seen()
 
     assert on_both(stores, steps) == (
-        (None, 2, 2), "RewindError: catalog rewound: reader 'r' saw version 2, now sees 1", 2)
+        (None, 2, 2),
+        "RewindError: catalog rewound: reader 'r' saw version 2, now sees 1",
+        2,
+    )
 
 
 def test_a_reader_may_keep_its_state_on_the_other_backend(stores: tuple[Store, Store]) -> None:
@@ -157,8 +168,15 @@ def test_every_loop_method_agrees(stores: tuple[Store, Store]) -> None:
         fresh = Response(a.ballot_id, a.watermark, a.base_version, ["a"])
         seen += [a, b, c, loop.inflight(), loop.checks(fresh), loop.apply(fresh)]
         late = Response(b.ballot_id, b.watermark, b.base_version, ["b"])
-        seen += [loop.checks(late), loop.apply(late), loop.abandon(c.ballot_id),
-                 loop.abandon(c.ballot_id), loop.replay(c), loop.inflight(), loop.head_version()]
+        seen += [
+            loop.checks(late),
+            loop.apply(late),
+            loop.abandon(c.ballot_id),
+            loop.abandon(c.ballot_id),
+            loop.replay(c),
+            loop.inflight(),
+            loop.head_version(),
+        ]
         seen.append(outcome(lambda: loop.reserve() and loop.reserve() and loop.reserve()))
         tables = ("catalog_versions", "wm_ballots", "wm_store")
         return seen, [rows(conn, f"SELECT * FROM {t} ORDER BY 1") for t in tables]
@@ -168,7 +186,8 @@ def test_every_loop_method_agrees(stores: tuple[Store, Store]) -> None:
 
 
 @pytest.mark.parametrize(
-    "view", [storeview.overview, lambda c: storeview.table(c, "catalog_versions")],
+    "view",
+    [storeview.overview, lambda c: storeview.table(c, "catalog_versions")],
     ids=["overview", "table"],
 )
 def test_storeview_refuses_a_postgres_connection_in_one_line(
@@ -177,7 +196,10 @@ def test_storeview_refuses_a_postgres_connection_in_one_line(
     lite, pg = (store.connect() for store in stores)
     WatermarkLoop(lite), WatermarkLoop(pg)
     assert len(view(lite)) > 0
-    with pytest.raises(backend.UnsupportedBackend, match=r"^storeview\.\w+ works on sqlite only;"
-                       r" it was handed a postgres connection$") as info:
+    with pytest.raises(
+        backend.UnsupportedBackend,
+        match=r"^storeview\.\w+ works on sqlite only;"
+        r" it was handed a postgres connection$",
+    ) as info:
         view(pg)
     assert "\n" not in str(info.value)

@@ -37,8 +37,13 @@ def loop(request: pytest.FixtureRequest) -> WatermarkLoop:
 def owning(loop: WatermarkLoop, **fields: Any) -> Response:
     """A response for a fresh ballot that owns the watermark, with some fields overridden."""
     b = loop.reserve()
-    good = {"ballot_id": b.ballot_id, "observed_watermark": b.watermark,
-            "base_version": b.base_version, "tools": ["ok"], "updated_at": None}
+    good = {
+        "ballot_id": b.ballot_id,
+        "observed_watermark": b.watermark,
+        "base_version": b.base_version,
+        "tools": ["ok"],
+        "updated_at": None,
+    }
     return Response(**{**good, **fields})
 
 
@@ -161,7 +166,10 @@ def test_a_replaced_database_file_refuses_writes(tmp_path: Path) -> None:
     ("sql", "message"),
     [
         ("UPDATE catalog_versions SET tools = '[\"v1\"' WHERE version = 1", "version 1: .*JSON"),
-        ("UPDATE catalog_versions SET tools = '[\"x\"]' WHERE version = 1", "version 1: tools_hash"),
+        (
+            "UPDATE catalog_versions SET tools = '[\"x\"]' WHERE version = 1",
+            "version 1: tools_hash",
+        ),
     ],
     ids=["broken-json", "hash-mismatch"],
 )

@@ -17,7 +17,9 @@ SOLUTIONS = ROOT / "exercises" / "solutions"
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def fails(argv: list[str], capsys: pytest.CaptureFixture, path: Path, problem: str) -> None:
@@ -47,11 +49,19 @@ def test_exercises_refuses_to_write_over_the_solutions(
 
 def test_exercises_refuses_a_missing_or_empty_src(tmp_path: Path, capsys) -> None:
     out = tmp_path / "student"
-    fails(["exercises", "--src", str(tmp_path / "nope"), "--out", str(out)], capsys,
-          tmp_path / "nope", "no such directory")
+    fails(
+        ["exercises", "--src", str(tmp_path / "nope"), "--out", str(out)],
+        capsys,
+        tmp_path / "nope",
+        "no such directory",
+    )
     (tmp_path / "empty").mkdir()
-    fails(["exercises", "--src", str(tmp_path / "empty"), "--out", str(out)], capsys,
-          tmp_path / "empty", "no *.ipynb")
+    fails(
+        ["exercises", "--src", str(tmp_path / "empty"), "--out", str(out)],
+        capsys,
+        tmp_path / "empty",
+        "no *.ipynb",
+    )
     assert not out.exists()
 
 
@@ -132,8 +142,9 @@ def test_strip_refuses_missing_and_non_json_files(tmp_path: Path, capsys) -> Non
 
 def test_strip_changes_nothing_when_one_path_is_bad(solutions: Path, tmp_path: Path, capsys):
     nb = solutions / "ex01_max_and_orphans.ipynb"
-    dirty = nb.read_text().replace('"outputs": []', '"outputs": [{"output_type": "stream", '
-                                   '"name": "stdout", "text": "hi"}]', 1)
+    dirty = nb.read_text().replace(
+        '"outputs": []', '"outputs": [{"output_type": "stream", "name": "stdout", "text": "hi"}]', 1
+    )
     nb.write_text(dirty)
     bad = tmp_path / "missing.ipynb"
     fails(["strip", str(nb), str(bad)], capsys, bad, "no such file")
@@ -146,7 +157,13 @@ def test_strip_changes_nothing_when_one_path_is_bad(solutions: Path, tmp_path: P
 def test_the_module_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "labkit", "strip", str(tmp_path / "missing.ipynb")],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
     )
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == f"python -m labkit strip: {tmp_path / 'missing.ipynb'}: no such file or directory\n"
+    assert (
+        proc.stderr
+        == f"python -m labkit strip: {tmp_path / 'missing.ipynb'}: no such file or directory\n"
+    )

@@ -60,9 +60,7 @@ def test_concurrent_dispatch_hands_out_every_row_exactly_once(tmp_path: Path) ->
     handed = Counter(i for ids in got for i in ids)
     assert sorted(handed) == list(range(1, rows + 1))
     assert set(handed.values()) == {1}
-    assert setup.execute("SELECT DISTINCT status FROM conversations").fetchall() == [
-        ("delivered",)
-    ]
+    assert setup.execute("SELECT DISTINCT status FROM conversations").fetchall() == [("delivered",)]
     # each worker still saw its own picks in dispatch order
     priority = dict(setup.execute("SELECT id, priority FROM conversations").fetchall())
     for ids in got:

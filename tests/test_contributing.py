@@ -17,7 +17,9 @@ def test_readme_links_the_guide() -> None:
 def test_guide_names_only_paths_inside_the_repository() -> None:
     text = GUIDE.read_text(encoding="utf-8")
     assert not re.search(r"(?<![\w.])/(work|home|root|tmp|usr)/", text)
-    paths = re.findall(r"`((?:labkit|data|tests|notebooks|exercises|benchmarks|docs)/[^`*]*)`", text)
+    paths = re.findall(
+        r"`((?:labkit|data|tests|notebooks|exercises|benchmarks|docs)/[^`*]*)`", text
+    )
     assert paths, "the guide should point at the layout"
     missing = [p for p in paths if not (ROOT / p.split(" ")[0]).exists()]
     assert not missing, missing

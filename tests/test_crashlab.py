@@ -66,7 +66,11 @@ def test_the_child_is_a_module_that_never_commits_past_its_point(db: Path, point
     """Run `python -m labkit.catalog.crash_child` with nobody to kill it: it stops, commits nothing."""
     proc = subprocess.run(
         [sys.executable, "-m", "labkit.catalog.crash_child", str(db), point, "1", '["never"]'],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == crash_child.NOT_KILLED, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"at {point}"

@@ -229,8 +229,6 @@ def test_index_names_the_cause_not_the_statement(sql: str, cause: str) -> None:
         assert SOLUTION_INDEX not in message
 
 
-
-
 def verdict_named(verdict: str, message: str) -> bool:
     return re.search(rf"\b{verdict}\b", message) is not None
 
@@ -362,8 +360,6 @@ def test_commit_rule_names_the_cause_not_apply_s_decision(name: str) -> None:
 def test_lww_names_the_cause_not_a_schedule(steps: list[str], cause: str) -> None:
     message = refused(exs.lww_rewind_ex, steps, cause)
     assert "'deliver 4', 'deliver 2'" not in message
-
-
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,8 @@ def test_committed_figures_match_the_code(fresh: tuple[Path, dict]) -> None:
     _, rebuilt = fresh
     committed = json.loads((DEFAULT_OUT / MANIFEST).read_text())
     stale = [
-        name for name, entry in rebuilt["figures"].items()
+        name
+        for name, entry in rebuilt["figures"].items()
         if committed["figures"].get(name, {}).get("data") != entry["data"]
     ]
     assert not stale, f"out of date with the code (run `make figures`): {stale}"

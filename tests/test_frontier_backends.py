@@ -44,7 +44,9 @@ def deliver(conn: Any, *ids: int) -> None:
 
 
 def statuses(conn: Any) -> list[tuple[int, str]]:
-    return [(int(i), s) for i, s in fr.fetch(conn, "SELECT id, status FROM conversations ORDER BY id")]
+    return [
+        (int(i), s) for i, s in fr.fetch(conn, "SELECT id, status FROM conversations ORDER BY id")
+    ]
 
 
 def refusal(call: Callable[[], object]) -> str:
@@ -67,8 +69,11 @@ def enqueue(conn: Any) -> object:
     ids = seed(conn)
     ids.append(fr.enqueue(conn, "other", 2, "outbound"))
     conn.commit()
-    row = fr.fetch(conn, "SELECT channel_key, direction, status, priority FROM conversations "
-                         "WHERE id = ?", (ids[-1],))
+    row = fr.fetch(
+        conn,
+        "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?",
+        (ids[-1],),
+    )
     return ids, row
 
 
@@ -107,8 +112,12 @@ def redrive(conn: Any) -> object:
     seed(conn)
     fr.mark_failed(conn, 3)
     new = fr.redrive(conn, 3)
-    row = fr.fetch(conn, "SELECT channel_key, direction, status, priority, redrive_of "
-                         "FROM conversations WHERE id = ?", (new,))
+    row = fr.fetch(
+        conn,
+        "SELECT channel_key, direction, status, priority, redrive_of "
+        "FROM conversations WHERE id = ?",
+        (new,),
+    )
     return new, row, fr.status_of(conn, 3), refusal(lambda: fr.redrive(conn, 1))
 
 
@@ -302,15 +311,33 @@ CASES: dict[str, tuple[Callable[[Any], object], object]] = {
         busy_loop_ticks,
         (
             [
-                {"tick": t, "trigger": "after_checkpoint", "fired": True, "summarized": False,
-                 "wasted": True, "coverage_end": 0}
+                {
+                    "tick": t,
+                    "trigger": "after_checkpoint",
+                    "fired": True,
+                    "summarized": False,
+                    "wasted": True,
+                    "coverage_end": 0,
+                }
                 for t in (0, 1)
             ],
             [
-                {"tick": 0, "trigger": "newly_covered", "fired": True, "summarized": True,
-                 "wasted": False, "coverage_end": 6},
-                {"tick": 1, "trigger": "newly_covered", "fired": False, "summarized": False,
-                 "wasted": False, "coverage_end": 6},
+                {
+                    "tick": 0,
+                    "trigger": "newly_covered",
+                    "fired": True,
+                    "summarized": True,
+                    "wasted": False,
+                    "coverage_end": 6,
+                },
+                {
+                    "tick": 1,
+                    "trigger": "newly_covered",
+                    "fired": False,
+                    "summarized": False,
+                    "wasted": False,
+                    "coverage_end": 6,
+                },
             ],
         ),
     ),

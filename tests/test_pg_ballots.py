@@ -94,7 +94,10 @@ def test_a_commit_blocked_by_another_commit_is_refused_then_decided_stale(
     (the version's key, or the isolation level), nothing of it is kept, and B reads and
     decides: stale, recorded once."""
     a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    la, lb = (
+        WatermarkLoop(a_conn, window=2),
+        WatermarkLoop(at_isolation(b_conn, "read committed"), window=2),
+    )
     at_isolation(b_conn, level)
     ba, bb = la.reserve(), lb.reserve()
     result = {}
@@ -120,7 +123,10 @@ def test_a_decision_whose_guard_finds_the_ballot_changed_reads_again(connect, le
     before B's write lands A abandons B's ballot (uncommitted, so B's write waits). B's guard
     then matches nothing, B reads again: the ballot is unknown now, and that is what is kept."""
     a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    la, lb = (
+        WatermarkLoop(a_conn, window=2),
+        WatermarkLoop(at_isolation(b_conn, "read committed"), window=2),
+    )
     at_isolation(b_conn, level)
     ba, bb = la.reserve(), lb.reserve()
     assert la.apply(Response(ba.ballot_id, 0, 0, ["a"])).committed
@@ -150,7 +156,10 @@ def test_a_reserve_that_loses_the_race_reads_again_and_takes_the_next_id(
     writes nothing. Read again, B takes id 6 on watermark 1: no id used twice, and (here, where
     the commit and the id jump are one transaction) no stale fence."""
     a_conn, b_conn, watch = connect(), connect(), connect(autocommit=True)
-    la, lb = WatermarkLoop(a_conn, window=2), WatermarkLoop(at_isolation(b_conn, "read committed"), window=2)
+    la, lb = (
+        WatermarkLoop(a_conn, window=2),
+        WatermarkLoop(at_isolation(b_conn, "read committed"), window=2),
+    )
     at_isolation(b_conn, level)
     result = {}
     reserver = threading.Thread(target=lambda: result.update(ballot=lb.reserve()))
@@ -181,7 +190,9 @@ def test_each_guarded_write_is_one_statement_on_postgres_with_sqlite_s_parts() -
 @pytest.mark.parametrize("level", ["repeatable read", "serializable"])
 def test_the_loop_refuses_a_session_that_is_not_read_committed(connect, level: str) -> None:
     conn = at_isolation(connect(), level)
-    with pytest.raises(wpg.LoopConnectionError, match=f"default_transaction_isolation is {level.upper()}"):
+    with pytest.raises(
+        wpg.LoopConnectionError, match=f"default_transaction_isolation is {level.upper()}"
+    ):
         WatermarkLoop(conn)
 
 
@@ -207,9 +218,13 @@ OLD_KEYS = {
 
 
 def foreign_keys(conn) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT conname FROM pg_constraint"
-        " WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'").fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT conname FROM pg_constraint"
+            " WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'"
+        ).fetchall()
+    ]
 
 
 @pytest.mark.parametrize("old", list(OLD_KEYS))

@@ -147,7 +147,9 @@ def test_every_insert_takes_its_xact_id_before_its_row(pg_connect) -> None:
     built; without it a fresh transaction reaches its row with no xact id."""
     conn = pg_connect()
     # only the statement trigger may hand out the xact id before the row now
-    conn.execute("ALTER TABLE conversations ALTER xact_id DROP NOT NULL, ALTER xact_id DROP DEFAULT")
+    conn.execute(
+        "ALTER TABLE conversations ALTER xact_id DROP NOT NULL, ALTER xact_id DROP DEFAULT"
+    )
     conn.execute(
         "CREATE FUNCTION probe_xid() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         "IF pg_current_xact_id_if_assigned() IS NULL THEN RAISE 'no xact id yet'; END IF; "

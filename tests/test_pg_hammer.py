@@ -22,8 +22,15 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 THREADS, STEPS, WINDOW = 6, 120, 3
 # (observed, base) shifts of an answer relative to its ballot; only "fresh" may commit.
-KINDS = {"fresh": (0, 0), "next": (1, 1), "previous": (-1, -1), "stale base": (0, -1),
-         "future base": (0, 1), "echo ahead": (1, 0), "bad body": (0, 0)}
+KINDS = {
+    "fresh": (0, 0),
+    "next": (1, 1),
+    "previous": (-1, -1),
+    "stale base": (0, -1),
+    "future base": (0, 1),
+    "echo ahead": (1, 0),
+    "bad body": (0, 0),
+}
 
 
 def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], set[int], list[str], int]:
@@ -43,7 +50,9 @@ def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], set[int], list[
     def monitor() -> None:
         with pg.connect(dsn, autocommit=True, options=pg.search_path_option(schema)) as m:
             while not done.is_set():
-                (n,) = m.execute("SELECT count(*) FROM wm_ballots WHERE status = 'inflight'").fetchone()
+                (n,) = m.execute(
+                    "SELECT count(*) FROM wm_ballots WHERE status = 'inflight'"
+                ).fetchone()
                 most_in_flight[0] = max(most_in_flight[0], n)
 
     def worker(wid: int, conn: Any) -> None:
@@ -66,8 +75,9 @@ def hammer(dsn: str, schema: str, seed: int) -> tuple[list[Any], set[int], list[
                     nonce = f"w{wid}-{i}"
                     d_observed, d_base = KINDS[kind]
                     tools = [{1}] if kind == "bad body" else [nonce]
-                    answer = Response(b.ballot_id, b.watermark + d_observed,
-                                      b.base_version + d_base, tools)
+                    answer = Response(
+                        b.ballot_id, b.watermark + d_observed, b.base_version + d_base, tools
+                    )
                     try:
                         out: Any = loop.apply(answer)
                     except ResponseError as exc:
@@ -114,8 +124,12 @@ def test_many_loops_on_one_store_keep_every_promise(pg_dsn: str, pg_schema: str,
         versions = c.execute(
             "SELECT version, ballot_id, tools FROM catalog_versions WHERE version > 0"
         ).fetchall()
-        ballots = {r[0]: r[1:] for r in c.execute(
-            "SELECT ballot_id, observed_watermark, status FROM wm_ballots").fetchall()}
+        ballots = {
+            r[0]: r[1:]
+            for r in c.execute(
+                "SELECT ballot_id, observed_watermark, status FROM wm_ballots"
+            ).fetchall()
+        }
         responses = c.execute("SELECT tools_hash, committed FROM wm_responses").fetchall()
         (next_ballot,) = c.execute("SELECT next_ballot FROM wm_store").fetchone()
     assert head > 10, "too few commits for the run to mean anything"

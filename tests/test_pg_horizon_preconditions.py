@@ -38,12 +38,17 @@ def test_a_missing_id_trigger_is_refused(pg_connect) -> None:
 
 def test_an_id_taken_before_its_insert_is_refused_by_the_schema(pg_connect) -> None:
     early = pg_connect()
-    (taken,) = early.execute("SELECT nextval(pg_get_serial_sequence('conversations', 'id'))").fetchone()
+    (taken,) = early.execute(
+        "SELECT nextval(pg_get_serial_sequence('conversations', 'id'))"
+    ).fetchone()
     early.commit()
     later = pg_connect()
     fr.enqueue(later, "a", 1)  # another row takes a larger id meanwhile
     later.commit()
-    with pytest.raises(psycopg.errors.CheckViolation, match=f"id {taken} was not taken from the sequence by this INSERT"):
+    with pytest.raises(
+        psycopg.errors.CheckViolation,
+        match=f"id {taken} was not taken from the sequence by this INSERT",
+    ):
         early.execute(
             "INSERT INTO conversations (id, channel_key, direction, status, priority)"
             " OVERRIDING SYSTEM VALUE VALUES (%s, 'a', 'inbound', 'pending', 1)",

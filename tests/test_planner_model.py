@@ -28,8 +28,10 @@ def test_a_stale_response_is_computed_from_the_version_before_its_base() -> None
     stale = respond(design, second, 2.0, stale=True)
     assert stale.base_version == 0 and stale.tools == (f"tool-r{second.request_id}",)
     assert stale.base_hash == tools_hash(()) != respond(design, second, 2.0).base_hash
-    assert respond(design, second, 2.0).tools == (f"tool-r{first.request_id}",
-                                                  f"tool-r{second.request_id}")
+    assert respond(design, second, 2.0).tools == (
+        f"tool-r{first.request_id}",
+        f"tool-r{second.request_id}",
+    )
 
 
 def test_the_reader_reports_changes_rewinds_and_overwrites() -> None:

@@ -28,8 +28,9 @@ def test_canvas_update_moves_the_markers(traces) -> None:
     canvas.update(traces, "ballot")
     clean = {d: simulate(d, [], seed=0) for d in DESIGNS}
     canvas.update(clean, "fenced")
-    (marks,) = [a for ax in canvas.fig.axes for a in ax.get_children()
-                if a.get_gid() == "rewind:callback"]
+    (marks,) = [
+        a for ax in canvas.fig.axes for a in ax.get_children() if a.get_gid() == "rewind:callback"
+    ]
     assert len(marks.get_offsets()) == 0
     assert "0 rewinds" in canvas.axes["callback"].get_title()
 
@@ -41,7 +42,9 @@ def test_blitted_png_matches_a_full_draw(traces) -> None:
     fresh = FiveDesignsCanvas()
     fresh.fig.set_dpi(80)
     full = png_bytes(fresh.update(traces, "ballot", nice_limits=True), dpi=80)
-    a, b = (np.asarray(Image.open(io.BytesIO(x)).convert("RGB"), dtype=int) for x in (blitted, full))
+    a, b = (
+        np.asarray(Image.open(io.BytesIO(x)).convert("RGB"), dtype=int) for x in (blitted, full)
+    )
     assert a.shape == b.shape
     differing = (np.abs(a - b).max(axis=2) > 16).mean()
     assert differing < 0.001, f"{differing:.2%} of pixels differ from a full draw"
@@ -58,8 +61,10 @@ def test_workbench_canvas_blit_redraws_changes() -> None:
     assert canvas.png(b.runs, b.steps, "ballot") == first
 
 
-SCHEDULE_14 = ("timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
-               "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9")
+SCHEDULE_14 = (
+    "timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "
+    "deliver 6; dup 5; crash; deliver 7; stale 8; deliver 9"
+)
 
 
 @pytest.mark.slow

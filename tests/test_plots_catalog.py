@@ -91,8 +91,9 @@ def test_arrival_lanes_figure_from_run_schedule() -> None:
 
 
 def test_explorer_figure_labels_each_bar() -> None:
-    table = pd.DataFrame({"design": list(DESIGNS), "orders": [32, 32, 32, 124, 32],
-                          "rewinding": [6, 1, 0, 0, 0]})
+    table = pd.DataFrame(
+        {"design": list(DESIGNS), "orders": [32, 32, 32, 124, 32], "rewinding": [6, 1, 0, 0, 0]}
+    )
     fig = explorer_figure(table)
     _assert_labelled(fig)
     assert [t.get_text() for t in fig.axes[0].texts] == ["6/32", "1/32", "0/32", "0/124", "0/32"]
@@ -104,8 +105,11 @@ def test_restarts_figure_marks_crash_and_restart() -> None:
     _assert_labelled(fig)
     ax = fig.axes[0]
     crash_times = {float(t) for tr in trs.values() for t in tr.loc[tr["event"] == "crash", "t"]}
-    vlines = {float(line.get_xdata()[0]) for line in ax.lines if line.get_gid() is None
-              and len(set(line.get_xdata())) == 1}
+    vlines = {
+        float(line.get_xdata()[0])
+        for line in ax.lines
+        if line.get_gid() is None and len(set(line.get_xdata())) == 1
+    }
     assert crash_times and crash_times <= vlines
     (seen,) = _by_gid(fig, "last_seen:ballot")
     assert list(seen.get_ydata()) == list(trs["ballot"]["head_version"].cummax())

@@ -24,10 +24,35 @@ SCANNED = ("labkit", "benchmarks")
 
 POSIX_MODULES = {"fcntl", "resource", "pwd", "grp", "termios", "tty", "pty", "posix"}
 POSIX_ATTRIBUTES = {
-    "os": {"kill", "killpg", "fork", "forkpty", "getuid", "geteuid", "getgid", "getegid",
-           "setsid", "getpgid", "setpgrp", "chown", "lchown"},
-    "signal": {"SIGKILL", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGCHLD",
-               "SIGSTOP", "SIGCONT", "alarm", "setitimer", "pthread_kill"},
+    "os": {
+        "kill",
+        "killpg",
+        "fork",
+        "forkpty",
+        "getuid",
+        "geteuid",
+        "getgid",
+        "getegid",
+        "setsid",
+        "getpgid",
+        "setpgrp",
+        "chown",
+        "lchown",
+    },
+    "signal": {
+        "SIGKILL",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGALRM",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGCHLD",
+        "SIGSTOP",
+        "SIGCONT",
+        "alarm",
+        "setitimer",
+        "pthread_kill",
+    },
 }
 POSIX_PATHS = ("/tmp", "/usr/", "/dev/", "/var/", "/proc/", "/etc/")
 # Known gaps, each with its reason and said in the README's Platforms section: (file, what).
@@ -84,8 +109,11 @@ def posix_only(source: str, filename: str = "<source>") -> list[str]:
         if id(node) in guarded:
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [
-                node.module or ""]
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
             for module in modules:
                 if module.split(".")[0] in POSIX_MODULES:
                     flag(node, f"imports {module}, which Windows lacks")

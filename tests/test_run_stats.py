@@ -23,8 +23,15 @@ def test_summary_table_splits_rejects_by_reason() -> None:
 
 def _row(t: float, event: str, head: int, **extra: object) -> dict:
     row = dict.fromkeys(COLUMNS)
-    row.update(t=t, design="hand", event=event, head_version=head, rewind=False,
-               overwrite=False, head_changed=False)
+    row.update(
+        t=t,
+        design="hand",
+        event=event,
+        head_version=head,
+        rewind=False,
+        overwrite=False,
+        head_changed=False,
+    )
     row.update(extra)
     return row
 
@@ -44,8 +51,7 @@ def _hand_trace() -> pd.DataFrame:
         _row(4, "send", 2, request_id=4, base_version=2),
         _row(5, **deliver, head=2, request_id=3, committed=False, reason="cas_conflict"),
         _row(6, **deliver, head=3, request_id=4, committed=True, head_changed=True),
-        _row(7, **deliver, head=2, request_id=1, committed=True, head_changed=True,
-             rewind=True),
+        _row(7, **deliver, head=2, request_id=1, committed=True, head_changed=True, rewind=True),
         _row(7, "send", 2, request_id=5, base_version=2),
         _row(9, **deliver, head=3, request_id=5, committed=True, head_changed=True),
     ]
@@ -77,8 +83,9 @@ def test_wasted_calls_are_calls_beyond_one_per_kept_commit() -> None:
 
 def test_an_overwrite_takes_back_the_version_it_wrote_over() -> None:
     rows = _hand_trace().iloc[:5].to_dict("records")
-    rows.append(_row(5, "deliver", 2, request_id=3, committed=True, head_changed=True,
-                     overwrite=True))
+    rows.append(
+        _row(5, "deliver", 2, request_id=3, committed=True, head_changed=True, overwrite=True)
+    )
     s = summarize_run(pd.DataFrame(rows, columns=COLUMNS))
     assert (s.commits, s.overwrites, s.kept) == (3, 1, 1)
 

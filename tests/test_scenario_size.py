@@ -20,12 +20,21 @@ def full_recompute(scenario) -> pd.DataFrame:
     """The reference: every tracked shard read again after every event (the old runner)."""
     conn = sc.fr.connect()
     sc._enqueue_messages(conn, scenario)
-    records = [{"step": 0, "event": "start", "op": "start_log", **sc.shard_state(conn, key)}
-               for key in scenario.tracked_shards]
+    records = [
+        {"step": 0, "event": "start", "op": "start_log", **sc.shard_state(conn, key)}
+        for key in scenario.tracked_shards
+    ]
     for k, ev in enumerate(scenario.events):
         result = sc._apply_event(conn, scenario, ev, f"events[{k}]")
-        records += [{"step": k + 1, "event": sc._label(ev, result), "op": ev["op"],
-                     **sc.shard_state(conn, key)} for key in scenario.tracked_shards]
+        records += [
+            {
+                "step": k + 1,
+                "event": sc._label(ev, result),
+                "op": ev["op"],
+                **sc.shard_state(conn, key),
+            }
+            for key in scenario.tracked_shards
+        ]
     df = pd.DataFrame.from_records(records)
     df["max_watermark"] = df["max_watermark"].astype("Int64")
     return df
@@ -49,9 +58,16 @@ def random_scenario(seed: int) -> dict:
         elif roll < 0.65 and failed:
             events.append({"op": "redrive", "id": failed.pop()})
         else:
-            events.append({"op": "summarize"} | ({"shard": rng.choice(shards)} if rng.random() < 0.5 else {}))
-    return {"name": f"random-{seed}", "title": "t", "description": "d", "messages": messages,
-            "events": events}
+            events.append(
+                {"op": "summarize"} | ({"shard": rng.choice(shards)} if rng.random() < 0.5 else {})
+            )
+    return {
+        "name": f"random-{seed}",
+        "title": "t",
+        "description": "d",
+        "messages": messages,
+        "events": events,
+    }
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -75,16 +91,23 @@ def test_every_bundled_scenario_gives_the_same_timeline(path: Path) -> None:
 def _big(messages: int, shards: int, events: int) -> dict:
     keys = [f"s{i}" for i in range(shards)]
     return {
-        "name": "big", "title": "t", "description": "d",
+        "name": "big",
+        "title": "t",
+        "description": "d",
         "messages": [{"shard": keys[i % shards], "priority": 1} for i in range(messages)],
-        "events": [{"op": "deliver", "id": i % messages + 1} if i < messages else {"op": "dispatch"}
-                   for i in range(events)],
+        "events": [
+            {"op": "deliver", "id": i % messages + 1} if i < messages else {"op": "dispatch"}
+            for i in range(events)
+        ],
     }
 
 
 def test_a_timeline_too_big_to_hold_is_refused_up_front_naming_the_limit() -> None:
     scenario = scenario_from_dict(_big(100_000, 50, 100_000), "big.json")
-    with pytest.raises(ScenarioError, match=r"^big.json: events: the timeline would have 5,000,050 rows .* at most 500,000"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"^big.json: events: the timeline would have 5,000,050 rows .* at most 500,000",
+    ):
         sc.run_scenario(scenario)
     wide = scenario_from_dict(_big(20_000, 1, 20_000), "wide.json")
     with pytest.raises(ScenarioError, match=r"^wide.json: messages: .* at most 10,000,000"):

@@ -58,8 +58,10 @@ def test_readers_find_each_policy_s_columns_where_policy_columns_says() -> None:
     timeline = sc.run_scenario(fmt.load_scenario("seed"))
     assert list(sc.POLICY_COLUMNS) == list(fr.POLICIES)
     last = timeline.iloc[-1]
-    got = {p: (last[c.coverage], last[c.orphans], last[c.orphan_ids])
-           for p, c in sc.POLICY_COLUMNS.items()}
+    got = {
+        p: (last[c.coverage], last[c.orphans], last[c.orphan_ids])
+        for p, c in sc.POLICY_COLUMNS.items()
+    }
     assert got == {"frontier": (7, 0, ()), "max": (6, 3, (1, 2, 4))}
 
 
@@ -288,26 +290,45 @@ def test_a_huge_integer_is_a_scenario_error_not_a_decoder_valueerror(
 
 
 def test_a_huge_python_integer_is_named_by_its_size() -> None:
-    data = {"name": "x", "title": "t", "description": "d", "events": [],
-            "messages": [{"shard": "a", "priority": 10**5000}]}
+    data = {
+        "name": "x",
+        "title": "t",
+        "description": "d",
+        "events": [],
+        "messages": [{"shard": "a", "priority": 10**5000}],
+    }
     with pytest.raises(fmt.ScenarioError, match=r"'priority': <an integer of \d+ bits> does not"):
         fmt.scenario_from_dict(data)
 
 
 @pytest.mark.parametrize(
     ("key", "problem"),
-    [("\\ud800", "lone surrogate"), ("a\\udfffb", "lone surrogate"), ("a\\u0000", "control"),
-     ("main\\n", "control"), ("\\u001b[31m", "control"), ("\\u0085", "control")],
+    [
+        ("\\ud800", "lone surrogate"),
+        ("a\\udfffb", "lone surrogate"),
+        ("a\\u0000", "control"),
+        ("main\\n", "control"),
+        ("\\u001b[31m", "control"),
+        ("\\u0085", "control"),
+    ],
 )
 def test_shard_keys_with_surrogates_or_control_characters_are_refused(
     tmp_path: Path, key: str, problem: str
 ) -> None:
     msg = f'{{"shard": "{key}", "priority": 1}}'
-    refused(write_text(tmp_path, f'{{{HEAD}, "messages": [{msg}], "events": []}}'),
-            "messages[0]", "shard", problem)
+    refused(
+        write_text(tmp_path, f'{{{HEAD}, "messages": [{msg}], "events": []}}'),
+        "messages[0]",
+        "shard",
+        problem,
+    )
     ev = f'{{"op": "enqueue", "shard": "{key}", "priority": 1}}'
-    refused(write_text(tmp_path, f'{{{HEAD}, "messages": [], "events": [{ev}]}}'),
-            "events[0]", "shard", problem)
+    refused(
+        write_text(tmp_path, f'{{{HEAD}, "messages": [], "events": [{ev}]}}'),
+        "events[0]",
+        "shard",
+        problem,
+    )
     text = f'{{{HEAD}, "shards": ["ok", "{key}"], "messages": [], "events": []}}'
     refused(write_text(tmp_path, text), "scenario", "shards[1]", problem)
 
@@ -316,7 +337,7 @@ def test_a_valid_surrogate_pair_is_just_unicode(tmp_path: Path) -> None:
     msg = '{"shard": "\\ud83d\\ude00", "priority": 1}'  # one emoji, written as a pair
     text = f'{{{HEAD}, "messages": [{msg}], "events": [{{"op": "deliver", "id": 1}}]}}'
     final = sc.run_scenario(fmt.load_scenario(write_text(tmp_path, text))).iloc[-1]
-    assert final["shard"] == "\U0001F600" and final["frontier"] == 1
+    assert final["shard"] == "\U0001f600" and final["frontier"] == 1
 
 
 @pytest.mark.parametrize(
@@ -343,13 +364,23 @@ def test_title_is_one_line_but_a_description_may_have_several(tmp_path: Path) ->
     ("text", "entry", "field"),
     [
         (f'{{{HEAD}, "name": "y", "messages": [], "events": []}}', "scenario", "name"),
-        (f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1, "priority": 2}}], "events": []}}',
-         "messages[0]", "priority"),
-        (f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1}}], '
-         '"events": [{"op": "deliver", "op": "fail", "id": 1}]}', "events[0]", "op"),
-        (f'{{{HEAD}, "messages": [], '
-         '"events": [{"op": "check", "shard": "a", "orphans": {"max": [], "max": []}}]}',
-         "events[0]", "orphans.max"),
+        (
+            f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1, "priority": 2}}], "events": []}}',
+            "messages[0]",
+            "priority",
+        ),
+        (
+            f'{{{HEAD}, "messages": [{{"shard": "a", "priority": 1}}], '
+            '"events": [{"op": "deliver", "op": "fail", "id": 1}]}',
+            "events[0]",
+            "op",
+        ),
+        (
+            f'{{{HEAD}, "messages": [], '
+            '"events": [{"op": "check", "shard": "a", "orphans": {"max": [], "max": []}}]}',
+            "events[0]",
+            "orphans.max",
+        ),
     ],
 )
 def test_a_key_given_twice_is_refused_not_last_wins(
@@ -368,7 +399,10 @@ def many_shards(n: int) -> dict:
     """A scenario with `n` shards, each named by one message, one event and the shards list."""
     keys = [f"shard-{i}" for i in range(n)]
     return {
-        "name": "many", "title": "t", "description": "d", "shards": keys[::2],
+        "name": "many",
+        "title": "t",
+        "description": "d",
+        "shards": keys[::2],
         "messages": [{"shard": k, "priority": 1} for k in keys],
         "events": [{"op": "enqueue", "shard": k, "priority": 2} for k in reversed(keys)],
     }

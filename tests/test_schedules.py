@@ -106,9 +106,7 @@ def test_steps_made_by_name_are_shared_and_still_checked() -> None:
 
 def test_steps_sort_by_kind_then_request_number() -> None:
     steps = [Step.timeout(), Step.deliver(10), Step.deliver(2), Step.crash(), Step.timeout(1)]
-    assert format_schedule(sorted(steps)) == (
-        "crash; deliver 2; deliver 10; timeout; timeout 1"
-    )
+    assert format_schedule(sorted(steps)) == ("crash; deliver 2; deliver 10; timeout; timeout 1")
 
 
 def test_run_schedule_takes_steps_or_the_text_a_person_types() -> None:

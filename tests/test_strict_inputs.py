@@ -32,7 +32,9 @@ def test_ids_out_of_range_are_named_without_printing_them_whole(bad: int) -> Non
         loop.apply(Response(bad, 0, 0, []))
 
 
-@pytest.mark.parametrize(("window", "error"), [("2", TypeError), (2.0, TypeError), (True, TypeError), (0, ValueError)])
+@pytest.mark.parametrize(
+    ("window", "error"), [("2", TypeError), (2.0, TypeError), (True, TypeError), (0, ValueError)]
+)
 def test_a_window_must_be_a_positive_int(window: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="^window"):
         WatermarkLoop(connect(), window=window)  # type: ignore[arg-type]
@@ -64,9 +66,9 @@ def test_shard_keys_are_checked_before_any_driver_sees_them(key: object, match: 
 
 def test_quotes_and_unicode_stay_welcome() -> None:
     conn = fr.connect()
-    row = fr.enqueue(conn, "o'brien \"x\" ✓ 🙂", 1)
+    row = fr.enqueue(conn, 'o\'brien "x" ✓ 🙂', 1)
     fr.mark_delivered(conn, row)
-    assert fr.delivered_frontier(conn, "o'brien \"x\" ✓ 🙂") == row
+    assert fr.delivered_frontier(conn, 'o\'brien "x" ✓ 🙂') == row
 
 
 @pytest.mark.parametrize("base", ["5", 5.0, True])

@@ -58,8 +58,9 @@ def test_busy_loop_trigger_fires_without_progress() -> None:
 def test_frontier_plan_stays_a_search_on_the_partial_index_at_50000_settled_rows() -> None:
     plans = triggers.query_plans(settled=50_000, active=2, shards=1).set_index("query")
     lookup = plans.loc["frontier lookup"]
-    assert "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)" in (
-        lookup["with_index"]
+    assert (
+        "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
+        in (lookup["with_index"])
     )
     assert "SCAN conversations" not in lookup["with_index"]
     # bounded by the open rows: a few dozen steps; without the index it walks 25,000 rows

@@ -70,10 +70,16 @@ def test_each_condition_alone_lets_one_wrong_response_through(store: Store) -> N
     loop = _loop(store)
     old_body = loop.checks(Response(5, 2, 1, ["built on v1"]))
     assert (old_body.watermark_current, old_body.base_current, old_body.reason) == (
-        True, False, "stale_base")
+        True,
+        False,
+        "stale_base",
+    )
     stale_fence = loop.checks(Response(4, 1, 2, ["built on v2"]))
     assert (stale_fence.watermark_current, stale_fence.base_current, stale_fence.reason) == (
-        False, True, "stale_watermark")
+        False,
+        True,
+        "stale_watermark",
+    )
 
 
 def test_checks_refuses_a_malformed_fence_like_apply(store: Store) -> None:

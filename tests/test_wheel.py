@@ -40,9 +40,20 @@ def test_wheel_ships_the_scenarios_and_loads_them_outside_the_repo(tmp_path: Pat
     project = copy_project((tmp_path / "project").resolve())
     assert (project / "labkit" / "scenario_files").is_symlink()
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(project), "--no-deps", "-q",
-         "-w", str(tmp_path / "dist")],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(project),
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if build.returncode and any(s in build.stderr for s in OFFLINE):
         pytest.skip("pip cannot fetch the build backend (offline)")
@@ -59,11 +70,17 @@ def test_wheel_ships_the_scenarios_and_loads_them_outside_the_repo(tmp_path: Pat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     run = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=False,
-        cwd=elsewhere, env={"PYTHONPATH": str(site), "PATH": os.defpath, **_WINDOWS_ROOT},
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=elsewhere,
+        env={"PYTHONPATH": str(site), "PATH": os.defpath, **_WINDOWS_ROOT},
     )
     assert run.returncode == 0, run.stderr
     module, data_dir, stems, frontier = run.stdout.splitlines()
-    assert Path(module).is_relative_to(site) and Path(data_dir) == site / "labkit" / "scenario_files"
+    assert (
+        Path(module).is_relative_to(site) and Path(data_dir) == site / "labkit" / "scenario_files"
+    )
     assert stems == repr([Path(n).stem for n in bundled])
     assert frontier == "7"

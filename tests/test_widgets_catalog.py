@@ -36,12 +36,31 @@ def test_initial_state(app: FiveDesignsApp) -> None:
 
 
 def test_css_classes_for_the_browser_test(app: FiveDesignsApp) -> None:
-    classes = {c for w in (app.latency, app.duplicate_rate, app.clock_skew, app.window, app.seed,
-                           app.out, app.metrics) for c in w._dom_classes}
-    assert {"wb-latency", "wb-duplicate-rate", "wb-clock-skew", "wb-window", "wb-seed",
-            "wb-traces", "wb-metrics"} <= classes
+    classes = {
+        c
+        for w in (
+            app.latency,
+            app.duplicate_rate,
+            app.clock_skew,
+            app.window,
+            app.seed,
+            app.out,
+            app.metrics,
+        )
+        for c in w._dom_classes
+    }
+    assert {
+        "wb-latency",
+        "wb-duplicate-rate",
+        "wb-clock-skew",
+        "wb-window",
+        "wb-seed",
+        "wb-traces",
+        "wb-metrics",
+    } <= classes
     assert {f"wb-fault-{f}" for f in FAULTS} == {
-        c for box in app.fault_boxes.values() for c in box._dom_classes}
+        c for box in app.fault_boxes.values() for c in box._dom_classes
+    }
 
 
 def test_an_idle_kernel_draws_the_next_frame_ahead_and_a_script_does_not(app) -> None:
@@ -200,14 +219,20 @@ def test_typed_errors_name_the_step_and_change_nothing() -> None:
     with pytest.raises(StepError, match=r"step 2 \('delivr 2'\): not a step") as bad:
         b.load("deliver 1; delivr 2; deliver 3")
     assert (bad.value.index, bad.value.text) == (2, "delivr 2")
-    with pytest.raises(StepError, match=r"step 3 \('deliver 9'\): no design can take it: "
-                                        r"it has not sent request 9"):
+    with pytest.raises(
+        StepError,
+        match=r"step 3 \('deliver 9'\): no design can take it: "
+        r"it has not sent request 9",
+    ):
         b.load("deliver 1; deliver 2; deliver 9")
     with pytest.raises(StepError, match=r"step 2 \('stale 1'\)"):
         b.add("stale 1")
     assert texts(b.steps) == ["deliver 1"] and b.runs["callback"].heads == [0, 1]
     assert parse_schedule(" 1 ;dup 1,, timeout ; crash") == [
-        Step.deliver(1), Step.dup(1), Step.timeout(), Step.crash()
+        Step.deliver(1),
+        Step.dup(1),
+        Step.timeout(),
+        Step.crash(),
     ]
 
 
@@ -271,7 +296,9 @@ def test_workbench_give_up_undo_reset(bench: ArrivalWorkbench) -> None:
 
 def test_workbench_typed_schedule_and_inline_error(bench: ArrivalWorkbench) -> None:
     bench.type_schedule("deliver 1; deliver 2; dup 1")
-    assert texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"] and not bench.error.value
+    assert (
+        texts(bench.builder.steps) == ["deliver 1", "deliver 2", "dup 1"] and not bench.error.value
+    )
     assert "BROKEN: reader saw v2 \u2192 v1 at step 3" in bench.verdicts.value
     bench.type_schedule("deliver 1; delivr 2")
     assert "step <b>2</b> <code>delivr 2</code>" in bench.error.value
@@ -302,7 +329,9 @@ def test_workbench_focus_changes_the_lanes_only(bench: ArrivalWorkbench) -> None
     # the picker speaks for every design: only fenced has sent request 5
     assert [lbl for lbl, _ in bench.request.options][-1] == "5: not sent \u00d74, in flight \u00d71"
     bench.request.value = 5
-    assert "fenced in flight" in bench.request.tooltip and "callback not sent" in bench.request.tooltip
+    assert (
+        "fenced in flight" in bench.request.tooltip and "callback not sent" in bench.request.tooltip
+    )
 
 
 def test_builder_used_from_another_thread_replays_instead_of_failing() -> None:

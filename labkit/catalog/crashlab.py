@@ -51,7 +51,11 @@ class Killed:
 
 
 def kill_loop(
-    db: str | Path, point: str = "after_reserve", *, tools: list[Any] = (), window: int = 1,
+    db: str | Path,
+    point: str = "after_reserve",
+    *,
+    tools: list[Any] = (),
+    window: int = 1,
     timeout: float = 30.0,
 ) -> Killed:
     """Run a loop in a child process on `db`: reserve a ballot, then kill it at `point`.

@@ -197,15 +197,14 @@ class _Runner:
             self._send(decision.sends)
         glance = self.reader.look()
         self.result.outcomes.append(
-            StepOutcome(
-                kind, glance.version, rid, committed, reason, glance.rewind, tuple(settled)
-            )
+            StepOutcome(kind, glance.version, rid, committed, reason, glance.rewind, tuple(settled))
         )
 
     def _sent(self, step: Step) -> Request:
         if step.request not in self.sent:
             raise ScheduleError(
-                str(step), f"request {step.request} has not been sent",
+                str(step),
+                f"request {step.request} has not been sent",
                 f" (sent: {sorted(self.sent)})",
             )
         return self.sent[step.request]
@@ -213,13 +212,15 @@ class _Runner:
     def _check_stale(self, step: Step, req: Request) -> None:
         if req.request_id in self.produced:
             raise ScheduleError(
-                str(step), f"request {req.request_id}'s response was already produced; "
-                "'stale N' must be its first delivery (later ones are duplicates: 'deliver N')"
+                str(step),
+                f"request {req.request_id}'s response was already produced; "
+                "'stale N' must be its first delivery (later ones are duplicates: 'deliver N')",
             )
         if req.base_version < 1:
             raise ScheduleError(
-                str(step), f"request {req.request_id} is based on version 0; there is no "
-                "older version for a stale body to come from"
+                str(step),
+                f"request {req.request_id} is based on version 0; there is no "
+                "older version for a stale body to come from",
             )
 
     def _pick(self, awaited: list[Request], step: Step) -> Request | None:
@@ -326,8 +327,9 @@ def run_schedules(
 
 
 def _choices(runner: _Runner, copies: int, timeouts_left: int) -> list[Step]:
-    out = [Step.deliver(rid) for rid in sorted(runner.sent)
-           if runner.delivered.get(rid, 0) < copies]
+    out = [
+        Step.deliver(rid) for rid in sorted(runner.sent) if runner.delivered.get(rid, 0) < copies
+    ]
     if timeouts_left and runner.d.awaited():
         out.append(Step.timeout())
     return out
@@ -467,12 +469,16 @@ class Stamped:
 # What compare-and-set on the version accepts, next to the ballot: (case, steps), requests
 # numbered from 1.
 CAS_CASES: tuple[tuple[str, tuple[Step | Stamped, ...]], ...] = (
-    ("late answer after its replacement committed",
-     (Step.timeout(), Step.deliver(2), Step.deliver(1))),
+    (
+        "late answer after its replacement committed",
+        (Step.timeout(), Step.deliver(2), Step.deliver(1)),
+    ),
     ("duplicate after commit", (Step.deliver(1), Step.deliver(2), Step.deliver(1))),
     ("stale body that names its old base", (Step.deliver(1), Step.stale(2))),
-    ("abandoned answer lands before its replacement",
-     (Step.timeout(), Step.deliver(1), Step.deliver(2))),
+    (
+        "abandoned answer lands before its replacement",
+        (Step.timeout(), Step.deliver(1), Step.deliver(2)),
+    ),
     ("stale body stamped with the current head", (Step.deliver(1), Stamped(2))),
 )
 
@@ -501,13 +507,15 @@ def cas_versus_ballot(designs: Sequence[str] = ("cas", "ballot")) -> pd.DataFram
     for case, steps in CAS_CASES:
         for design in designs:
             res, tools = _play_case(design, steps)
-            rows.append({
-                "case": case,
-                "design": design,
-                "steps": " ; ".join(map(str, steps)),
-                "outcomes": " ".join(res.labels),
-                "rewinds": res.rewinds,
-                "final_head": res.final_head,
-                "tools at head": tools,
-            })
+            rows.append(
+                {
+                    "case": case,
+                    "design": design,
+                    "steps": " ; ".join(map(str, steps)),
+                    "outcomes": " ".join(res.labels),
+                    "rewinds": res.rewinds,
+                    "final_head": res.final_head,
+                    "tools at head": tools,
+                }
+            )
     return pd.DataFrame(rows)

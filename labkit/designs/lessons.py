@@ -19,7 +19,10 @@ BUG2_SEED = 1
 SHOWCASE_FAULTS: tuple[str, ...] = ("inverted", "duplicate", "stale_body", "retry_after_commit")
 SHOWCASE_SEED = 7
 INVERTED_STEPS: tuple[Step, ...] = (
-    Step.timeout(), Step.deliver(2), Step.deliver(3), Step.deliver(1)
+    Step.timeout(),
+    Step.deliver(2),
+    Step.deliver(3),
+    Step.deliver(1),
 )
 # Notebook 05's pipelined ballots (figure `pipelined_ballots`): the lanes of one run with a
 # stalled answer, so the loop gives up on a tick and flushes the W - 1 built on it, beside

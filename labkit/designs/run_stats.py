@@ -146,8 +146,13 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> RunSummary:
         head = int(row["head_version"])
         if bool(row["head_changed"]):
             commits += 1
-            kept.seen(head, t, rewind=bool(row["rewind"]), overwrite=bool(row["overwrite"]),
-                      new=head > max_head)
+            kept.seen(
+                head,
+                t,
+                rewind=bool(row["rewind"]),
+                overwrite=bool(row["overwrite"]),
+                new=head > max_head,
+            )
         rewinds += head < previous  # a fall the reader saw, counted once, not per event below
         previous = head
         overwrites += bool(row["overwrite"])
@@ -192,20 +197,22 @@ def summary_table(summaries: Mapping[str, RunSummary]) -> pd.DataFrame:
     """
     rows = []
     for design, s in summaries.items():
-        rows.append({
-            "design": design,
-            "name": DISPLAY_NAMES.get(design, design),
-            "commits": s.commits,
-            "accepted": s.accepted,
-            "kept": s.kept,
-            **{f"rejected: {r.replace('_', ' ')}": s.rejects.get(r, 0) for r in REJECT_COLUMNS},
-            "replays": s.replays,
-            "rewinds": s.rewinds,
-            "overwrites": s.overwrites,
-            "final head": s.final_head,
-            "throughput (kept commits per time unit)": round(s.throughput, 2),
-            "latency p50": round(s.latency_p50, 2),
-            "latency p95": round(s.latency_p95, 2),
-            "wasted calls / commit": round(s.wasted_per_commit, 2),
-        })
+        rows.append(
+            {
+                "design": design,
+                "name": DISPLAY_NAMES.get(design, design),
+                "commits": s.commits,
+                "accepted": s.accepted,
+                "kept": s.kept,
+                **{f"rejected: {r.replace('_', ' ')}": s.rejects.get(r, 0) for r in REJECT_COLUMNS},
+                "replays": s.replays,
+                "rewinds": s.rewinds,
+                "overwrites": s.overwrites,
+                "final head": s.final_head,
+                "throughput (kept commits per time unit)": round(s.throughput, 2),
+                "latency p50": round(s.latency_p50, 2),
+                "latency p95": round(s.latency_p95, 2),
+                "wasted calls / commit": round(s.wasted_per_commit, 2),
+            }
+        )
     return pd.DataFrame(rows)

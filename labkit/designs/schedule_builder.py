@@ -68,19 +68,43 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("inverted", "Article 2's late tick (inverted arrival)",
-               (Step.timeout(1), Step.deliver(2), Step.deliver(3), Step.deliver(1))),
-        Preset("duplicate", "duplicate delivery (same response twice)",
-               (Step.deliver(1), Step.dup(1), Step.deliver(2), Step.dup(2))),
-        Preset("stale_body", "stale body (built on an older version)",
-               (Step.deliver(1), Step.deliver(2), Step.stale(3), Step.deliver(4))),
-        Preset("retry_after_commit", "retry after commit (redelivered later)",
-               (Step.deliver(1), Step.deliver(2), Step.dup(1), Step.deliver(3))),
-        Preset("stall", "stall, then give up (answer lands late)",
-               (Step.timeout(1), Step.timeout(2), Step.deliver(3), Step.deliver(4),
-                Step.deliver(1), Step.deliver(2))),
-        Preset("crash", "crash and restart (ballot survives)",
-               (Step.crash(), Step.deliver(1), Step.deliver(2), Step.deliver(3))),
+        Preset(
+            "inverted",
+            "Article 2's late tick (inverted arrival)",
+            (Step.timeout(1), Step.deliver(2), Step.deliver(3), Step.deliver(1)),
+        ),
+        Preset(
+            "duplicate",
+            "duplicate delivery (same response twice)",
+            (Step.deliver(1), Step.dup(1), Step.deliver(2), Step.dup(2)),
+        ),
+        Preset(
+            "stale_body",
+            "stale body (built on an older version)",
+            (Step.deliver(1), Step.deliver(2), Step.stale(3), Step.deliver(4)),
+        ),
+        Preset(
+            "retry_after_commit",
+            "retry after commit (redelivered later)",
+            (Step.deliver(1), Step.deliver(2), Step.dup(1), Step.deliver(3)),
+        ),
+        Preset(
+            "stall",
+            "stall, then give up (answer lands late)",
+            (
+                Step.timeout(1),
+                Step.timeout(2),
+                Step.deliver(3),
+                Step.deliver(4),
+                Step.deliver(1),
+                Step.deliver(2),
+            ),
+        ),
+        Preset(
+            "crash",
+            "crash and restart (ballot survives)",
+            (Step.crash(), Step.deliver(1), Step.deliver(2), Step.deliver(3)),
+        ),
     )
 }
 
@@ -198,16 +222,24 @@ class DesignRun:
     def commits(self) -> int:
         """Responses the design wrote into the catalog (held ones when the head reached them)."""
         return sum(1 for o in self.outcomes if o is not None and o.committed) + sum(
-            1 for o in self.outcomes if o is not None for s in o.settled if s.committed)
+            1 for o in self.outcomes if o is not None for s in o.settled if s.committed
+        )
 
     @property
     def rejects(self) -> Counter[str]:
         """Rejected responses by reason (a held answer is not rejected: it waits)."""
-        found = Counter(str(o.reason) for o in self.outcomes
-                        if o is not None and o.kind == Kind.DELIVER and not o.committed
-                        and o.reason != HELD)
-        found.update(str(s.reason) for o in self.outcomes if o is not None
-                     for s in o.settled if not s.committed)
+        found = Counter(
+            str(o.reason)
+            for o in self.outcomes
+            if o is not None and o.kind == Kind.DELIVER and not o.committed and o.reason != HELD
+        )
+        found.update(
+            str(s.reason)
+            for o in self.outcomes
+            if o is not None
+            for s in o.settled
+            if not s.committed
+        )
         return found
 
     @property
@@ -240,8 +272,10 @@ class DesignRun:
         """One line: did a reader see this design's catalog fall on this schedule?"""
         falls = self.falls
         if not falls and self.overwrites:
-            return (f"head never fell, but {self.overwrites} commit(s) replaced a version's "
-                    "tools in place (lost update)")
+            return (
+                f"head never fell, but {self.overwrites} commit(s) replaced a version's "
+                "tools in place (lost update)"
+            )
         if not falls:
             return "safe on this schedule: the head never fell"
         f = falls[0]
@@ -345,12 +379,17 @@ class ScheduleBuilder:
         elif outcome.kind == Kind.DELIVER and outcome.request_id in run.lanes:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
-            in_order = kind == ARRIVED and played.kind == Kind.DELIVER and lane.status == "in flight"
+            in_order = (
+                kind == ARRIVED and played.kind == Kind.DELIVER and lane.status == "in flight"
+            )
             refused = not outcome.committed and outcome.reason != HELD
             if in_order and refused and run.in_order_refusal is None:
                 run.in_order_refusal = (step, lane.request_id, str(outcome.reason))
-            lane.events.append(LaneEvent(step, kind, outcome.committed, outcome.reason,
-                                         stale=played.kind == Kind.STALE))
+            lane.events.append(
+                LaneEvent(
+                    step, kind, outcome.committed, outcome.reason, stale=played.kind == Kind.STALE
+                )
+            )
         for decided in outcome.settled:
             lane = _lane_of(run, decided.request_id, decided.ballot_id)
             if lane is not None:
@@ -498,8 +537,10 @@ def _lane_of(run: DesignRun, request_id: int, ballot_id: int | None) -> Lane | N
     (``-ballot_id``)."""
     if request_id in run.lanes:
         return run.lanes[request_id]
-    return next((ln for ln in run.lanes.values()
-                 if ballot_id is not None and ln.ballot_id == ballot_id), None)
+    return next(
+        (ln for ln in run.lanes.values() if ballot_id is not None and ln.ballot_id == ballot_id),
+        None,
+    )
 
 
 def _flush(run: DesignRun, ballot_id: int, step: int) -> None:

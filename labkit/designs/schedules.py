@@ -171,8 +171,9 @@ def as_step(step: Step | str) -> Step:
 def as_steps(steps: Iterable[Step | str]) -> list[Step]:
     """Each of `steps` as a `Step` (text parsed, see `as_step`)."""
     if isinstance(steps, str):
-        raise ScheduleError(steps, "one string where a list of steps was expected, e.g. "
-                                   "['timeout', 'deliver 2']")
+        raise ScheduleError(
+            steps, "one string where a list of steps was expected, e.g. ['timeout', 'deliver 2']"
+        )
     return [as_step(s) for s in steps]
 
 

@@ -54,9 +54,7 @@ def _checkpoints() -> tuple[Figure, Any]:
     ranges = {p: sm.summaries(conn, "main", p) for p in fr.POLICIES}
     lost = {p: sm.orphans(conn, "main", p) for p in fr.POLICIES}
     last_id = conn.execute("SELECT MAX(id) FROM conversations").fetchone()[0]
-    data = {
-        p: [(s.start_id, s.end_id, list(s.item_ids)) for s in ranges[p]] for p in fr.POLICIES
-    }
+    data = {p: [(s.start_id, s.end_id, list(s.item_ids)) for s in ranges[p]] for p in fr.POLICIES}
     return checkpoint_ranges_figure(ranges, lost, last_id=last_id), {"ranges": data, "lost": lost}
 
 
@@ -143,7 +141,10 @@ def _pipelined() -> tuple[Figure, Any]:
     from labkit.plots.part2_pipelined import pipelined_figure
 
     trace = simulate(
-        "pipelined", PIPELINE_FAULTS, seed=PIPELINE_SEED, ticks=PIPELINE_TICKS,
+        "pipelined",
+        PIPELINE_FAULTS,
+        seed=PIPELINE_SEED,
+        ticks=PIPELINE_TICKS,
         window=PIPELINE_WINDOW,
     )
     depth = depth_table(seed=0, ticks=DEPTH_TICKS)
@@ -187,25 +188,35 @@ SPECS: tuple[FigureSpec, ...] = (
     FigureSpec("frontier_timeline", "MAX jumps past pending rows; the frontier waits.", _timeline),
     FigureSpec("checkpoint_ranges", "Chained summaries per policy, orphans ringed.", _checkpoints),
     FigureSpec("orphan_rates", "Delivery orders that orphan rows, n = 3..8.", _orphan_rates),
-    FigureSpec("trigger_work", "Per-shard trigger vs global poll, in SQLite VM steps.",
-               _trigger_work),
+    FigureSpec(
+        "trigger_work", "Per-shard trigger vs global poll, in SQLite VM steps.", _trigger_work
+    ),
     FigureSpec("busy_loop", "Counting rows stuck behind a pending row busy-loops.", _busy_loop),
-    FigureSpec("inverted_trace",
-               "A late answer: the catalog version a reader sees, callback and single ballot"
-               " in one panel each.", _inverted_trace),
+    FigureSpec(
+        "inverted_trace",
+        "A late answer: the catalog version a reader sees, callback and single ballot"
+        " in one panel each.",
+        _inverted_trace,
+    ),
     FigureSpec("five_designs", "Five designs on one fault trace.", _five_designs),
-    FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.",
-               _arrival_lanes),
-    FigureSpec("arrival_explorer", "Arrival orders that rewind the catalog, per design.",
-               _arrival_explorer),
+    FigureSpec("arrival_lanes", "The inverted arrival, step by step, per design.", _arrival_lanes),
+    FigureSpec(
+        "arrival_explorer", "Arrival orders that rewind the catalog, per design.", _arrival_explorer
+    ),
     FigureSpec("crash_restart", "Head version across a loop crash and restart.", _restarts),
-    FigureSpec("pipelined_ballots",
-               "Pipelined ballots: lanes, hold and head of one run; throughput against W.",
-               _pipelined),
-    FigureSpec("commit_order_timeline",
-               "PostgreSQL: a smaller id commits late; id order orphans it, the horizon waits.",
-               _commit_order_timeline),
-    FigureSpec("fixes_compared",
-               "PostgreSQL: orphans and cost of id order, a lock, the xmin horizon wait.",
-               _fixes_compared),
+    FigureSpec(
+        "pipelined_ballots",
+        "Pipelined ballots: lanes, hold and head of one run; throughput against W.",
+        _pipelined,
+    ),
+    FigureSpec(
+        "commit_order_timeline",
+        "PostgreSQL: a smaller id commits late; id order orphans it, the horizon waits.",
+        _commit_order_timeline,
+    ),
+    FigureSpec(
+        "fixes_compared",
+        "PostgreSQL: orphans and cost of id order, a lock, the xmin horizon wait.",
+        _fixes_compared,
+    ),
 )

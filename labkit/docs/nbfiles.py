@@ -82,7 +82,9 @@ def _write(path: Path, text: str) -> None:
     except UnsafeTarget as exc:
         raise NotebookFileError(path, exc.problem) from exc
     except OSError as exc:
-        raise NotebookFileError(path, f"cannot write: {exc.strerror}; the file is unchanged") from exc
+        raise NotebookFileError(
+            path, f"cannot write: {exc.strerror}; the file is unchanged"
+        ) from exc
 
 
 def _notebooks_under(root: Path) -> list[Path]:

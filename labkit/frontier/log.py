@@ -117,9 +117,7 @@ ENQUEUE_SQL = (
 )
 STATUS_SQL = "SELECT status FROM conversations WHERE id = ?"
 TRANSITION_SQL = "UPDATE conversations SET status = ? WHERE id = ? AND status IN (?, ?)"
-REDRIVE_READ_SQL = (
-    "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?"
-)
+REDRIVE_READ_SQL = "SELECT channel_key, direction, status, priority FROM conversations WHERE id = ?"
 REDRIVE_SQL = (
     "INSERT INTO conversations (channel_key, direction, status, priority, redrive_of) "
     "VALUES (?, ?, 'pending', ?, ?)"
@@ -198,7 +196,9 @@ def create_schema(conn: backend.Connection) -> None:
         conn.executescript(SCHEMA_SQL)
 
 
-def connect(path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def connect(
+    path: str | Path = ":memory:", *, timeout_ms: int = db.BUSY_TIMEOUT_MS
+) -> sqlite3.Connection:
     """`db.connect` with the log's schema in place: by default a fresh in-memory log.
 
     On a file shared by several workers, a writer waits up to `timeout_ms` for the lock.
@@ -234,7 +234,9 @@ def enqueue(
     direction = backend.text_arg(direction, "direction", "enqueue")
     priority = whole(priority, "priority", "enqueue")
     if d.is_postgres and not PRIORITY_MIN <= priority <= PRIORITY_MAX:  # an `integer` column
-        raise ValueError(f"enqueue: priority {priority} is outside [{PRIORITY_MIN}, {PRIORITY_MAX}]")
+        raise ValueError(
+            f"enqueue: priority {priority} is outside [{PRIORITY_MIN}, {PRIORITY_MAX}]"
+        )
     with nullcontext() if d.is_postgres else d.atomic(conn):
         return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, priority))
 
@@ -319,9 +321,7 @@ def redrive(conn: backend.Connection, row_id: int) -> int:
 # --- watermarks ------------------------------------------------------------------------------
 
 
-def delivered_frontier(
-    conn: backend.Connection, channel_key: str, coverage_base: int = 0
-) -> int:
+def delivered_frontier(conn: backend.Connection, channel_key: str, coverage_base: int = 0) -> int:
     """Gap-free frontier: the largest value such that every row of the shard in (base, value]
     is terminal.
 
@@ -356,7 +356,9 @@ def max_delivered_watermark(conn: backend.Connection, channel_key: str) -> int |
     this value jumps past still-open rows, which then become orphans: terminal, yet in no
     summary, forever. Never use it as a checkpoint. None if nothing was delivered.
     """
-    value = fetch(conn, MAX_DELIVERED_SQL, (shard_key(channel_key, "max_delivered_watermark"),))[0][0]
+    value = fetch(conn, MAX_DELIVERED_SQL, (shard_key(channel_key, "max_delivered_watermark"),))[0][
+        0
+    ]
     return None if value is None else int(value)
 
 

@@ -67,8 +67,10 @@ class ScenarioError(ValueError):
 
     def __init__(self, source: str, entry: str, field_name: str | None, problem: str) -> None:
         self.source, self.entry, self.field = source, entry, field_name
-        shown = field_name if field_name is None or field_name.isprintable() else (
-            repr(field_name)[1:-1]
+        shown = (
+            field_name
+            if field_name is None or field_name.isprintable()
+            else (repr(field_name)[1:-1])
         )
         where = f"{entry}, field '{shown}'" if field_name else entry
         super().__init__(f"{source}: {where}: {problem}")
@@ -194,9 +196,7 @@ class _Checker:
         return self.int_value(obj[name], entry, name, low)
 
     def int_value(self, value: Any, entry: str, name: str, low: int | None = None) -> int:
-        if isinstance(value, _LongInt) or (
-            type(value) is int and not INT_MIN <= value <= INT_MAX
-        ):
+        if isinstance(value, _LongInt) or (type(value) is int and not INT_MIN <= value <= INT_MAX):
             raise self.fail(
                 entry,
                 name,

@@ -201,7 +201,9 @@ def check_size(scenario: Scenario) -> None:
     rows = steps * len(scenario.tracked_shards)
     if rows > MAX_TIMELINE_ROWS:
         raise ScenarioError(
-            scenario.source, "events", None,
+            scenario.source,
+            "events",
+            None,
             f"the timeline would have {rows:,} rows ({steps:,} steps x "
             f"{len(scenario.tracked_shards)} tracked shards); at most {MAX_TIMELINE_ROWS:,}: "
             "split the scenario or use fewer shards",
@@ -210,7 +212,9 @@ def check_size(scenario: Scenario) -> None:
     cells = steps * (len(scenario.messages) + grown)
     if cells > MAX_STATUS_CELLS:
         raise ScenarioError(
-            scenario.source, "messages", None,
+            scenario.source,
+            "messages",
+            None,
             f"{steps:,} steps over up to {len(scenario.messages) + grown:,} rows would record "
             f"{cells:,} row statuses; at most {MAX_STATUS_CELLS:,}: split the scenario",
         )
@@ -249,14 +253,18 @@ def run_scenario(scenario: Scenario) -> pd.DataFrame:
         for k, ev in enumerate(scenario.events):
             entry = f"events[{k}]"
             result = _apply_event(conn, scenario, ev, entry)
-            changed = scenario.tracked_shards if ev["op"] == "summarize" else _touched(conn, ev, result)
+            changed = (
+                scenario.tracked_shards if ev["op"] == "summarize" else _touched(conn, ev, result)
+            )
             for key in changed:
                 if key in states:
                     states[key] = shard_state(conn, key)
             if ev["op"] == "check":
                 _verify(scenario, ev, entry, states[ev["shard"]])
             label = _label(ev, result)
-            records += [{"step": k + 1, "event": label, "op": ev["op"], **s} for s in states.values()]
+            records += [
+                {"step": k + 1, "event": label, "op": ev["op"], **s} for s in states.values()
+            ]
     finally:
         conn.close()
     df = pd.DataFrame.from_records(records)

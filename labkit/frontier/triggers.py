@@ -357,7 +357,8 @@ def object_pages(
     """
     backend.require(conn, "object_pages", "sqlite")
     unknown = [
-        n for n in names
+        n
+        for n in names
         if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (n,)).fetchone() is None
     ]
     if unknown:
@@ -417,9 +418,12 @@ def _worker_checkpoints(conn: sqlite3.Connection, workers: int) -> dict[str, tup
     checkpoints = {}
     for k in range(workers):
         key = f"s-{k}"
-        ids = [r[0] for r in conn.execute(
-            "SELECT id FROM conversations WHERE channel_key = ? ORDER BY id", (key,)
-        )]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM conversations WHERE channel_key = ? ORDER BY id", (key,)
+            )
+        ]
         end = ids[len(ids) // 2 - 1] if len(ids) > 1 else 0
         checkpoints[key] = (end, fr.delivered_frontier(conn, key, end))
     return checkpoints

@@ -130,23 +130,32 @@ def _ballot_script(
     loops = {"A": WatermarkLoop(a, window=2), "B": WatermarkLoop(b, window=2)}
     for version in range(head):  # bring the ballot catalog to the same head
         ballot = loops["A"].reserve()
-        loops["A"].apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version,
-                                  [f"answer {version + 1}"]))
+        loops["A"].apply(
+            Response(
+                ballot.ballot_id, ballot.watermark, ballot.base_version, [f"answer {version + 1}"]
+            )
+        )
     ballots = {}
     for name, loop in loops.items():
         ballots[name] = loop.reserve()
-        steps.append(Step("ballot", name, "reserve a ballot",
-                          f"ballot {ballots[name].ballot_id} on watermark {ballots[name].watermark}"))
+        steps.append(
+            Step(
+                "ballot",
+                name,
+                "reserve a ballot",
+                f"ballot {ballots[name].ballot_id} on watermark {ballots[name].watermark}",
+            )
+        )
     outcomes = []
     for name, loop in loops.items():
         bl = ballots[name]
-        out = loop.apply(Response(bl.ballot_id, bl.watermark, bl.base_version, [f"answer of {name}"]))
+        out = loop.apply(
+            Response(bl.ballot_id, bl.watermark, bl.base_version, [f"answer of {name}"])
+        )
         outcomes.append((name, out.committed, out.reason))
         result = f"committed version {out.version}" if out.committed else f"refused: {out.reason}"
         steps.append(Step("ballot", name, f"apply ballot {bl.ballot_id}", result))
-    log = tuple(
-        (v.version, str(v.tools[-1])) for v in catalog.history(a) if v.version > head
-    )
+    log = tuple((v.version, str(v.tools[-1])) for v in catalog.history(a) if v.version > head)
     return tuple(outcomes), log
 
 
@@ -266,8 +275,15 @@ def check_invariants(conn: Any, ticks: tuple[Tick, ...], rewinds: int) -> Invari
 
 
 def _worker(
-    dsn: str, schema: str, wid: int, workers: int, target: int, seed: int,
-    max_delay_s: float, barrier: Any, out: Any,
+    dsn: str,
+    schema: str,
+    wid: int,
+    workers: int,
+    target: int,
+    seed: int,
+    max_delay_s: float,
+    barrier: Any,
+    out: Any,
 ) -> None:
     """One worker process: reserve, think (seeded delay), apply, until the head reaches `target`."""
     rng = random.Random(seed * 1_000 + wid)
@@ -282,9 +298,20 @@ def _worker(
                 break
             time.sleep(rng.random() * max_delay_s)  # the planner thinking
             body = [f"w{wid}", f"v{ballot.watermark + 1}"]
-            got = loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, body))
-            ticks.append(Tick(wid, ballot.ballot_id, ballot.watermark, time.time(),
-                              got.committed, got.reason, got.version))
+            got = loop.apply(
+                Response(ballot.ballot_id, ballot.watermark, ballot.base_version, body)
+            )
+            ticks.append(
+                Tick(
+                    wid,
+                    ballot.ballot_id,
+                    ballot.watermark,
+                    time.time(),
+                    got.committed,
+                    got.reason,
+                    got.version,
+                )
+            )
     out.put((ticks, loop.lost_races, loop.commit_first_misses))
 
 
@@ -302,8 +329,10 @@ def run_workers(
         WatermarkLoop(setup, window=workers)  # create the store once, before anyone races
         barrier, out = ctx.Barrier(workers + 1), ctx.Queue()
         procs = [
-            ctx.Process(target=_worker, args=(dsn, schema, w, workers, target, seed,
-                                              max_delay_s, barrier, out))
+            ctx.Process(
+                target=_worker,
+                args=(dsn, schema, w, workers, target, seed, max_delay_s, barrier, out),
+            )
             for w in range(workers)
         ]
         for p in procs:
@@ -320,7 +349,9 @@ def run_workers(
                 p.join(timeout=30)
         failed = [p.exitcode for p in procs if p.exitcode != 0]
         if failed:
-            raise RuntimeError(f"{len(failed)} of {workers} ballot workers failed (exit codes {failed})")
+            raise RuntimeError(
+                f"{len(failed)} of {workers} ballot workers failed (exit codes {failed})"
+            )
         ticks = tuple(replace(t, t=t.t - start) for batch, _, _ in collected for t in batch)
         inv = check_invariants(setup, ticks, rewinds)
     ordered = tuple(sorted(ticks, key=lambda t: (t.t, t.worker)))

@@ -81,7 +81,9 @@ class CommitOrderLab:
         opts = pg.search_path_option(self.schema)
         self.writers = {w: pg.connect(dsn, options=opts) for w in WRITERS}
         self.worker = pg.connect(dsn, options=opts)
-        versions_pg.pin_settings(self.worker, versions_pg.READ_COMMITTED)  # the horizon wait's level, kept
+        versions_pg.pin_settings(
+            self.worker, versions_pg.READ_COMMITTED
+        )  # the horizon wait's level, kept
         fr.create_schema(self.worker)
         self.rows: dict[int, Row] = {}
         self.open: dict[str, list[int]] = {w: [] for w in WRITERS}

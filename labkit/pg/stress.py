@@ -134,7 +134,9 @@ def run_stress(
     total = writers * rows_per_writer
     with pg.scratch_schema(dsn, prefix="stress") as schema:
         with pg.connect(dsn, options=pg.search_path_option(schema)) as sconn:
-            versions_pg.pin_settings(sconn, versions_pg.READ_COMMITTED)  # the horizon wait's level, kept
+            versions_pg.pin_settings(
+                sconn, versions_pg.READ_COMMITTED
+            )  # the horizon wait's level, kept
             fr.create_schema(sconn)
             writers_done, dispatched = ctx.Event(), ctx.Event()
             procs = [

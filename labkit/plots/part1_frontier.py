@@ -431,8 +431,10 @@ def trigger_cost_figure(
     Plots microseconds for a timed run, SQLite VM steps for a `measure="vm_steps"` run.
     """
     timed = "per_shard_s" in cost
-    scale, unit = (1e6, "time per check (us, log scale)") if timed else (
-        1, "SQLite VM steps per check (log scale)"
+    scale, unit = (
+        (1e6, "time per check (us, log scale)")
+        if timed
+        else (1, "SQLite VM steps per check (log scale)")
     )
     suffix = "_s" if timed else "_steps"
     ax = _axes(width, height)
@@ -494,11 +496,22 @@ def fanout_cost_figure(
     for i, count in enumerate(sorted(cost["shards"].unique())):
         part = cost[cost["shards"] == count]
         for column, marker, color, name in rules:
-            ax.plot(part["workers"], part[f"{column}_steps"], marker=marker, color=color,
-                    ls=styles[i % len(styles)], label=f"{name}, {count} shards",
-                    gid=f"{column}_{count}")
-    ax.set(yscale="log", xticks=sorted(cost["workers"].unique()), title=title,
-           xlabel="K: workers polling in the same tick", ylabel="SQLite VM steps per tick (log)")
+            ax.plot(
+                part["workers"],
+                part[f"{column}_steps"],
+                marker=marker,
+                color=color,
+                ls=styles[i % len(styles)],
+                label=f"{name}, {count} shards",
+                gid=f"{column}_{count}",
+            )
+    ax.set(
+        yscale="log",
+        xticks=sorted(cost["workers"].unique()),
+        title=title,
+        xlabel="K: workers polling in the same tick",
+        ylabel="SQLite VM steps per tick (log)",
+    )
     ax.legend(**RIGHT_LEGEND)
     return ax.figure
 

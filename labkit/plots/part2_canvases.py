@@ -71,12 +71,29 @@ _EMPTY_TRACE = pd.DataFrame(
 def _trace_artists(ax: Axes, design: str) -> dict[str, Any]:
     """Empty artists for one design's trace, filled in by `_set_trace`."""
     color = COLORS.get(design, "#444444")
-    (line,) = ax.step([], [], where="post", color=color, lw=2.0,
-                      label=DESIGN_LABELS.get(design, design), gid=f"trace:{design}")
-    rejects = ax.scatter([], [], marker="|", s=70, color=COLORS["reject"], zorder=3,
-                         gid=f"reject:{design}")
-    rewinds = ax.scatter([], [], marker="v", s=90, color=REWIND_COLOR, edgecolors="black",
-                         linewidths=0.6, zorder=5, gid=f"rewind:{design}")
+    (line,) = ax.step(
+        [],
+        [],
+        where="post",
+        color=color,
+        lw=2.0,
+        label=DESIGN_LABELS.get(design, design),
+        gid=f"trace:{design}",
+    )
+    rejects = ax.scatter(
+        [], [], marker="|", s=70, color=COLORS["reject"], zorder=3, gid=f"reject:{design}"
+    )
+    rewinds = ax.scatter(
+        [],
+        [],
+        marker="v",
+        s=90,
+        color=REWIND_COLOR,
+        edgecolors="black",
+        linewidths=0.6,
+        zorder=5,
+        gid=f"rewind:{design}",
+    )
     return {"line": line, "rejects": rejects, "rewinds": rewinds}
 
 
@@ -86,14 +103,13 @@ def _xy(frame: pd.DataFrame, mask: np.ndarray | None = None) -> np.ndarray:
     Masks numpy arrays rather than filtering the DataFrame: a widget redraws every trace on
     every change and a DataFrame filter costs more than the drawing.
     """
-    xy = np.column_stack([frame["t"].to_numpy(dtype=float),
-                          frame["head_version"].to_numpy(dtype=float)]).reshape(-1, 2)
+    xy = np.column_stack(
+        [frame["t"].to_numpy(dtype=float), frame["head_version"].to_numpy(dtype=float)]
+    ).reshape(-1, 2)
     return xy if mask is None else xy[mask]
 
 
-def _set_trace(
-    artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False
-) -> np.ndarray:
+def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = False) -> np.ndarray:
     """Point one design's artists at `trace`: head line, rejected responses, rewinds; returns
     the trace's (t, head_version) points."""
     xy = _xy(trace)
@@ -119,10 +135,17 @@ def draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = Fals
 def marker_handles() -> list[Line2D]:
     """Legend entries for the marks `draw_trace` puts on a head line."""
     return [
-        Line2D([], [], ls="", marker="v", ms=8, color=REWIND_COLOR, mec="black",
-               label="rewind seen by the reader"),
-        Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
-               label="response rejected"),
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="v",
+            ms=8,
+            color=REWIND_COLOR,
+            mec="black",
+            label="rewind seen by the reader",
+        ),
+        Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"], label="response rejected"),
     ]
 
 
@@ -170,12 +193,17 @@ class FiveDesignsCanvas:
         self.fig = fig = new_figure(width, height)
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         spare_slot = nrows * ncols > len(self.designs)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.84 if self.live_titles else 0.86,
-                            bottom=0.12 if spare_slot else 0.2,
-                            hspace=0.55 if self.live_titles else 0.34, wspace=0.08)
+        fig.subplots_adjust(
+            left=0.08,
+            right=0.98,
+            top=0.84 if self.live_titles else 0.86,
+            bottom=0.12 if spare_slot else 0.2,
+            hspace=0.55 if self.live_titles else 0.34,
+            wspace=0.08,
+        )
         flat = list(axes.flat)
         self.axes = dict(zip(self.designs, flat, strict=False))
-        spare = flat[len(self.designs):]
+        spare = flat[len(self.designs) :]
         for k, ax in enumerate(spare, start=len(self.designs)):
             ax.set_visible(False)
             if k >= ncols:  # the panel above an empty slot shows the time axis itself
@@ -197,11 +225,16 @@ class FiveDesignsCanvas:
         handles = [*design_handles, *marker_handles()]
         if spare:  # the legend fills the first empty slot
             box = spare[0].get_position()
-            fig.legend(handles=handles, loc="center", fontsize=8,
-                       bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2))
+            fig.legend(
+                handles=handles,
+                loc="center",
+                fontsize=8,
+                bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2),
+            )
         else:
-            fig.legend(handles=handles, loc="lower center", ncols=3, fontsize=8,
-                       bbox_to_anchor=(0.5, 0.0))
+            fig.legend(
+                handles=handles, loc="lower center", ncols=3, fontsize=8, bbox_to_anchor=(0.5, 0.0)
+            )
 
     def update(
         self,
@@ -229,9 +262,14 @@ class FiveDesignsCanvas:
                 ymax = max(ymax, float(np.nanmax(xy[:, 1])))
             mine = design == highlight
             if self.live_titles:
-                ax.set_title(_panel_title(design, trace), fontsize=9, y=1.0, pad=4,
-                             fontweight="bold" if mine else "normal",
-                             color="#555555" if faint else "black")
+                ax.set_title(
+                    _panel_title(design, trace),
+                    fontsize=9,
+                    y=1.0,
+                    pad=4,
+                    fontweight="bold" if mine else "normal",
+                    color="#555555" if faint else "black",
+                )
             for spine in ax.spines.values():
                 spine.set_visible(mine or spine.spine_type in ("left", "bottom"))
                 spine.set_color(COLORS.get(design, "black") if mine else "black")
@@ -352,7 +390,6 @@ class FiveDesignsCanvas:
         return True
 
 
-
 # --- the arrival-order workbench: lanes over the head, per design ------------------------
 
 _LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
@@ -411,8 +448,11 @@ def _draws_nothing(artist: Any) -> bool:
 
 def _below_boxes(heads: np.ndarray, seen: np.ndarray, xs: np.ndarray) -> list[np.ndarray]:
     """One rectangle per step where the head is below the last-seen version."""
-    return [np.array([[xs[i], heads[i]], [xs[i + 1], heads[i]], [xs[i + 1], seen[i]],
-                      [xs[i], seen[i]]]) for i in range(len(xs) - 1) if heads[i] < seen[i]]
+    return [
+        np.array([[xs[i], heads[i]], [xs[i + 1], heads[i]], [xs[i + 1], seen[i]], [xs[i], seen[i]]])
+        for i in range(len(xs) - 1)
+        if heads[i] < seen[i]
+    ]
 
 
 class WorkbenchCanvas:
@@ -454,12 +494,20 @@ class WorkbenchCanvas:
         """A new figure tall enough for `lanes_room` lanes, with every artist (empty)."""
         height, ratios = self._heights(lanes_room)
         fig = new_figure(self.width, height)
-        self._grid = grid = fig.add_gridspec(1 + len(self.designs), 1, height_ratios=ratios,
-                                             left=0.15, right=0.75, top=1 - _TOP / height,
-                                             bottom=_BOTTOM / height, hspace=0.38)
+        self._grid = grid = fig.add_gridspec(
+            1 + len(self.designs),
+            1,
+            height_ratios=ratios,
+            left=0.15,
+            right=0.75,
+            top=1 - _TOP / height,
+            bottom=_BOTTOM / height,
+            hspace=0.38,
+        )
         self.lanes_ax = lanes = fig.add_subplot(grid[0])
-        self.strips = {d: fig.add_subplot(grid[i + 1], sharex=lanes)
-                       for i, d in enumerate(self.designs)}
+        self.strips = {
+            d: fig.add_subplot(grid[i + 1], sharex=lanes) for i, d in enumerate(self.designs)
+        }
         lanes.set_ylim(lanes_room - 0.4, -0.7)
         lanes.set_yticks([])
         lanes.grid(False, axis="y")
@@ -467,15 +515,25 @@ class WorkbenchCanvas:
         self.lanes_title = lanes.set_title(" ", loc="left", fontsize=9, fontweight="bold")
         for design, ax in self.strips.items():
             ax.tick_params(axis="y", labelsize=7)
-            ax.set_ylabel(f"{design}\nhead", rotation=0, ha="right", va="center", fontsize=8.5,
-                          color=COLORS.get(design, "#444444"), fontweight="bold")
+            ax.set_ylabel(
+                f"{design}\nhead",
+                rotation=0,
+                ha="right",
+                va="center",
+                fontsize=8.5,
+                color=COLORS.get(design, "#444444"),
+                fontweight="bold",
+            )
             ax.tick_params(axis="x", labelbottom=False)
         lanes.tick_params(axis="x", labelbottom=False)
         self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
-        self.suptitle = fig.suptitle("One schedule, every design: requests in flight (top), "
-                                     "the head a reader sees (below)", fontsize=10)
-        lanes.legend(handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05),
-                     fontsize=7)
+        self.suptitle = fig.suptitle(
+            "One schedule, every design: requests in flight (top), the head a reader sees (below)",
+            fontsize=10,
+        )
+        lanes.legend(
+            handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05), fontsize=7
+        )
         self.fig = fig
         self._make_artists("#555555")
 
@@ -500,76 +558,134 @@ class WorkbenchCanvas:
 
     def _legend(self) -> list[Any]:
         grey = "#555555"
-        held = [
-            Line2D([], [], ls="", marker="s", ms=7, mfc="white", mec=grey, mew=1.5,
-                   label="arrived early: held"),
-            Line2D([], [], color=grey, ls="--", lw=1.2, label="held until its fence"),
-            Line2D([], [], ls="", marker=r"$\circlearrowleft$", ms=10, color=COLORS["reject"],
-                   label="flushed: tick replayed"),
-        ] if "pipelined" in self.designs else []
+        held = (
+            [
+                Line2D(
+                    [],
+                    [],
+                    ls="",
+                    marker="s",
+                    ms=7,
+                    mfc="white",
+                    mec=grey,
+                    mew=1.5,
+                    label="arrived early: held",
+                ),
+                Line2D([], [], color=grey, ls="--", lw=1.2, label="held until its fence"),
+                Line2D(
+                    [],
+                    [],
+                    ls="",
+                    marker=r"$\circlearrowleft$",
+                    ms=10,
+                    color=COLORS["reject"],
+                    label="flushed: tick replayed",
+                ),
+            ]
+            if "pipelined" in self.designs
+            else []
+        )
         return [
             Line2D([], [], color=grey, lw=3, alpha=0.55, label="request travelling"),
             Line2D([], [], ls="", marker="o", ms=7, color=grey, label="arrived, committed"),
-            Line2D([], [], ls="", marker="X", ms=7, color=COLORS["reject"],
-                   label="arrived, rejected"),
-            Line2D([], [], ls="", marker="P", ms=8, color=grey, mec="white",
-                   label="duplicate, committed"),
-            Line2D([], [], ls="", marker="D", ms=6, mfc="white", mec=grey,
-                   label="loop gave up on it"),
+            Line2D(
+                [], [], ls="", marker="X", ms=7, color=COLORS["reject"], label="arrived, rejected"
+            ),
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="P",
+                ms=8,
+                color=grey,
+                mec="white",
+                label="duplicate, committed",
+            ),
+            Line2D(
+                [], [], ls="", marker="D", ms=6, mfc="white", mec=grey, label="loop gave up on it"
+            ),
             Line2D([], [], ls="", marker=">", ms=6, color=grey, label="still in flight"),
             Line2D([], [], color=grey, ls=":", lw=1.2, label="late or repeated"),
             *held,
             Line2D([], [], color=grey, lw=1.8, label="catalog head"),
             Line2D([], [], color="#777777", ls=":", lw=1, label="highest version seen"),
             Patch(color=REWIND_COLOR, alpha=0.3, label="reader sees older catalog"),
-            Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec="#888888",
-                   label="step n/a for design"),
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                ms=5,
+                mfc="white",
+                mec="#888888",
+                label="step n/a for design",
+            ),
             Line2D([], [], color="black", ls="--", lw=1, label="loop crashed + restarted"),
         ]
 
     def _make_artists(self, color: str) -> None:
         """Every data artist, empty; `update` fills them in."""
         lanes = self.lanes_ax
-        self.bars = LineCollection([], colors=color, linewidths=3, alpha=0.55, capstyle="butt",
-                                   gid="lanes")
+        self.bars = LineCollection(
+            [], colors=color, linewidths=3, alpha=0.55, capstyle="butt", gid="lanes"
+        )
         self.lane_color = color
         self.tails = LineCollection([], colors=color, linewidths=1.2, linestyles=":")
-        self.waits = LineCollection([], colors=color, linewidths=1.2, linestyles="--",
-                                    gid="held_waits")
+        self.waits = LineCollection(
+            [], colors=color, linewidths=1.2, linestyles="--", gid="held_waits"
+        )
         lanes.add_collection(self.bars)
         lanes.add_collection(self.tails)
         lanes.add_collection(self.waits)
-        self.marks = {k: lanes.plot([], [], ls="", **{"color": color, **style},
-                                    gid=f"lane_mark:{k}")[0]
-                      for k, style in _LANE_MARKS.items()}
+        self.marks = {
+            k: lanes.plot([], [], ls="", **{"color": color, **style}, gid=f"lane_mark:{k}")[0]
+            for k, style in _LANE_MARKS.items()
+        }
         self.lane_names = _TextPool(lanes, ha="right", va="center", fontsize=7)
         self.notes = _TextPool(lanes, fontsize=6.5, color="#444444")
         self.crash_lines = {}
         self.strip_art: dict[str, dict[str, Any]] = {}
         for design, ax in [("lanes", lanes), *self.strips.items()]:
-            self.crash_lines[design] = LineCollection([], colors="black", linestyles="--",
-                                                      linewidths=1,
-                                                      transform=ax.get_xaxis_transform())
+            self.crash_lines[design] = LineCollection(
+                [],
+                colors="black",
+                linestyles="--",
+                linewidths=1,
+                transform=ax.get_xaxis_transform(),
+            )
             ax.add_collection(self.crash_lines[design])
         for design, ax in self.strips.items():
             dcolor = COLORS.get(design, "#444444")
             below = PolyCollection([], facecolors=REWIND_COLOR, alpha=0.3, linewidths=0)
             ax.add_collection(below)
-            fall = ax.annotate("", xy=(0, 0), xytext=(0, 0), fontsize=7.5, color=REWIND_COLOR,
-                               fontweight="bold", gid=f"fall:{design}",
-                               arrowprops={"arrowstyle": "->", "color": REWIND_COLOR})
+            fall = ax.annotate(
+                "",
+                xy=(0, 0),
+                xytext=(0, 0),
+                fontsize=7.5,
+                color=REWIND_COLOR,
+                fontweight="bold",
+                gid=f"fall:{design}",
+                arrowprops={"arrowstyle": "->", "color": REWIND_COLOR},
+            )
             self.strip_art[design] = {
                 "seen": ax.step([], [], where="post", color="#777777", ls=":", lw=1.0)[0],
                 "below": below,
-                "head": ax.step([], [], where="post", color=dcolor, lw=1.8,
-                                gid=f"head:{design}")[0],
-                "skipped": ax.plot([], [], ls="", marker="o", ms=5, mfc="white",
-                                   mec="#888888")[0],
+                "head": ax.step([], [], where="post", color=dcolor, lw=1.8, gid=f"head:{design}")[
+                    0
+                ],
+                "skipped": ax.plot([], [], ls="", marker="o", ms=5, mfc="white", mec="#888888")[0],
                 "fall": fall,
             }
         last = self.strips[self.designs[-1]]
-        self.step_names = _TextPool(last, rotation=30, ha="right", va="top", fontsize=7,
-                                    transform=last.get_xaxis_transform())
+        self.step_names = _TextPool(
+            last,
+            rotation=30,
+            ha="right",
+            va="top",
+            fontsize=7,
+            transform=last.get_xaxis_transform(),
+        )
 
     # --- data ----------------------------------------------------------------------------
 
@@ -613,8 +729,11 @@ class WorkbenchCanvas:
                     kind = "held"
                 points[kind].append((ev.step, y))
                 if ev.kind == SETTLED:
-                    note = ("committed at its fence" if ev.committed else
-                            "refused at its fence: " + str(ev.reason).replace("_", " "))
+                    note = (
+                        "committed at its fence"
+                        if ev.committed
+                        else "refused at its fence: " + str(ev.reason).replace("_", " ")
+                    )
                     self.notes.put(ev.step + 0.15, y - 0.22, note)
                 elif not ev.committed or ev.stale or dup:
                     note = "commit" if ev.committed else str(ev.reason).replace("_", " ")
@@ -685,8 +804,9 @@ class WorkbenchCanvas:
                     line.set_markerfacecolor(style.get("color", color))
                 if "mec" not in style:
                     line.set_markeredgecolor(style.get("color", color))
-        self.lanes_title.set_text(f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): "
-                                  "send \u2192 arrival")
+        self.lanes_title.set_text(
+            f"requests of {focus} ({DESIGN_LABELS.get(focus, focus)}): send \u2192 arrival"
+        )
         self.lanes_title.set_color(color)
         self._fill_lanes(runs[focus], n)
         for design in self.designs:
@@ -701,10 +821,19 @@ class WorkbenchCanvas:
             self.step_names.put(i + 0.15, -0.12, f"{i}: {step}")
         # the figure's title after the lanes' (a tall figure brings them together), as a
         # whole draw orders them
-        self._texts = [self.lanes_title, self.suptitle, *self.lane_names.texts,
-                       *self.notes.texts, *self.step_names.texts]
+        self._texts = [
+            self.lanes_title,
+            self.suptitle,
+            *self.lane_names.texts,
+            *self.notes.texts,
+            *self.step_names.texts,
+        ]
         self._dynamic = [
-            self.bars, self.tails, self.waits, *self.marks.values(), *self.crash_lines.values(),
+            self.bars,
+            self.tails,
+            self.waits,
+            *self.marks.values(),
+            *self.crash_lines.values(),
             *(a for art in self.strip_art.values() for a in art.values()),
         ]
         for artist in self._dynamic:  # kept out of every frame, drawn or not this time
@@ -712,8 +841,9 @@ class WorkbenchCanvas:
                 artist.set_animated(True)
         return self.fig  # type: ignore[return-value]
 
-    def png(self, runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str,
-            dpi: int = 80) -> bytes:
+    def png(
+        self, runs: Mapping[str, DesignRun], steps: Sequence[Step], focus: str, dpi: int = 80
+    ) -> bytes:
         """`update`, then render: the frame is restored, only the data is drawn again. A
         picture kept in `pngs` (the same rooms, focus, dpi, steps and runs) is returned as is."""
         with workbook_style():
@@ -724,8 +854,9 @@ class WorkbenchCanvas:
             self.pngs.move_to_end(key)
             return self.pngs[key]
         drawn = [a for a in self._dynamic if not _draws_nothing(a)]
-        png = self._frames.png(fig, drawn, (self._rooms, dpi), dpi, self._texts,
-                               ticks=self._ticks())
+        png = self._frames.png(
+            fig, drawn, (self._rooms, dpi), dpi, self._texts, ticks=self._ticks()
+        )
         if self.kept_pngs > 0:
             self.pngs[key] = png
             while len(self.pngs) > self.kept_pngs:

@@ -116,8 +116,13 @@ def arrival_lanes_figure(
     panel_h = 0.75 + 0.3 * max(1, len(lanes))
     fig = new_figure(width, height or panel_h * len(runs) + 1.2)
     axes = fig.subplots(len(runs), 1, sharex=True, squeeze=False)[:, 0]
-    fig.subplots_adjust(left=0.13, right=0.7, top=1 - 0.7 / fig.get_figheight(),
-                        bottom=0.6 / fig.get_figheight(), hspace=0.6)
+    fig.subplots_adjust(
+        left=0.13,
+        right=0.7,
+        top=1 - 0.7 / fig.get_figheight(),
+        bottom=0.6 / fig.get_figheight(),
+        hspace=0.6,
+    )
     for ax, res in zip(axes, runs, strict=True):
         color = COLORS.get(res.design, "#444444")
         top = len(lanes) - 0.4
@@ -127,21 +132,50 @@ def arrival_lanes_figure(
                 ax.scatter([i], [y], s=80, color=color, zorder=4)
             elif outcome.kind == Kind.DELIVER:
                 ax.scatter([i], [y], s=70, marker="X", color=COLORS["reject"], zorder=4)
-                ax.annotate(str(outcome.reason).replace("_", " "), (i, y), xytext=(0, -11),
-                            textcoords="offset points", ha="center", va="top", fontsize=6.5,
-                            color="#444444")
+                ax.annotate(
+                    str(outcome.reason).replace("_", " "),
+                    (i, y),
+                    xytext=(0, -11),
+                    textcoords="offset points",
+                    ha="center",
+                    va="top",
+                    fontsize=6.5,
+                    color="#444444",
+                )
             elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
-                ax.scatter([i], [y], s=70, marker="D", facecolors="none", edgecolors=color,
-                           linewidths=1.5, zorder=4)
+                ax.scatter(
+                    [i],
+                    [y],
+                    s=70,
+                    marker="D",
+                    facecolors="none",
+                    edgecolors=color,
+                    linewidths=1.5,
+                    zorder=4,
+                )
             elif outcome.kind == Kind.CRASH:
                 ax.axvline(i, color="black", ls="--", lw=1)
-            ax.text(i, top, f"v{outcome.head}", ha="center", va="bottom", fontsize=8,
-                    color=REWIND_COLOR if outcome.rewind else "black",
-                    fontweight="bold" if outcome.rewind else "normal")
+            ax.text(
+                i,
+                top,
+                f"v{outcome.head}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=REWIND_COLOR if outcome.rewind else "black",
+                fontweight="bold" if outcome.rewind else "normal",
+            )
         ax.set_ylim(-0.9, len(lanes) + 0.1)
         ax.set_yticks(range(len(lanes)), [str(r) for r in lanes], fontsize=8)
-        ax.set_title(f"{res.design}: {DESIGN_LABELS.get(res.design, res.design)}",
-                     loc="left", fontsize=9, color=color, fontweight="bold", y=1.0, pad=14)
+        ax.set_title(
+            f"{res.design}: {DESIGN_LABELS.get(res.design, res.design)}",
+            loc="left",
+            fontsize=9,
+            color=color,
+            fontweight="bold",
+            y=1.0,
+            pad=14,
+        )
         ax.grid(False, axis="y")
         for k in range(len(lanes)):
             ax.axhline(k, color="#dddddd", lw=0.8, zorder=1)
@@ -155,12 +189,26 @@ def arrival_lanes_figure(
         ax.set_ylabel("request")
     handles = [
         Line2D([], [], ls="", marker="o", ms=8, color="#555555", label="response committed"),
-        Line2D([], [], ls="", marker="X", ms=8, color=COLORS["reject"],
-               label="response rejected (reason)"),
-        Line2D([], [], ls="", marker="D", ms=7, mfc="none", mec="#555555",
-               label="loop gave up, replays"),
-        Line2D([], [], ls="", marker="$v1$", ms=12, color=REWIND_COLOR,
-               label="head fell (rewind)"),
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="X",
+            ms=8,
+            color=COLORS["reject"],
+            label="response rejected (reason)",
+        ),
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="D",
+            ms=7,
+            mfc="none",
+            mec="#555555",
+            label="loop gave up, replays",
+        ),
+        Line2D([], [], ls="", marker="$v1$", ms=12, color=REWIND_COLOR, label="head fell (rewind)"),
     ]
     axes[0].legend(handles=handles, **RIGHT_LEGEND)
     return fig
@@ -183,10 +231,21 @@ def explorer_figure(
     rows = list(table.itertuples(index=False))
     shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
     for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
-        ax.bar(x, share, width=0.6, color=COLORS.get(row.design, "#444444"),
-               label=f"{row.design}: {DISPLAY_NAMES.get(row.design, row.design)}")
-    label_share_bars(ax, range(len(rows)), shares, [r.rewinding for r in rows],
-                     [r.orders for r in rows], fontsize=8.5)
+        ax.bar(
+            x,
+            share,
+            width=0.6,
+            color=COLORS.get(row.design, "#444444"),
+            label=f"{row.design}: {DISPLAY_NAMES.get(row.design, row.design)}",
+        )
+    label_share_bars(
+        ax,
+        range(len(rows)),
+        shares,
+        [r.rewinding for r in rows],
+        [r.orders for r in rows],
+        fontsize=8.5,
+    )
     ax.set_xticks(range(len(table)), list(table["design"]))
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("design")
@@ -212,9 +271,16 @@ def restarts_figure(
     fig = ax.figure
     for design, trace in shown.items():
         draw_trace(ax, trace, design)
-        ax.step(trace["t"].to_numpy(dtype=float), trace["head_version"].cummax().to_numpy(),
-                where="post", color=COLORS.get(design, "#444444"), ls=":", lw=1.2, alpha=0.8,
-                gid=f"last_seen:{design}")
+        ax.step(
+            trace["t"].to_numpy(dtype=float),
+            trace["head_version"].cummax().to_numpy(),
+            where="post",
+            color=COLORS.get(design, "#444444"),
+            ls=":",
+            lw=1.2,
+            alpha=0.8,
+            gid=f"last_seen:{design}",
+        )
         for event, style in (("crash", "-"), ("restart", "--")):
             for t in trace.loc[trace["event"] == event, "t"]:
                 ax.axvline(float(t), color="black", ls=style, lw=0.9, alpha=0.6)
@@ -258,37 +324,71 @@ def rewind_panels_figure(
     shown = as_traces(traces)
     fig = new_figure(width, panel_height * len(shown) + 1.1)
     axes = fig.subplots(len(shown), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    fig.subplots_adjust(left=0.09, right=0.7, top=1 - 0.55 / fig.get_figheight(),
-                        bottom=0.55 / fig.get_figheight(), hspace=0.45)
+    fig.subplots_adjust(
+        left=0.09,
+        right=0.7,
+        top=1 - 0.55 / fig.get_figheight(),
+        bottom=0.55 / fig.get_figheight(),
+        hspace=0.45,
+    )
     any_rejected = False  # the legend lists the rejected mark only where one is drawn
     for ax, (design, trace) in zip(axes, shown.items(), strict=True):
         color = COLORS.get(design, "#444444")
         t = trace["t"].to_numpy(dtype=float)
         heads = trace["head_version"].to_numpy(dtype=float)
         seen = np.maximum.accumulate(heads) if len(heads) else heads
-        ax.step(t, seen, where="post", color="#555555", ls=":", lw=1.2,
-                gid=f"last_seen:{design}")
-        ax.fill_between(t, heads, seen, where=_below_mask(heads), step="post",
-                        color=REWIND_COLOR, alpha=0.25, lw=0, gid=f"below:{design}")
+        ax.step(t, seen, where="post", color="#555555", ls=":", lw=1.2, gid=f"last_seen:{design}")
+        ax.fill_between(
+            t,
+            heads,
+            seen,
+            where=_below_mask(heads),
+            step="post",
+            color=REWIND_COLOR,
+            alpha=0.25,
+            lw=0,
+            gid=f"below:{design}",
+        )
         ax.step(t, heads, where="post", color=color, lw=2.0, gid=f"trace:{design}")
         rejected = (trace["event"].to_numpy() == "deliver") & (
-            trace["committed"].to_numpy() == False)  # noqa: E712 (None = no decision)
-        ax.scatter(t[rejected], heads[rejected], marker="|", s=70, color=COLORS["reject"],
-                   zorder=3, gid=f"reject:{design}")
+            trace["committed"].to_numpy() == False
+        )  # noqa: E712 (None = no decision)
+        ax.scatter(
+            t[rejected],
+            heads[rejected],
+            marker="|",
+            s=70,
+            color=COLORS["reject"],
+            zorder=3,
+            gid=f"reject:{design}",
+        )
         any_rejected = any_rejected or bool(rejected.any())
         falls = np.flatnonzero(_below_mask(heads) & ~np.r_[False, _below_mask(heads)[:-1]])
         for i in falls[:1]:
             ax.annotate(
-                f"reader saw v{seen[i - 1]:.0f} \u2192 v{heads[i]:.0f}", xy=(t[i], heads[i]),
+                f"reader saw v{seen[i - 1]:.0f} \u2192 v{heads[i]:.0f}",
+                xy=(t[i], heads[i]),
                 xytext=(t[i] + 0.06 * (t[-1] - t[0]), heads[i] - 0.25 * seen[-1]),
-                color=REWIND_COLOR, fontsize=9, fontweight="bold", va="center",
+                color=REWIND_COLOR,
+                fontsize=9,
+                fontweight="bold",
+                va="center",
                 arrowprops={"arrowstyle": "->", "color": REWIND_COLOR, "lw": 1.5},
-                gid=f"fall:{design}")
+                gid=f"fall:{design}",
+            )
         below = int(_below_mask(heads).sum())
-        verdict = (f"fell {len(falls)}x, {below} events below the last-seen head" if below
-                   else "never fell")
-        ax.set_title(f"{design}: {DESIGN_LABELS.get(design, design)} \u2014 {verdict}",
-                     loc="left", fontsize=9, color=color, fontweight="bold")
+        verdict = (
+            f"fell {len(falls)}x, {below} events below the last-seen head"
+            if below
+            else "never fell"
+        )
+        ax.set_title(
+            f"{design}: {DESIGN_LABELS.get(design, design)} \u2014 {verdict}",
+            loc="left",
+            fontsize=9,
+            color=color,
+            fontweight="bold",
+        )
         ax.set_ylabel("head")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     axes[-1].set_xlabel(xlabel)
@@ -299,8 +399,11 @@ def rewind_panels_figure(
         Patch(color=REWIND_COLOR, alpha=0.25, label="reader sees an older catalog"),
     ]
     if any_rejected:
-        handles.append(Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"],
-                              label="response rejected"))
+        handles.append(
+            Line2D(
+                [], [], ls="", marker="|", ms=9, color=COLORS["reject"], label="response rejected"
+            )
+        )
     axes[0].legend(handles=handles, **RIGHT_LEGEND)
     return fig
 

@@ -119,7 +119,9 @@ def _ids(ids: Sequence[int]) -> str:
 
 def _note(reason: str) -> str:
     """The greyed word beside a disabled control saying why (empty while it is live)."""
-    return f"<i style='color:#666'>disabled: {html.escape(reason, quote=False)}</i>" if reason else ""
+    return (
+        f"<i style='color:#666'>disabled: {html.escape(reason, quote=False)}</i>" if reason else ""
+    )
 
 
 def _problem(text: str) -> str:
@@ -240,7 +242,10 @@ class FrontierTimelineApp(BatchedApp):
                 self.order_dropdown,
                 self.help_html,
                 widgets.HBox(
-                    [widgets.HTML("<b>priority per message</b> (1 = most urgent)"), self.why_priority]
+                    [
+                        widgets.HTML("<b>priority per message</b> (1 = most urgent)"),
+                        self.why_priority,
+                    ]
                 ),
                 widgets.HBox(self.priority_sliders),
                 widgets.HBox([self.seed_text, self.why_seed]),
@@ -513,9 +518,7 @@ class PredictOrphansApp:
             return self.verdict
         predicted = tuple(i for i, box in enumerate(self.guesses, 1) if box.value)
         order = sc.dispatched_order(self.priorities)
-        self.state = sc.run_scenario(
-            sc.scenario_from_steps(self.priorities, sc.order_steps(order))
-        )
+        self.state = sc.run_scenario(sc.scenario_from_steps(self.priorities, sc.order_steps(order)))
         self.verdict = Verdict(predicted, tuple(self.state.iloc[-1][_MAX.orphan_ids]))
         for box in self.guesses:
             box.disabled = True
@@ -563,6 +566,7 @@ class PredictOrphansApp:
         self.priorities = tuple(rng.randint(1, 5) for _ in self.priorities)
         self._ask()
 
+
 class EdgeCaseApp(BatchedApp):
     """Pick a bundled scenario: its description, where each shard ended, and its checkpoints.
 
@@ -590,7 +594,6 @@ class EdgeCaseApp(BatchedApp):
         )
         self.ui.add_class("wb-edge-case-app")
         self._case_picked()
-
 
     def _case_picked(self, _change: Any = None) -> None:
         scenario = fmt.load_scenario(self.case.value)

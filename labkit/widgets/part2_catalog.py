@@ -66,7 +66,10 @@ FAULT_PRESETS: dict[str, tuple[str, ...]] = {
 # Article 2's story with request numbers: 12 is in flight, the loop gives up on it and 13
 # commits, 14 commits on top, then 12's response finally lands.
 SEED_INVERTED: tuple[Step, ...] = (
-    Step.timeout(), Step.deliver(13), Step.deliver(14), Step.deliver(12)
+    Step.timeout(),
+    Step.deliver(13),
+    Step.deliver(14),
+    Step.deliver(12),
 )
 SEED_FIRST_REQUEST = 12
 _MEMO_SIZE = 256
@@ -126,35 +129,67 @@ class FiveDesignsApp(BatchedApp):
         self._ahead = WorkAhead(self._step_ahead)
         self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
 
-        self.design = classed(widgets.Dropdown(
-            options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs], value=highlight,
-            description="highlight", layout=widgets.Layout(width="370px")), "wb-design")
-        self.faults = classed(widgets.Dropdown(
-            options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"), "wb-faults")
+        self.design = classed(
+            widgets.Dropdown(
+                options=[(f"{d}: {DESIGN_LABELS[d]}", d) for d in self.designs],
+                value=highlight,
+                description="highlight",
+                layout=widgets.Layout(width="370px"),
+            ),
+            "wb-design",
+        )
+        self.faults = classed(
+            widgets.Dropdown(options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"),
+            "wb-faults",
+        )
         self.fault_boxes = {
-            f: classed(widgets.Checkbox(value=f in FAULT_PRESETS.get(preset, ()),
-                                         description=f.replace("_", " "), indent=False,
-                                         layout=widgets.Layout(width="150px")), f"wb-fault-{f}")
+            f: classed(
+                widgets.Checkbox(
+                    value=f in FAULT_PRESETS.get(preset, ()),
+                    description=f.replace("_", " "),
+                    indent=False,
+                    layout=widgets.Layout(width="150px"),
+                ),
+                f"wb-fault-{f}",
+            )
             for f in FAULTS
         }
         slider = {"continuous_update": False, "style": {"description_width": "125px"}}
-        self.latency = classed(widgets.FloatSlider(
-            value=1.0, min=0.2, max=3.0, step=0.1, description="latency", **slider),
-            "wb-latency")
-        self.duplicate_rate = classed(widgets.FloatSlider(
-            value=0.25, min=0.0, max=1.0, step=0.05, description="duplicate rate", **slider),
-            "wb-duplicate-rate")
-        self.clock_skew = classed(widgets.FloatSlider(
-            value=0.5, min=0.0, max=3.0, step=0.1, description="clock skew", **slider),
-            "wb-clock-skew")
-        self.window = classed(widgets.IntSlider(
-            value=3, min=2, max=6, description="window (hedged)", **slider), "wb-window")
+        self.latency = classed(
+            widgets.FloatSlider(
+                value=1.0, min=0.2, max=3.0, step=0.1, description="latency", **slider
+            ),
+            "wb-latency",
+        )
+        self.duplicate_rate = classed(
+            widgets.FloatSlider(
+                value=0.25, min=0.0, max=1.0, step=0.05, description="duplicate rate", **slider
+            ),
+            "wb-duplicate-rate",
+        )
+        self.clock_skew = classed(
+            widgets.FloatSlider(
+                value=0.5, min=0.0, max=3.0, step=0.1, description="clock skew", **slider
+            ),
+            "wb-clock-skew",
+        )
+        self.window = classed(
+            widgets.IntSlider(value=3, min=2, max=6, description="window (hedged)", **slider),
+            "wb-window",
+        )
         self.why_duplicate = classed(widgets.HTML(), "wb-why-duplicate-rate")
-        self.seed = classed(widgets.IntText(value=seed, description="random seed",
-                                             style={"description_width": "initial"},
-                                             layout=widgets.Layout(width="190px")), "wb-seed")
-        self.message = classed(widgets.HTML(layout=widgets.Layout(min_height="1.6em")),
-                               "wb-message")
+        self.seed = classed(
+            widgets.IntText(
+                value=seed,
+                description="random seed",
+                style={"description_width": "initial"},
+                layout=widgets.Layout(width="190px"),
+            ),
+            "wb-seed",
+        )
+        self.message = classed(
+            widgets.HTML(layout=widgets.Layout(min_height="1.6em")), "wb-message"
+        )
         self.out = classed(widgets.Output(), "wb-traces")
         self.metrics = classed(widgets.HTML(), "wb-metrics")
         self.counterexamples = classed(widgets.HTML(), "wb-counterexamples")
@@ -166,17 +201,23 @@ class FiveDesignsApp(BatchedApp):
         for w in (self.latency, self.duplicate_rate, self.clock_skew, self.window, self.seed):
             w.observe(self._changed, "value")
 
-        self.ui = widgets.VBox([
-            widgets.HBox([self.design, self.faults, self.seed], layout=_WRAP),
-            widgets.HBox(list(self.fault_boxes.values()), layout=_WRAP),
-            widgets.HBox([widgets.VBox([self.latency, self.clock_skew, self.window]),
-                          widgets.VBox([self.duplicate_rate, self.why_duplicate])],
-                         layout=_WRAP),
-            self.message,
-            self.out,
-            self.metrics,
-            self.counterexamples,
-        ])
+        self.ui = widgets.VBox(
+            [
+                widgets.HBox([self.design, self.faults, self.seed], layout=_WRAP),
+                widgets.HBox(list(self.fault_boxes.values()), layout=_WRAP),
+                widgets.HBox(
+                    [
+                        widgets.VBox([self.latency, self.clock_skew, self.window]),
+                        widgets.VBox([self.duplicate_rate, self.why_duplicate]),
+                    ],
+                    layout=_WRAP,
+                ),
+                self.message,
+                self.out,
+                self.metrics,
+                self.counterexamples,
+            ]
+        )
         self.ui.add_class("wb-five-designs-app")
         self._show_live_controls()
         self._show_counterexamples()
@@ -199,9 +240,14 @@ class FiveDesignsApp(BatchedApp):
         """Grey out the duplicate rate unless the duplicate fault is ticked, saying why."""
         live = "duplicate" in self.selected_faults
         self.duplicate_rate.disabled = not live
-        self.why_duplicate.value = "" if live else (
-            "<i style='color:#666;font-size:12px'>disabled: the duplicate rate only matters "
-            "with the <b>duplicate</b> fault ticked</i>")
+        self.why_duplicate.value = (
+            ""
+            if live
+            else (
+                "<i style='color:#666;font-size:12px'>disabled: the duplicate rate only matters "
+                "with the <b>duplicate</b> fault ticked</i>"
+            )
+        )
 
     def _preset_picked(self, change: Any) -> None:
         if self._holding:
@@ -209,7 +255,8 @@ class FiveDesignsApp(BatchedApp):
         if change["new"] == CUSTOM:
             self.message.value = (
                 "<i>No change: <b>custom</b> is whatever the fault boxes say; tick or untick "
-                "the boxes to make your own set.</i>")
+                "the boxes to make your own set.</i>"
+            )
             return
         chosen = FAULT_PRESETS[change["new"]]
         self._set_quietly([(box, f in chosen) for f, box in self.fault_boxes.items()])
@@ -283,8 +330,11 @@ class FiveDesignsApp(BatchedApp):
 
     def _drawing(self) -> dict[str, Any]:
         """How the canvas draws for the controls now: dpi, the scale its limits keep to, room."""
-        return {"dpi": WIDGET_DPI, "scale": (self.latency.value, self.ticks),
-                "at_least": self._room()}
+        return {
+            "dpi": WIDGET_DPI,
+            "scale": (self.latency.value, self.ticks),
+            "at_least": self._room(),
+        }
 
     def _picture_key(self, faults: tuple[str, ...], seed: int) -> tuple:
         """Everything the picture of `seed` depends on now: each design's run, the highlight,
@@ -330,8 +380,9 @@ class FiveDesignsApp(BatchedApp):
             if key in self._pictures:
                 return False
             traces = {d: self._run(d, faults, step[1]).trace for d in self.designs}
-            self._pictures[key] = self.canvas.png_ahead(traces, self.design.value,
-                                                        **self._drawing())
+            self._pictures[key] = self.canvas.png_ahead(
+                traces, self.design.value, **self._drawing()
+            )
             while len(self._pictures) > PICTURES_KEPT:
                 self._pictures.popitem(last=False)
             return True
@@ -349,8 +400,11 @@ class FiveDesignsApp(BatchedApp):
         items = []
         for design in self.designs:
             steps = found.get(design)
-            text = ("no order of 3 deliveries rewinds it" if steps is None
-                    else " &rarr; ".join(html.escape(str(s)) for s in steps))
+            text = (
+                "no order of 3 deliveries rewinds it"
+                if steps is None
+                else " &rarr; ".join(html.escape(str(s)) for s in steps)
+            )
             name = html.escape(DISPLAY_NAMES.get(design, design))
             items.append(f"<li><b>{design}</b> ({name}): {text}</li>")
         self.counterexamples.value = (
@@ -380,8 +434,10 @@ class InvertedArrivalStepper:
         self.last_png = b""
         self.timings: list[float] = []
         self._pngs: dict[int, bytes] = {}
-        self.step = classed(widgets.IntSlider(value=len(steps), min=1, max=len(steps),
-                                               description="step"), "wb-step")
+        self.step = classed(
+            widgets.IntSlider(value=len(steps), min=1, max=len(steps), description="step"),
+            "wb-step",
+        )
         self.out = classed(widgets.Output(), "wb-lanes")
         self.caption = classed(widgets.HTML(), "wb-step-outcomes")
         self.step.observe(lambda _c: self.update(), "value")
@@ -409,8 +465,6 @@ class InvertedArrivalStepper:
         self.timings.append(time.perf_counter() - start)
 
 
-
-
 class ArrivalWorkbench(BatchedApp):
     """Compose an arrival order step by step (or type it), play it on every design at once.
 
@@ -423,13 +477,22 @@ class ArrivalWorkbench(BatchedApp):
     """
 
     # the per-request buttons and the kind of step each adds for the request picked
-    KINDS: dict[str, Kind] = {"deliver": Kind.DELIVER, "dup": Kind.DUP, "stale": Kind.STALE,
-                              "give_up": Kind.TIMEOUT}
+    KINDS: dict[str, Kind] = {
+        "deliver": Kind.DELIVER,
+        "dup": Kind.DUP,
+        "stale": Kind.STALE,
+        "give_up": Kind.TIMEOUT,
+    }
 
     DEPTHS = (1, 2, 3, 4)  # the explorer covers W = 4 with 5 deliveries in about half a second
 
-    def __init__(self, preset: str | None = "inverted", focus: str | None = None,
-                 designs: Sequence[str] | None = None, depth: int = 2) -> None:
+    def __init__(
+        self,
+        preset: str | None = "inverted",
+        focus: str | None = None,
+        designs: Sequence[str] | None = None,
+        depth: int = 2,
+    ) -> None:
         self.builder = ScheduleBuilder(designs, depth=depth)
         self.designs = list(self.builder.designs)
         self.canvas = WorkbenchCanvas(self.designs)
@@ -439,44 +502,72 @@ class ArrivalWorkbench(BatchedApp):
         self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
 
-        self.schedule = classed(widgets.Text(
-            description="schedule", continuous_update=False,
-            placeholder="e.g. timeout 1; deliver 2; deliver 3; deliver 1  (then press Enter)",
-            layout=widgets.Layout(width="560px")), "wb-schedule")
-        self.play = classed(widgets.Button(description="play this schedule",
-                                           layout=_BUTTON), "wb-play")
-        self.preset = classed(widgets.Dropdown(
-            options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
-            value="", description="preset", layout=widgets.Layout(width="420px")), "wb-preset")
+        self.schedule = classed(
+            widgets.Text(
+                description="schedule",
+                continuous_update=False,
+                placeholder="e.g. timeout 1; deliver 2; deliver 3; deliver 1  (then press Enter)",
+                layout=widgets.Layout(width="560px"),
+            ),
+            "wb-schedule",
+        )
+        self.play = classed(
+            widgets.Button(description="play this schedule", layout=_BUTTON), "wb-play"
+        )
+        self.preset = classed(
+            widgets.Dropdown(
+                options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
+                value="",
+                description="preset",
+                layout=widgets.Layout(width="420px"),
+            ),
+            "wb-preset",
+        )
         # with pipelined a request has more fates across the designs: its entries run longer
         picker = "540px" if "pipelined" in self.designs else "400px"
-        self.request = classed(widgets.Dropdown(description="request k",
-                                                layout=widgets.Layout(width=picker)),
-                               "wb-request")
-        fixed = {name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
-                 for name, px in _REQUEST_BUTTON_PX.items()}
+        self.request = classed(
+            widgets.Dropdown(description="request k", layout=widgets.Layout(width=picker)),
+            "wb-request",
+        )
+        fixed = {
+            name: widgets.Layout(width=f"{px}px", flex="0 0 auto")
+            for name, px in _REQUEST_BUTTON_PX.items()
+        }
         self.buttons = {
             "deliver": widgets.Button(button_style="primary", layout=fixed["deliver"]),
             "dup": widgets.Button(layout=fixed["dup"]),
             "stale": widgets.Button(layout=fixed["stale"]),
             "give_up": widgets.Button(layout=fixed["give_up"]),
             "oldest": widgets.Button(description="give up on the oldest wait", layout=_BUTTON),
-            "crash": widgets.Button(description="crash and restart the loop", layout=_BUTTON,
-                                    button_style="warning"),
+            "crash": widgets.Button(
+                description="crash and restart the loop", layout=_BUTTON, button_style="warning"
+            ),
             "undo": widgets.Button(description="undo last step", icon="undo", layout=_BUTTON),
             "reset": widgets.Button(description="reset", layout=_BUTTON),
         }
         for name, button in self.buttons.items():
             classed(button, f"wb-{name.replace('_', '-')}")
-        self.focus = classed(widgets.Dropdown(
-            options=[(f"{d}: {DESIGN_LABELS.get(d, d)}", d) for d in self.designs],
-            value=focus or self.designs[0], description="lanes of",
-            layout=widgets.Layout(width="360px")), "wb-focus")
-        self.shortest = classed(widgets.Button(layout=_BUTTON, button_style="danger"),
-                                "wb-shortest")
-        self.depth = classed(widgets.Dropdown(
-            options=[(f"W = {w}", w) for w in self.DEPTHS], value=depth,
-            description="pipelined", layout=widgets.Layout(width="190px")), "wb-depth")
+        self.focus = classed(
+            widgets.Dropdown(
+                options=[(f"{d}: {DESIGN_LABELS.get(d, d)}", d) for d in self.designs],
+                value=focus or self.designs[0],
+                description="lanes of",
+                layout=widgets.Layout(width="360px"),
+            ),
+            "wb-focus",
+        )
+        self.shortest = classed(
+            widgets.Button(layout=_BUTTON, button_style="danger"), "wb-shortest"
+        )
+        self.depth = classed(
+            widgets.Dropdown(
+                options=[(f"W = {w}", w) for w in self.DEPTHS],
+                value=depth,
+                description="pipelined",
+                layout=widgets.Layout(width="190px"),
+            ),
+            "wb-depth",
+        )
         self.depth_note = classed(widgets.HTML(layout=_fixed_height("2.2em")), "wb-depth-note")
         # Fixed heights: the picture below must not jump as these texts come and go.
         self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
@@ -503,23 +594,30 @@ class ArrivalWorkbench(BatchedApp):
         help_text = widgets.HTML(
             "<span style='font-size:12px;color:#444'>The loop sends requests by itself (at "
             "the start, after a commit, after giving up). You decide when each response "
-            "arrives, whether it arrives again, or whether the loop stops waiting.</span>")
-        self.ui = widgets.VBox([
-            help_text,
-            widgets.HBox([self.preset, b["undo"], b["reset"]], layout=_WRAP),
-            widgets.HBox([self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]],
-                         layout=_WRAP),
-            widgets.HBox([b["oldest"], b["crash"]], layout=_WRAP),
-            self.why,
-            widgets.HBox([self.schedule, self.play], layout=_WRAP),
-            self.error,
-            widgets.HBox([self.focus, self.shortest], layout=_WRAP),
-            *([widgets.HBox([self.depth, self.depth_note], layout=_WRAP)]
-              if "pipelined" in self.designs else []),
-            self.message,
-            self.out,
-            self.verdicts,
-        ])
+            "arrives, whether it arrives again, or whether the loop stops waiting.</span>"
+        )
+        self.ui = widgets.VBox(
+            [
+                help_text,
+                widgets.HBox([self.preset, b["undo"], b["reset"]], layout=_WRAP),
+                widgets.HBox(
+                    [self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]], layout=_WRAP
+                ),
+                widgets.HBox([b["oldest"], b["crash"]], layout=_WRAP),
+                self.why,
+                widgets.HBox([self.schedule, self.play], layout=_WRAP),
+                self.error,
+                widgets.HBox([self.focus, self.shortest], layout=_WRAP),
+                *(
+                    [widgets.HBox([self.depth, self.depth_note], layout=_WRAP)]
+                    if "pipelined" in self.designs
+                    else []
+                ),
+                self.message,
+                self.out,
+                self.verdicts,
+            ]
+        )
         self.ui.add_class("wb-workbench")
         if preset:
             self.builder.use_preset(preset)
@@ -589,7 +687,8 @@ class ArrivalWorkbench(BatchedApp):
         if cut is not None:
             self.message.value = (
                 f"At W = {change['new']} no design can take step {cut} any more (it named a "
-                "request only the deeper pipeline sent): the schedule stops before it.")
+                "request only the deeper pipeline sent): the schedule stops before it."
+            )
 
     def type_schedule(self, text: str) -> None:
         """What typing `text` into the schedule box and pressing Enter does."""
@@ -610,14 +709,16 @@ class ArrivalWorkbench(BatchedApp):
             self.message.value = (
                 f"<b>No schedule breaks {html.escape(design)}</b>{depth}: the explorer tried "
                 f"{orders} of up to {EXPLORE_N} deliveries (each response up to twice, one "
-                "give-up) and the head never fell. The schedule is unchanged.")
+                "give-up) and the head never fell. The schedule is unchanged."
+            )
             return
         self.builder.load(found)
         self._edited(fresh=True)
         self.message.value = (
             f"Shortest schedule that breaks <b>{html.escape(design)}</b> "
             f"({len(found)} steps, found by <code>labkit.designs.arrival_orders.explore</code>): "
-            f"<code>{html.escape(format_schedule(found))}</code>")
+            f"<code>{html.escape(format_schedule(found))}</code>"
+        )
 
     # --- the update --------------------------------------------------------------------
 
@@ -658,23 +759,27 @@ class ArrivalWorkbench(BatchedApp):
                 button.disabled = not ok.ok
                 button.tooltip = ok.why or f"add the step '{step}'"
             if not ok.ok:
-                reasons.append(f"<li><i>{html.escape(button.description)}</i>: "
-                               f"{html.escape(ok.why)}</li>")
+                reasons.append(
+                    f"<li><i>{html.escape(button.description)}</i>: {html.escape(ok.why)}</li>"
+                )
         self.buttons["undo"].disabled = not builder.steps
-        self.why.value = ("<div style='font-size:12px;color:#555;line-height:1.25'>Greyed out "
-                          "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
-                          if reasons else "")
+        self.why.value = (
+            "<div style='font-size:12px;color:#555;line-height:1.25'>Greyed out "
+            "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
+            if reasons
+            else ""
+        )
         self.shortest.description = f"shortest schedule that breaks {focus}"
         self.depth_note.value = _depth_note(focus, self.builder)
-
 
     def update(self) -> None:
         """Redraw lanes and heads, refresh verdicts, controls and the typed line; time it."""
         start = time.perf_counter()
         builder = self.builder
         # the picture first: its message reaches the page before the controls' and tables'
-        self.last_png = self.canvas.png(builder.runs, builder.steps, self.focus.value,
-                                        dpi=WIDGET_DPI)
+        self.last_png = self.canvas.png(
+            builder.runs, builder.steps, self.focus.value, dpi=WIDGET_DPI
+        )
         png_output(self.out, self.last_png)
         self._refresh_controls()
         with self.hold():
@@ -697,9 +802,11 @@ def _depth_note(focus: str, builder: ScheduleBuilder) -> str:
     if focus == "pipelined":
         text = f"pipelined: up to {w} tick(s) in flight; an early answer is held for its fence."
     else:
-        text = (f"W changes pipelined only: the lanes of {focus} do not move"
-                + (f" (fenced keeps its hedge of {builder.window})" if focus == "fenced" else "")
-                + ".")
+        text = (
+            f"W changes pipelined only: the lanes of {focus} do not move"
+            + (f" (fenced keeps its hedge of {builder.window})" if focus == "fenced" else "")
+            + "."
+        )
     return f"<span style='font-size:12px;color:#444'>{html.escape(text)}</span>"
 
 
@@ -709,8 +816,10 @@ def _hold_note(played: DesignRun) -> str:
         return ""
     lanes = played.lanes.values()
     later = sum(1 for ln in lanes if ln.settled is not None and ln.settled.committed)
-    return (f"held \u00d7{played.held} ({later} committed when the head reached the fence), "
-            f"flushed \u00d7{played.flushed} (refused with a predecessor, tick replayed).")
+    return (
+        f"held \u00d7{played.held} ({later} committed when the head reached the fence), "
+        f"flushed \u00d7{played.flushed} (refused with a predecessor, tick replayed)."
+    )
 
 
 def _fixed_height(height: str) -> widgets.Layout:
@@ -719,8 +828,10 @@ def _fixed_height(height: str) -> widgets.Layout:
 
 def _statuses(builder: ScheduleBuilder, rid: int) -> dict[str, str]:
     """Design -> what became of request `rid` there ("not sent" where it never went out)."""
-    return {d: run.lanes[rid].status if rid in run.lanes else "not sent"
-            for d, run in builder.runs.items()}
+    return {
+        d: run.lanes[rid].status if rid in run.lanes else "not sent"
+        for d, run in builder.runs.items()
+    }
 
 
 def _request_label(builder: ScheduleBuilder, rid: int) -> str:
@@ -738,7 +849,7 @@ def _request_detail(builder: ScheduleBuilder, rid: int) -> str:
 
 
 def _verdict_kind(played: DesignRun) -> str:
-    """"broken" (a reader saw the head fall), "lost update" (a version overwritten in place)
+    """ "broken" (a reader saw the head fall), "lost update" (a version overwritten in place)
     or "safe"."""
     if played.falls:
         return "broken"
@@ -751,14 +862,19 @@ def _refusal_note(played: DesignRun) -> str:
         return ""
     step, rid, reason = played.in_order_refusal
     why = REFUSAL_WHY.get(reason, "")
-    return (f"step {step}: request {rid}'s answer came in order and was refused ({reason})"
-            + (f": {why}" if why else "") + ".")
+    return (
+        f"step {step}: request {rid}'s answer came in order and was refused ({reason})"
+        + (f": {why}" if why else "")
+        + "."
+    )
 
 
 def _error_html(exc: StepError) -> str:
-    return ("<div style='color:#b00020;font-size:13px'>&#9888; Not applied: step "
-            f"<b>{exc.index}</b> <code>{html.escape(exc.text)}</code>: "
-            f"{html.escape(exc.problem)}</div>")
+    return (
+        "<div style='color:#b00020;font-size:13px'>&#9888; Not applied: step "
+        f"<b>{exc.index}</b> <code>{html.escape(exc.text)}</code>: "
+        f"{html.escape(exc.problem)}</div>"
+    )
 
 
 def _verdict_table(builder: ScheduleBuilder) -> str:
@@ -779,9 +895,21 @@ def _verdict_table(builder: ScheduleBuilder) -> str:
             f"<td style='color:{VERDICT_COLORS[kind]}' data-verdict='{kind}'>{verdict}</td>"
             f"<td>{played.commits}</td><td>{html.escape(rejects) or '-'}</td>"
             f"<td>{len(played.falls)}</td><td>v{played.heads[-1]}</td>"
-            f"<td>{html.escape(skipped) or '-'}</td></tr>")
-    head = "".join(f"<th>{c}</th>" for c in (
-        "design", "verdict", "versions committed", "rejected (by reason)",
-        "falls the reader saw", "head now", "steps that did not apply"))
-    return scrolling("<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
-                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<td>{html.escape(skipped) or '-'}</td></tr>"
+        )
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in (
+            "design",
+            "verdict",
+            "versions committed",
+            "rejected (by reason)",
+            "falls the reader saw",
+            "head now",
+            "steps that did not apply",
+        )
+    )
+    return scrolling(
+        "<table class='wb-table' style='border-collapse:collapse;font-size:12px'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )

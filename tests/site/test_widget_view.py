@@ -25,13 +25,19 @@ STATES = {
     "root": model("VBoxModel", children=["IPY_MODEL_row", "IPY_MODEL_out", "IPY_MODEL_gone"]),
     "row": model("HBoxModel", children=["IPY_MODEL_slider", "IPY_MODEL_menu", "IPY_MODEL_go"]),
     "slider": model("IntSliderModel", description="#1", value=5, min=1, max=5, step=1),
-    "menu": model("DropdownModel", description="order", index=1,
-                  _options_labels=["by id", "by priority <1>"]),
+    "menu": model(
+        "DropdownModel", description="order", index=1, _options_labels=["by id", "by priority <1>"]
+    ),
     "go": model("ButtonModel", description="reveal", disabled=True),
-    "out": model("OutputModel", outputs=[
-        {"output_type": "display_data",
-         "data": {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"}},
-    ]),
+    "out": model(
+        "OutputModel",
+        outputs=[
+            {
+                "output_type": "display_data",
+                "data": {"image/png": PNG, "text/plain": "<IPython.core.display.Image object>"},
+            },
+        ],
+    ),
     "gone": model("HTMLModel", value="<b>hidden</b>", layout="IPY_MODEL_hidden"),
     "hidden": model("LayoutModel", display="none"),
 }
@@ -50,9 +56,14 @@ def test_the_first_view_draws_controls_at_their_values_and_the_figure() -> None:
 
 def test_a_widget_bundle_keeps_only_its_static_html() -> None:
     outputs = [
-        {"output_type": "display_data", "metadata": {},
-         "data": {"text/plain": "VBox(children=(HBox(children=...", wv.WIDGET_MIME:
-                  {"model_id": "root", "version_major": 2, "version_minor": 0}}},
+        {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {
+                "text/plain": "VBox(children=(HBox(children=...",
+                wv.WIDGET_MIME: {"model_id": "root", "version_major": 2, "version_minor": 0},
+            },
+        },
         {"output_type": "stream", "name": "stdout", "text": "kept\n"},
     ]
     assert wv.replace_widget_outputs(outputs, STATES) == 1
@@ -66,8 +77,10 @@ def test_a_widget_bundle_keeps_only_its_static_html() -> None:
     [
         ({"root": model("ColorPickerModel")}, "no static view for ColorPickerModel"),
         ({"root": model("VBoxModel", children=["IPY_MODEL_nowhere"])}, "nowhere has no state"),
-        ({"root": model("OutputModel", outputs=[{"output_type": "error", "ename": "KeyError"}])},
-         "holds an error: KeyError"),
+        (
+            {"root": model("OutputModel", outputs=[{"output_type": "error", "ename": "KeyError"}])},
+            "holds an error: KeyError",
+        ),
     ],
 )
 def test_a_widget_that_cannot_be_drawn_fails_the_build_with_its_name(
