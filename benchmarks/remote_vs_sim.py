@@ -17,7 +17,7 @@ from benchmarks.common import FIGURES, BenchResult, finish, print_table
 from labkit.designs.registry import ALL_DESIGNS
 from labkit.remote.compare import METRICS, differences, measure, side_by_side
 from labkit.remote.faults import SERVICE_FAULTS
-from labkit.remote.load import load
+from labkit.remote.many_loops import load
 from labkit.remote.service import serve
 
 NAME = "remote_vs_sim"

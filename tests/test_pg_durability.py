@@ -17,9 +17,9 @@ import pytest
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-import labkit.catalog.head_watch as head_watch
 import labkit.catalog.hold as hold
 import labkit.catalog.versions_pg as versions_pg
+import labkit.remote.head_watch as head_watch
 from labkit import pg
 from labkit.ballot import DurabilityError, Response, WatermarkLoop
 from labkit.catalog import CatalogReader

@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import labkit.catalog.versions as catalog
-from labkit.catalog.head_watch import ReaderFailure, ReaderProcess
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS, simulate
 from labkit.remote import PlannerUnreachable, run, serve, set_faults, status
 from labkit.remote.control import call, check_loopback, faults
 from labkit.remote.faults import FaultSwitch
+from labkit.remote.head_watch import ReaderFailure, ReaderProcess
 from labkit.remote.inbox import Inbox
 from labkit.remote.wire import MAX_ANSWER_BYTES, AnswerError, parse_answer
 
@@ -377,8 +377,8 @@ def test_a_fault_switched_on_mid_run_strikes_that_run(tmp_path) -> None:
 
 
 def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
-    import labkit.catalog.head_row as head_row
-    from labkit.catalog.head_watch import ReaderProcess
+    import labkit.remote.head_row as head_row
+    from labkit.remote.head_watch import ReaderProcess
 
     store = tmp_path / "head.db"
     conn = connect(store)
@@ -396,8 +396,8 @@ def test_the_reader_process_records_each_fall_of_a_head_row(tmp_path) -> None:
 
 
 def test_a_reader_process_that_died_says_so_when_asked_to_sync(tmp_path) -> None:
-    import labkit.catalog.head_row as head_row
-    from labkit.catalog.head_watch import ReaderProcess
+    import labkit.remote.head_row as head_row
+    from labkit.remote.head_watch import ReaderProcess
 
     store = tmp_path / "head.db"
     conn = connect(store)
@@ -416,7 +416,7 @@ def test_a_reader_process_that_died_says_so_when_asked_to_sync(tmp_path) -> None
 def test_a_sync_the_reader_answers_late_is_never_taken_for_a_later_one(tmp_path) -> None:
     """A stopped reader: the sync gives up saying so; the answer it sends once it runs again
     names that sync, so the next sync waits for a poll of its own and sees the newer head."""
-    import labkit.catalog.head_row as head_row
+    import labkit.remote.head_row as head_row
 
     store = tmp_path / "head.db"
     conn = connect(store)

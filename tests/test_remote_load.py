@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.remote import serve, status
-from labkit.remote.load import load
+from labkit.remote.many_loops import load
 
 FAULTS = ["inverted", "duplicate", "stale_body", "retry_after_commit"]
 

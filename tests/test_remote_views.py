@@ -11,13 +11,13 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-import labkit.catalog.head_row as head_row
-from labkit.catalog.head_watch import Change, Fall, ReaderProcess
+import labkit.remote.head_row as head_row
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS
 from labkit.plots.part3_remote import lanes_figure, shown_lanes
 from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
+from labkit.remote.head_watch import Change, Fall, ReaderProcess
 from labkit.remote.service import serve
 from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, falls_text, reader_trace
 from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note

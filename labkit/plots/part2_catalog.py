@@ -350,9 +350,8 @@ def rewind_panels_figure(
             gid=f"below:{design}",
         )
         ax.step(t, heads, where="post", color=color, lw=2.0, gid=f"trace:{design}")
-        rejected = (trace["event"].to_numpy() == "deliver") & (
-            trace["committed"].to_numpy() == False
-        )  # noqa: E712 (None = no decision)
+        refused = trace["committed"].to_numpy() == False  # noqa: E712 (None: no decision)
+        rejected = (trace["event"].to_numpy() == "deliver") & refused
         ax.scatter(
             t[rejected],
             heads[rejected],

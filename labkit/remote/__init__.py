@@ -3,12 +3,32 @@ running against it with real concurrency, timeouts and crashes (`run`, `kill_mid
 many loops at once (`load`), and the simulator set beside the real thing (`measure`,
 `side_by_side`)."""
 
-from labkit.remote.compare import measure, side_by_side
-from labkit.remote.control import PlannerUnreachable, set_faults, status
-from labkit.remote.crash import kill_mid_call
-from labkit.remote.driver import RemoteRun, run
-from labkit.remote.load import load
-from labkit.remote.service import serve
+from importlib import import_module
+from typing import Any
+
+# Each public name and the module that holds it, imported on first use: the reader process
+# (`python -m labkit.remote.head_watch`) starts without loading the service and the driver.
+_HOMES = {
+    "measure": "compare",
+    "side_by_side": "compare",
+    "PlannerUnreachable": "control",
+    "set_faults": "control",
+    "status": "control",
+    "kill_mid_call": "crash",
+    "RemoteRun": "driver",
+    "run": "driver",
+    "load": "many_loops",
+    "serve": "service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'labkit.remote' has no attribute {name!r}")
+    value = getattr(import_module(f"labkit.remote.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PlannerUnreachable",

@@ -5,8 +5,8 @@ what to send and what an answer does; this driver sends each request to the serv
 HTTP, arms a real timer per request, and feeds the answers the service posts back (late,
 twice, stale) and the timers that fire into the design one at a time, on one asyncio loop.
 The safe designs write through `WatermarkLoop` on a SQLite file (or PostgreSQL with a DSN);
-the unguarded ones overwrite one head row (`labkit.catalog.head_row`). A separate reader process
-(`labkit.catalog.head_watch`) polls the store the whole time. Before and after a write that
+the unguarded ones overwrite one head row (`labkit.remote.head_row`). A separate reader process
+(`labkit.remote.head_watch`) polls the store the whole time. Before and after a write that
 lowers the row, the loop waits until the reader has polled once (`ReaderProcess.sync`), so the
 reader has read the head before the fall and the fall itself: on a busy machine a poll can come
 tens of milliseconds late, and a fall undone by the next answer would slip between two polls.
@@ -38,16 +38,16 @@ from typing import Any, TypeVar
 import aiohttp
 import pandas as pd
 
-import labkit.catalog.head_row as head_row
+import labkit.remote.head_row as head_row
 import labkit.remote.knobs as knobs
 from labkit import backend, db
-from labkit.catalog.head_watch import STOP_GRACE_S, Change, Fall, ReaderFailure, ReaderProcess
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
 from labkit.designs.run_stats import RunSummary, summarize_rows
 from labkit.designs.simulator import COLUMNS, STALLED, trace_row
 from labkit.remote.control import PlannerUnreachable, check_loopback, config
+from labkit.remote.head_watch import STOP_GRACE_S, Change, Fall, ReaderFailure, ReaderProcess
 from labkit.remote.inbox import Inbox
 from labkit.remote.wire import Answer, request_body
 

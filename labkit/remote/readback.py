@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import labkit.catalog.head_row as head_row
 import labkit.catalog.versions as catalog
+import labkit.remote.head_row as head_row
 from labkit.db import connect_readonly
 from labkit.remote.driver import RemoteRun
 

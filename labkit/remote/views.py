@@ -19,8 +19,8 @@ from typing import Any
 import pandas as pd
 
 from labkit import backend
-from labkit.catalog.head_watch import Fall
 from labkit.remote.driver import RemoteRun
+from labkit.remote.head_watch import Fall
 
 COMMIT = "commit"
 

@@ -2,8 +2,8 @@
 runs and records every fall (a head lower than the one it read just before). `labkit.remote`
 runs one beside each loop; it lives here, light to import, so it starts in a blink.
 
-Run as ``python -m labkit.catalog.head_watch KIND TARGET POLL_S``: KIND is ``catalog`` (a safe
-design's catalog log) or ``mirror`` (an unguarded design's head row, `labkit.catalog.head_row`),
+Run as ``python -m labkit.remote.head_watch KIND TARGET POLL_S``: KIND is ``catalog`` (a safe
+design's catalog log) or ``mirror`` (an unguarded design's head row, `labkit.remote.head_row`),
 TARGET a SQLite file, or
 ``-`` for PostgreSQL with the DSN in the environment variable `DSN_VARIABLE` (kept off the
 command line). It prints ``ready`` and the head it read first, then one JSON line
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import labkit.catalog.head_row as head_row
 import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
+import labkit.remote.head_row as head_row
 from labkit.db import connect_readonly
 
 KINDS = ("catalog", "mirror")
@@ -124,7 +124,7 @@ class ReaderProcess:
             env[DSN_VARIABLE] = dsn
         self.target = "-" if dsn is not None else str(store)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "labkit.catalog.head_watch", kind, self.target, repr(poll)],
+            [sys.executable, "-m", "labkit.remote.head_watch", kind, self.target, repr(poll)],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
