@@ -40,9 +40,9 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Open on the first notebook rather than an empty launcher.
 START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
 # pytest-xdist: two workers per core, since many tests wait (on kernels, servers, sleeping
-# writers) rather than compute: on 2 cores (6 December) 4 workers ran `make test`'s pytest in
-# 174 s, 3 in 183-186 s, 5 in 182 s. Measured on 2 cores only; each worker starts its own
-# PostgreSQL server, so on a big machine set JOBS lower. JOBS=0: no workers.
+# writers) rather than compute: on 2 cores 4 workers run `make test`'s pytest in 174 s, 3 in
+# 183-186 s, 5 in 182 s. Measured on 2 cores only; each worker starts its own PostgreSQL
+# server, so on a big machine set JOBS lower. JOBS=0: no workers.
 # Which tests share a worker is set in tests/conftest.py (pytest_xdist_make_scheduler).
 CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 JOBS ?= $(shell echo $$(( $(CORES) * 2 )))
@@ -100,12 +100,19 @@ serve: $(LAB_STAMP)
 figures: $(LAB_STAMP)
 	$(PY) -m labkit figures
 
+# mypy reads its settings (labkit/, Python 3.11) from [tool.mypy] in pyproject.toml.
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 # PYTEST_ARGS reach pytest, e.g. `make test PYTEST_ARGS=--cpu-report=30` (CPU seconds per file).
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
@@ -124,8 +131,9 @@ bench: $(LAB_STAMP)
 bench-smoke: $(LAB_STAMP)
 	$(PY) -m benchmarks --smoke
 
+# nbstripout's stripping, written by replace (CONTRIBUTING: "Libraries we use, and why").
 strip: $(LAB_STAMP)
-	$(PY) -m labkit strip notebooks
+	$(PY) -m labkit strip notebooks exercises/solutions
 
 # The static site of the executed workbook, into $(SITE_OUT)/html (how and why: README, "Read it online").
 site: $(SITE_STAMP)
@@ -136,4 +144,4 @@ site-test: $(STAMP) $(SITE_STAMP)
 	$(PY) -m pytest -m site tests/site
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis artifacts build/site
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis artifacts build/site

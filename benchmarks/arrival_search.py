@@ -21,7 +21,7 @@ from benchmarks.common import (
 )
 from labkit.designs import arrival_orders as arrivals
 from labkit.designs import arrival_search
-from labkit.designs.design import DESIGNS
+from labkit.designs.registry import DESIGNS
 
 NAME = "arrival_search"
 SIZES = (4, 5, 6, 7, 8)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_interleaved
 from labkit import db
-from labkit.ballot import Response, WatermarkLoop
-from labkit.designs.design import DESIGNS
+from labkit.ballot import WatermarkLoop
+from labkit.designs.registry import DESIGNS
 from labkit.designs.simulator import FAULTS, simulate
 
 NAME = "ballot_throughput"
@@ -55,7 +55,7 @@ def floor_tick(conn: sqlite3.Connection) -> None:
 def loop_tick(loop: WatermarkLoop) -> None:
     """One safe tick: reserve a ballot, then apply the response that commits it."""
     ballot = loop.reserve()
-    out = loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, TOOLS))
+    out = loop.apply(ballot.answer(TOOLS))
     if not out.committed:
         raise AssertionError(f"benchmark tick was rejected: {out}")
 

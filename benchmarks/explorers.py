@@ -1,9 +1,9 @@
 """Exhaustive explorers: every delivery order (part one) and every arrival order (part two).
 
-`labkit.frontier.orders.explore_delivery_orders` walks all n! orders of n messages (equal priorities,
-so every order is feasible), summarizing under both policies after each finished row.
-`labkit.designs.arrival_orders.explore` walks every schedule of n deliveries (each response at most twice,
-one timeout) per design.
+`labkit.frontier.orders.explore_delivery_orders` walks all n! orders of n messages (equal
+priorities, so every order is feasible), summarizing under both policies after each finished row.
+`labkit.designs.arrival_orders.explore` walks every schedule of n deliveries (each response at
+most twice, one timeout) per design.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, print_table, time_call
 from labkit.designs import arrival_orders as arrivals
-from labkit.designs.design import DESIGNS
+from labkit.designs.registry import DESIGNS
 from labkit.frontier import orders as explorer
 
 NAME = "explorers"

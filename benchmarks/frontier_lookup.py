@@ -46,7 +46,9 @@ def build(n: int) -> sqlite3.Connection:
 
 
 def set_shape(conn: sqlite3.Connection, n: int, shape: str) -> int:
-    """Make the last `ACTIVE` rows pending ("active") or delivered ("settled"); return the frontier."""
+    """Make the last `ACTIVE` rows pending ("active") or delivered ("settled").
+
+    Returns the frontier."""
     with conn:
         conn.execute(
             _SET_TAIL_SQL, ("pending" if shape == "active" else "delivered", SHARD, n - ACTIVE)

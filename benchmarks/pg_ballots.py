@@ -45,7 +45,8 @@ def autocommit_floor_tick(conn) -> None:
     """The same two writes as `floor_tick`, each one autocommit statement (one round trip)."""
     conn.execute("UPDATE store SET next = next + 1 WHERE id = 1")
     conn.execute(
-        "WITH bump AS (UPDATE store SET next = next + 1 WHERE id = 1) INSERT INTO log (v) VALUES (1)"
+        "WITH bump AS (UPDATE store SET next = next + 1 WHERE id = 1) "
+        "INSERT INTO log (v) VALUES (1)"
     )
 
 

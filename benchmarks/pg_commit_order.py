@@ -28,7 +28,7 @@ def measure(dsn: str, writers: int, rows_per_writer: int) -> list[ps.StressResul
 
 def plot(rows: list[dict[str, object]]):
     """Rows/s committed and summarized per rule, orphans on top (from the CSV's rows)."""
-    from labkit.plots.part3_postgres import throughput_figure
+    from labkit.plots.pg import throughput_figure
 
     results = [
         ps.StressResult(

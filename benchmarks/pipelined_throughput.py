@@ -25,7 +25,7 @@ import labkit.designs.pipeline_study as study
 import labkit.designs.simulator as simulator
 from benchmarks.common import FIGURES, BenchResult, finish, print_table
 from labkit.designs.arrival_search import explore_with_stats
-from labkit.designs.registry import ALL_DESIGNS
+from labkit.designs.registry import ALL_DESIGNS, spec
 from labkit.designs.run_stats import RunSummary
 from labkit.designs.simulator import FAULTS
 
@@ -104,7 +104,7 @@ def measure_faults(ticks: int, seeds: int, window: int = 4) -> list[dict[str, ob
                 {
                     "kind": "fault",
                     "design": design,
-                    "window": window if design == "pipelined" else 1,
+                    "window": spec(design).window(window),
                     "faults": case,
                     "throughput": round(_mean([s.throughput for s in sums]), 3),
                     "rewinds": sum(s.rewinds for s in sums),
@@ -127,7 +127,7 @@ def measure_table(ticks: int, seeds: int, window: int = 4) -> list[dict[str, obj
             {
                 "kind": "table",
                 "design": design,
-                "window": window if design in ("fenced", "pipelined") else 1,
+                "window": spec(design).window(window),
                 "faults": "all",
                 "throughput": round(_mean([s.throughput for s in sums]), 3),
                 "latency_p50": round(_mean([s.latency_p50 for s in sums]), 3),

@@ -33,7 +33,7 @@ async def _idle(app: object) -> float:
 
 
 async def _measure(presses: int, rounds: int) -> dict[str, dict[str, list[float]]]:
-    from labkit.widgets.part2_catalog import FiveDesignsApp
+    from labkit.widgets.catalog import FiveDesignsApp
 
     seen: dict[str, dict[str, list[float]]] = {}
     for r in range(rounds):

@@ -2,7 +2,7 @@
 the redrawn image is decoded and painted, for notebook 01's sliders, notebook 05's controls and
 the arrival workbench's buttons (notebook 04), plus a 14-step schedule typed into the workbench.
 
-One JupyterLab serves a copy of the notebooks (`benchmarks/lab.py`); each notebook is opened
+One JupyterLab serves a copy of the notebooks (`harness/lab.py`); each notebook is opened
 and run (Run All). In the page, an input listener takes the time of the press (the event's own
 timestamp) and a MutationObserver on the app's cell waits for an `<img>` with a new `src`; once
 that image is decoded, the next animation frame and a task after it mark it painted. Every
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import FIGURES, BenchResult, finish, fmt_s, percentile, print_table
-from benchmarks.lab import CHROMIUM, browser_missing, copy_workbook, open_notebook, start_lab
+from harness.lab import CHROMIUM, browser_missing, copy_workbook, open_notebook, start_lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

@@ -31,12 +31,12 @@ def available() -> bool:
     """True once the widget modules are importable (they are written alongside this one)."""
     return all(
         importlib.util.find_spec(m) is not None
-        for m in ("labkit.widgets.part1_frontier", "labkit.widgets.part2_catalog")
+        for m in ("labkit.widgets.frontier", "labkit.widgets.catalog")
     )
 
 
 def _frontier_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.part1_frontier import FrontierTimelineApp
+    from labkit.widgets.frontier import FrontierTimelineApp
 
     app = FrontierTimelineApp()
     slider = app.priority_sliders[0]
@@ -52,7 +52,7 @@ def _frontier_app() -> tuple[object, Callable[[int], None]]:
 
 
 def _catalog_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.part2_catalog import FiveDesignsApp
+    from labkit.widgets.catalog import FiveDesignsApp
 
     app = FiveDesignsApp()
     first = int(app.seed.value)
@@ -64,7 +64,7 @@ def _catalog_app() -> tuple[object, Callable[[int], None]]:
 
 
 def _workbench_app() -> tuple[object, Callable[[int], None]]:
-    from labkit.widgets.part2_catalog import ArrivalWorkbench
+    from labkit.widgets.catalog import ArrivalWorkbench
 
     app = ArrivalWorkbench(preset="inverted")
 
@@ -135,9 +135,7 @@ def plot(rows: list[dict[str, object]]):
 def run(smoke: bool = False, out: Path = FIGURES) -> BenchResult:
     """Measure both apps, print p50/p95, write CSV and figure."""
     if not available():
-        raise RuntimeError(
-            "labkit.widgets.part1_frontier / labkit.widgets.part2_catalog are not there yet"
-        )
+        raise RuntimeError("labkit.widgets.frontier / labkit.widgets.catalog are not there yet")
     import matplotlib
 
     matplotlib.use("Agg")

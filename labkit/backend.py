@@ -1,21 +1,21 @@
 """The one seam between SQLite and PostgreSQL: a dialect chosen from the connection, once.
 
-A function that takes a connection asks `dialect(conn)` when it is entered (an object when it is
-made) and from then on talks to the dialect, never to the connection's type. Statements are
-written once, in SQLite's placeholder style (`?` or `:name`); `Dialect.sql` renders them for
-the connection's driver. Only what truly differs (DDL, locks, the snapshot fence, guarded
-writes) is written per backend, side by side, in the module that owns it. psycopg is imported
-only when a psycopg connection is seen, so SQLite-only work never loads it.
+The dialect is chosen when a `labkit.store.Store` (a connection and its dialect) is made, at a
+public entry point; everything below it talks to the handle, never to the connection's type.
+Statements are written once, in SQLite's placeholder style (`?` or `:name`); `Dialect.sql`
+renders them for the connection's driver. The two backends' ways of running them are two
+classes side by side (`SQLiteDialect`, `PostgresDialect`). Only what truly differs (DDL, locks,
+the snapshot fence, guarded writes) is written per backend, side by side, in the module that
+owns it: tables once each, as specs (`labkit.schema`). psycopg is imported only when a psycopg
+connection is seen, so SQLite-only work never loads it.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol
@@ -28,6 +28,8 @@ class Connection(Protocol):
     """What every public function here accepts: a `sqlite3.Connection` or a psycopg one."""
 
     def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class UnsupportedBackend(TypeError):
@@ -75,11 +77,16 @@ def by_position(statement: str, names: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Dialect:
-    """How one backend runs the workbook's statements; `name` is "sqlite" or "postgres"."""
+    """How one backend runs the workbook's statements; `name` is "sqlite" or "postgres".
+
+    The two backends' ways sit side by side below, one class each (`SQLiteDialect`,
+    `PostgresDialect`): what differs is a method of each, never an `if` on the backend. Code
+    above this module holds a `labkit.store.Store` (a connection and its dialect, chosen once)
+    rather than asking for the dialect again.
+    """
 
     name: BackendName
-    _placeholders: str = field(repr=False)
-    # a field, not a property: hot paths ask it on every call
+    # Kept for callers outside labkit; labkit itself asks the dialect's methods, never this.
     is_postgres: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,44 +94,85 @@ class Dialect:
 
     def sql(self, statement: str) -> str:
         """`statement` (written once, SQLite placeholder style) as this backend runs it."""
-        return statement if self._placeholders == "qmark" else _to_pyformat(statement)
+        raise NotImplementedError
 
     def execute(self, conn: Any, statement: str, params: Any = ()) -> Any:
         """Run one statement written in SQLite's style on `conn`; returns the cursor."""
         return conn.execute(self.sql(statement), params)
 
     def executemany(self, conn: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run `statement` once per row (psycopg has `executemany` on cursors only)."""
-        if self.is_postgres:
-            with conn.cursor() as cur:
-                cur.executemany(self.sql(statement), list(rows))
-        else:
-            conn.executemany(statement, rows)
+        """Run `statement` once per row."""
+        raise NotImplementedError
+
+    def fetchall(self, conn: Any, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """Every row of one read outside a write (`reading`), as tuples."""
+        raise NotImplementedError
 
     def insert_returning_id(self, conn: Any, statement: str, params: Any = ()) -> int:
         """Run an INSERT and return the new row's id (`RETURNING id` is valid on both)."""
         return int(self.execute(conn, statement + " RETURNING id", params).fetchone()[0])
 
+    def atomic(self, conn: Any) -> AbstractContextManager[Any]:
+        """One write transaction on `conn` (a savepoint inside a caller's)."""
+        raise NotImplementedError
+
+    def reading(self, conn: Any) -> AbstractContextManager[Any]:
+        """Reads outside a write, leaving the session as they found it."""
+        raise NotImplementedError
+
+
+class SQLiteDialect(Dialect):
+    """SQLite's way: statements run as written; a write is BEGIN IMMEDIATE."""
+
+    def sql(self, statement: str) -> str:
+        return statement
+
+    def executemany(self, conn: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        conn.executemany(statement, rows)
+
+    def fetchall(self, conn: Any, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        return conn.execute(statement, params).fetchall()  # a read needs no transaction
+
     @contextmanager
     def atomic(self, conn: Any) -> Iterator[Any]:
-        """One write transaction: SQLite's BEGIN IMMEDIATE (or a savepoint inside a caller's),
-        psycopg's `transaction()` (a savepoint inside a caller's transaction)."""
-        if self.is_postgres:
-            with conn.transaction():
-                yield conn
-        else:
-            from labkit.db import atomic
+        """BEGIN IMMEDIATE, or a savepoint inside a caller's transaction (`labkit.db.atomic`)."""
+        from labkit.db import atomic
 
-            with atomic(conn):
-                yield conn
+        with atomic(conn):
+            yield conn
 
     @contextmanager
     def reading(self, conn: Any) -> Iterator[Any]:
-        """Reads outside a write. On PostgreSQL, if no transaction was open, the one the reads
-        opened is ended, so the session never sits idle in a transaction."""
-        if not self.is_postgres:
+        """Nothing to do: a read opens no transaction that could be left open."""
+        yield conn
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL's way (psycopg): placeholders rendered `%s`/`%(name)s`; a write is psycopg's
+    `transaction()`; reads end the transaction they opened."""
+
+    def sql(self, statement: str) -> str:
+        return _to_pyformat(statement)
+
+    def executemany(self, conn: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        """psycopg has `executemany` on cursors only."""
+        with conn.cursor() as cur:
+            cur.executemany(self.sql(statement), list(rows))
+
+    def fetchall(self, conn: Any, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        with self.reading(conn):
+            return [tuple(r) for r in self.execute(conn, statement, params).fetchall()]
+
+    @contextmanager
+    def atomic(self, conn: Any) -> Iterator[Any]:
+        """psycopg's `transaction()` (a savepoint inside a caller's transaction)."""
+        with conn.transaction():
             yield conn
-            return
+
+    @contextmanager
+    def reading(self, conn: Any) -> Iterator[Any]:
+        """If no transaction was open, the one the reads opened is ended, so the session never
+        sits idle in a transaction."""
         from psycopg.pq import TransactionStatus
 
         idle = conn.info.transaction_status == TransactionStatus.IDLE
@@ -135,121 +183,8 @@ class Dialect:
                 conn.rollback()  # only reads ran: nothing to keep
 
 
-def text_arg(value: Any, name: str, where: str, max_bytes: int = 1024) -> str:
-    """A text argument checked the same way for both backends before a driver sees it: a str
-    of at most `max_bytes` UTF-8 bytes, with no NUL (PostgreSQL text cannot hold one) and no
-    lone surrogate (not encodable). One line naming `where` and `name` otherwise."""
-    # Fast path (hot lookups pass short keys): an ASCII str is one byte per character and holds
-    # no surrogate, so only its length and NUL are left to check. Anything else is checked in
-    # full; either way a message is built only when the value is refused.
-    if type(value) is str and value.isascii() and len(value) <= max_bytes and "\x00" not in value:
-        return value
-    return _text_checked(value, name, where, max_bytes)
-
-
-def _text_checked(value: Any, name: str, where: str, max_bytes: int) -> str:
-    """`text_arg`'s rules in full, for any value: the reference its fast path must agree with."""
-    if not isinstance(value, str):
-        raise TypeError(f"{where}: {name} must be a str, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(
-            f"{where}: {name} contains a NUL character, which PostgreSQL text cannot hold"
-        )
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError(
-            f"{where}: {name} contains a lone surrogate, not valid Unicode text"
-        ) from None
-    if size > max_bytes:
-        raise ValueError(f"{where}: {name} is {size} bytes; at most {max_bytes}")
-    return value
-
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def shown(value: Any) -> str:
-    """A caller's value in an error message: short, and never an int too long to print."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"a {value.bit_length()}-bit int"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
-
-
-def int_arg(
-    value: Any,
-    name: str,
-    where: str = "",
-    *,
-    low: int = INT64_MIN,
-    wrong_type: type[Exception] = TypeError,
-    out_of_range: type[Exception] = ValueError,
-) -> int:
-    """An integer argument checked the same way for both backends: an int (a bool, float or
-    str is refused, never coerced) in [low, the 64-bit maximum both store]. One line naming
-    `name` (after `where: ` when given) otherwise."""
-    # Fast path: a plain int in range is returned as it is, with no message built.
-    if type(value) is int and low <= value <= INT64_MAX:
-        return value
-    return _int_checked(value, name, where, low, wrong_type, out_of_range)
-
-
-def _int_checked(
-    value: Any,
-    name: str,
-    where: str,
-    low: int,
-    wrong_type: type[Exception],
-    out_of_range: type[Exception],
-) -> int:
-    """`int_arg`'s rules in full, for any value: the reference its fast path must agree with."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # numpy ints too
-        named = f"{where}: {name}" if where else name
-        raise wrong_type(f"{named} must be an int, got {type(value).__name__} {shown(value)}")
-    value = int(value)
-    if not low <= value <= INT64_MAX:
-        named = f"{where}: {name}" if where else name
-        raise out_of_range(f"{named} {shown(value)} is outside [{low}, {INT64_MAX}]")
-    return value
-
-
-def number_arg(
-    value: Any,
-    name: str,
-    *,
-    above: float | None = None,
-    at_least: float | None = None,
-    at_most: float | None = None,
-) -> float:
-    """A real-number argument (a time, a rate) checked the same way everywhere: an int or a
-    float (numpy's too; a bool or str is refused, never coerced), finite, and `> above`,
-    `>= at_least`, `<= at_most` where given. Returned as a float; one line naming `name`
-    otherwise."""
-    rules = [
-        f"{op} {bound:g}"
-        for op, bound in ((">", above), (">=", at_least), ("<=", at_most))
-        if bound is not None
-    ]
-    wanted = " ".join(["a finite number", " and ".join(rules)]).strip()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be {wanted}, got {type(value).__name__} {shown(value)}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        number = math.inf
-    if (
-        not math.isfinite(number)
-        or (above is not None and not number > above)
-        or (at_least is not None and not number >= at_least)
-        or (at_most is not None and not number <= at_most)
-    ):
-        raise ValueError(f"{name} must be {wanted}, got {shown(value)}")
-    return number
-
-
-SQLITE = Dialect("sqlite", "qmark")
-POSTGRES = Dialect("postgres", "pyformat")
+SQLITE: Dialect = SQLiteDialect("sqlite")
+POSTGRES: Dialect = PostgresDialect("postgres")
 
 
 # Each connection type's dialect, found once: `dialect` is asked on every hot call.

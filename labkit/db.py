@@ -2,7 +2,8 @@
 
 `connect` gives an autocommit connection (transactions are explicit: `immediate`, `atomic`)
 with a busy timeout, and WAL on a file; opening waits out a concurrent opener like any other
-statement, and an error opening a file names it. `connect_readonly` opens an existing file read-only through a quoted `file:` URI.
+statement, and an error opening a file names it. `connect_readonly` opens an existing file
+read-only through a quoted `file:` URI.
 `FileIdentity` notices that the path no longer names the file a connection opened.
 """
 

@@ -47,19 +47,21 @@ def run_child(
         stderr=subprocess.PIPE,
         text=True,
     ) as proc:
+        stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+        assert stdin is not None and stdout is not None and stderr is not None  # all PIPE
         watchdog = threading.Timer(timeout, proc.kill)
         watchdog.start()
         try:
-            for line in proc.stdout:
+            for line in stdout:
                 verdict = on_line(line)
                 if verdict == "kill":
                     proc.kill()
                     killed = True
                 if verdict is not None:
                     break
-            proc.stdin.close()
+            stdin.close()
             proc.wait()
         finally:
             watchdog.cancel()
-        last = (proc.stderr.read().strip().splitlines() or ["no error output"])[-1]
+        last = (stderr.read().strip().splitlines() or ["no error output"])[-1]
     return ChildEnd(killed, proc.returncode, last)

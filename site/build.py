@@ -29,8 +29,7 @@ from typing import Any
 
 SITE = Path(__file__).resolve().parent
 ROOT = SITE.parent
-sys.path.insert(0, str(ROOT))  # labkit from this checkout
-sys.path.append(str(ROOT / "tests"))  # the notebook runner's stall guard, tests/nbrun.py
+sys.path.insert(0, str(ROOT))  # labkit and the shared harness (harness/) from this checkout
 
 from widget_view import WIDGET_MIME, replace_widget_outputs  # noqa: E402
 
@@ -178,9 +177,6 @@ async def _execute_all(paths: list[Path], jobs: int, timeout: int, kernel_log: A
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from nbrun import patch_zmq_get_msg
-
-    patch_zmq_get_msg()  # a lost wake-up under load must not stall the build (tests/nbrun.py)
 
     class SiteClient(NotebookClient):
         """Draws each widget's first view from the widget state as its cell left it."""

@@ -144,7 +144,8 @@ def _plain(states: States, state: Mapping[str, Any]) -> str:
 
 
 def _output(states: States, state: Mapping[str, Any]) -> str:
-    return f'<div class="wb-w-output">{"".join(_one_output(o) for o in state.get("outputs", ()))}</div>'
+    inner = "".join(_one_output(o) for o in state.get("outputs", ()))
+    return f'<div class="wb-w-output">{inner}</div>'
 
 
 def _one_output(out: Mapping[str, Any]) -> str:

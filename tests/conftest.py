@@ -100,7 +100,7 @@ def _run_once(config: pytest.Config, items: list[pytest.Item]) -> None:
     }
     if not in_browser:
         return
-    from benchmarks.lab import browser_missing
+    from harness.lab import browser_missing
 
     if browser_missing() is not None:
         return
@@ -149,7 +149,7 @@ def _guard_pg_server() -> None:
     `server()`, `shared_server()` or the `pg_dsn` fixture) in this process fails unless it is
     marked `postgres`, so `-m "not postgres"` really runs without one. Notebook kernels and
     other child processes are out of its reach: tests/test_notebooks.py marks the notebook runs
-    (nbrun.starts_postgres), the other tests that start one are marked by hand."""
+    (harness.nbrun.starts_postgres), the other tests that start one are marked by hand."""
     from labkit import pg
 
     real = pg.server

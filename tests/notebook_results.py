@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nbrun import cell_errors, cell_text
+from harness.nbrun import cell_errors, cell_text
 
 # What each notebook states as its result, as it appears in the outputs of a run (regexes).
 SHOWS = {

@@ -9,7 +9,7 @@ import pytest
 from apply_rules import WRONG_RULES, Rule, decide
 
 from labkit import exercises as exs
-from labkit.exercises import ex2_ballots
+from labkit.exercises import catalog
 
 COUNTEREXAMPLE = re.compile(
     r"\[(?P<label>[^\]]+)\] with head (?P<head>\d+) and ballots in flight \{[^}]*\} .*"
@@ -52,8 +52,8 @@ def test_the_catalogue_is_big_enough_and_covers_the_reported_holes() -> None:
 
 
 def test_boundary_cases_cover_every_combination_and_every_verdict() -> None:
-    cases = list(ex2_ballots.boundary_cases())
-    n = len(ex2_ballots.BALLOT_CASES) * len(ex2_ballots.ECHO_CASES) * len(ex2_ballots.BASE_CASES)
+    cases = list(catalog.boundary_cases())
+    n = len(catalog.BALLOT_CASES) * len(catalog.ECHO_CASES) * len(catalog.BASE_CASES)
     assert len({c.label for c in cases}) == len(cases) == n
     assert {c.verdict for c in cases} == {
         "commit",

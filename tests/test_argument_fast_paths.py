@@ -15,9 +15,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from labkit import backend
-from labkit.backend import INT64_MAX, INT64_MIN
+from labkit import backend, validation
 from labkit.frontier import log as fr
+from labkit.validation import INT64_MAX, INT64_MIN
 
 
 def outcome(check: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -100,15 +100,21 @@ def test_int_arg_fast_path_agrees_with_the_full_check(value: Any, low: int) -> N
     for wrong_type, out_of_range in ((TypeError, ValueError), (LookupError, OverflowError)):
         kinds = {"low": low, "wrong_type": wrong_type, "out_of_range": out_of_range}
         full = outcome(
-            backend._int_checked, value, "ballot_id", "abandon()", low, wrong_type, out_of_range
+            validation._int_checked, value, "ballot_id", "abandon()", low, wrong_type, out_of_range
         )
-        assert outcome(backend.int_arg, value, "ballot_id", "abandon()", **kinds) == full
+        assert outcome(validation.int_arg, value, "ballot_id", "abandon()", **kinds) == full
         # the name alone, as the callers that format their own name pass it
         alone = outcome(
-            backend._int_checked, value, "abandon(): ballot_id", "", low, wrong_type, out_of_range
+            validation._int_checked,
+            value,
+            "abandon(): ballot_id",
+            "",
+            low,
+            wrong_type,
+            out_of_range,
         )
         assert alone == full
-        assert outcome(backend.int_arg, value, "abandon(): ballot_id", **kinds) == full
+        assert outcome(validation.int_arg, value, "abandon(): ballot_id", **kinds) == full
 
 
 @given(value=int_like)
@@ -116,7 +122,7 @@ def test_int_arg_fast_path_agrees_with_the_full_check(value: Any, low: int) -> N
 @example(value=2**63)
 def test_whole_agrees_with_the_full_check_and_names_where(value: Any) -> None:
     full = outcome(
-        backend._int_checked,
+        validation._int_checked,
         value,
         "coverage_base",
         "delivered_frontier",
@@ -127,7 +133,7 @@ def test_whole_agrees_with_the_full_check_and_names_where(value: Any) -> None:
     assert outcome(fr.whole, value, "coverage_base", "delivered_frontier") == full
     # the message is the one the call site used to format itself: "where: name ..."
     assert full == outcome(
-        backend._int_checked,
+        validation._int_checked,
         value,
         "delivered_frontier: coverage_base",
         "",
@@ -144,8 +150,8 @@ def test_whole_agrees_with_the_full_check_and_names_where(value: Any) -> None:
 @example(value="a\ud800", limit=1024)
 @example(value="é", limit=1)
 def test_text_arg_fast_path_agrees_with_the_full_check(value: Any, limit: int) -> None:
-    full = outcome(backend._text_checked, value, "name", "CatalogReader", limit)
-    assert outcome(backend.text_arg, value, "name", "CatalogReader", limit) == full
+    full = outcome(validation._text_checked, value, "name", "CatalogReader", limit)
+    assert outcome(validation.text_arg, value, "name", "CatalogReader", limit) == full
 
 
 @given(value=text_like(fr.MAX_SHARD_KEY_BYTES))
@@ -153,7 +159,7 @@ def test_text_arg_fast_path_agrees_with_the_full_check(value: Any, limit: int) -
 @example(value="x" * 1021 + "🙂")  # 1025 bytes in 1022 characters
 def test_shard_key_agrees_with_the_full_check(value: Any) -> None:
     full = outcome(
-        backend._text_checked, value, "channel_key", "delivered_frontier", fr.MAX_SHARD_KEY_BYTES
+        validation._text_checked, value, "channel_key", "delivered_frontier", fr.MAX_SHARD_KEY_BYTES
     )
     assert outcome(fr.shard_key, value, "delivered_frontier") == full
 
@@ -162,14 +168,14 @@ def test_a_right_value_never_reaches_the_full_check(monkeypatch: pytest.MonkeyPa
     def never(*args: object) -> None:
         raise AssertionError(f"the full check ran for {args[0]!r}")
 
-    monkeypatch.setattr(backend, "_int_checked", never)
-    monkeypatch.setattr(backend, "_text_checked", never)
+    monkeypatch.setattr(validation, "_int_checked", never)
+    monkeypatch.setattr(validation, "_text_checked", never)
     for value in (0, 1, INT64_MIN, INT64_MAX):
-        assert backend.int_arg(value, "row_id", "redrive") is value
+        assert validation.int_arg(value, "row_id", "redrive") is value
         assert fr.whole(value, "row_id", "redrive") is value
-    assert backend.int_arg(1, "window", low=1) == 1
+    assert validation.int_arg(1, "window", low=1) == 1
     for key in ("", "main", "shard-7", "x" * fr.MAX_SHARD_KEY_BYTES):
-        assert backend.text_arg(key, "channel_key", "enqueue", fr.MAX_SHARD_KEY_BYTES) is key
+        assert validation.text_arg(key, "channel_key", "enqueue", fr.MAX_SHARD_KEY_BYTES) is key
         assert fr.shard_key(key, "enqueue") is key
     conn = fr.connect()
     fr.enqueue(conn, "main", 1)

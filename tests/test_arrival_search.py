@@ -16,12 +16,13 @@ from labkit.designs.arrival_orders import (
 )
 from labkit.designs.arrival_orders import explore_by_replay as explore
 from labkit.designs.arrival_search import (
-    LoopModel,
     explore_fast,
     explore_with_stats,
     run_model,
 )
-from labkit.designs.design import DESIGNS, fork_design, make_design
+from labkit.designs.design import CasModel, fork_design
+from labkit.designs.model import DesignModel
+from labkit.designs.registry import DESIGNS, make_design, make_model
 from labkit.designs.schedules import Kind, ScheduleError, Step, as_steps
 
 NON_DEFAULT = [
@@ -92,7 +93,7 @@ def test_same_answers_as_the_sqlite_replay_at_six(design: str, n: int) -> None:
     for sched in sample:
         real, mine = run_schedule(design, sched), run_model(design, sched)
         assert mine.heads == real.heads, sched
-        assert [o.text for o in mine.outcomes] == [str(o) for o in real.outcomes], sched
+        assert [o.label for o in mine.outcomes] == [str(o) for o in real.outcomes], sched
         assert mine.first_rewind == real.first_rewind, sched
 
 
@@ -146,7 +147,7 @@ def _tree_walk(
     """The same walk without a memo: every prefix expanded, on the model (made with
     `settings`: window, ticks, skews). Each counted order is appended to `leaves`, if given,
     as (schedule, whether it ends at a rewind)."""
-    model = LoopModel(design, **settings)
+    model = make_model(design, **settings)  # type: ignore[arg-type]
     orders = rewinding = prefixes = 0
     shortest: list[Step] | None = None
 
@@ -255,7 +256,7 @@ def test_cas_model_is_exact_and_its_conflicts_are_compared_not_skipped() -> None
         found = explore_fast("cas", n)
         assert found == explore("cas", n) and found.rewinding == 0
     raced = run_model("cas", ["timeout", "deliver 1", "deliver 2", "stale 3"])
-    assert [o.text for o in raced.outcomes] == [
+    assert [o.label for o in raced.outcomes] == [
         "timeout 1",
         "1:commit",
         "2:cas_conflict",
@@ -265,20 +266,29 @@ def test_cas_model_is_exact_and_its_conflicts_are_compared_not_skipped() -> None
 
 
 def test_a_cas_model_that_forgets_the_compare_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    model = LoopModel("cas")
-    monkeypatch.setattr(model, "cas", False)  # writes like the callback
-    monkeypatch.setattr(arrival_search, "LoopModel", lambda *a, **k: model)
+    """The model's rule changed alone (not `CasDesign.refusal`, which both share): the check
+    against SQLite sees it, and so does the search, which plays the same model."""
+    before = explore_fast("cas", 5)
+    monkeypatch.setattr(CasModel, "refusal", staticmethod(lambda *_: None))  # the callback's
     check = verify_model_against_sqlite("cas", 3)
     assert not check.agrees and "cas_conflict" in check.mismatches[0]
+    drifted, callback = explore_fast("cas", 5), explore_fast("callback", 5)
+    assert (drifted.orders, drifted.rewinding, drifted.shortest) == (
+        callback.orders,
+        callback.rewinding,
+        callback.shortest,
+    )
+    assert before.rewinding == 0 < drifted.rewinding
 
 
 def test_verify_reports_a_model_that_drifts(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_apply = LoopModel._apply
+    model_class = type(make_model("fenced"))
+    real_answer = model_class._answer
 
     def lenient(self, state, req, body_base):  # forgets the watermark fence
-        return real_apply(self, state, req._replace(base=state.head), body_base)
+        return real_answer(self, state, req._replace(base=state.head), body_base)
 
-    monkeypatch.setattr(arrival_search.LoopModel, "_apply", lenient)
+    monkeypatch.setattr(model_class, "_answer", lenient)
     check = verify_model_against_sqlite("fenced", 3)
     assert not check.agrees
     assert "stale_watermark" in check.mismatches[0]
@@ -300,13 +310,13 @@ def test_hand_written_schedules_match_sqlite(design: str, steps: list[str], tick
     real = run_schedule(design, steps, skews={2: 4.0}, ticks=ticks)
     mine = run_model(design, steps, skews={2: 4.0}, ticks=ticks)
     assert mine.heads == real.heads
-    assert [o.text for o in mine.outcomes] == [str(o) for o in real.outcomes]
+    assert [o.label for o in mine.outcomes] == [str(o) for o in real.outcomes]
     assert mine.first_rewind == real.first_rewind
 
 
 def test_a_crash_names_surviving_ballots_by_their_ballot_id() -> None:
     run = run_model("fenced", ["crash", "timeout", "timeout"])
-    assert [o.text for o in run.outcomes] == ["crash+restart", "timeout -1", "timeout -2"]
+    assert [o.label for o in run.outcomes] == ["crash+restart", "timeout -1", "timeout -2"]
 
 
 @pytest.mark.parametrize(
@@ -335,7 +345,7 @@ def test_schedules_played_together_give_what_each_played_alone_gives(design: str
     """`run_schedules` plays each prefix once and copies the runner where schedules part; every
     schedule's result (outcomes, heads, replays) is the one `run_schedule` gives it alone."""
     window = 3 if design in ("fenced", "pipelined") else 2
-    every = arrival_search._schedules(LoopModel(design, window=window), 3, 2, 1, 1, True)
+    every = arrival_search._schedules(make_model(design, window=window), 3, 2, 1, 1, True)
     picked = random.Random(design).sample(every, min(60, len(every)))
     picked += [
         [],
@@ -382,7 +392,7 @@ def test_only_a_store_in_memory_is_forked(tmp_path) -> None:
     assert copied.clock() == 7.0 and in_memory.clock() == 0.0
 
 
-def _every_schedule_stepping_each_move(model: LoopModel, n: int, crashes: int) -> list:
+def _every_schedule_stepping_each_move(model: DesignModel, n: int, crashes: int) -> list:
     """`_schedules` the plain way: every move played on the model, the last delivery too."""
     out = []
 
@@ -409,7 +419,7 @@ def _every_schedule_stepping_each_move(model: LoopModel, n: int, crashes: int) -
 def test_the_schedules_compared_end_at_their_last_delivery(design: str) -> None:
     """`_schedules` does not play a schedule's last delivery on the model (nothing follows it):
     the same schedules, in the same order, as playing every move."""
-    model = LoopModel(design, window=3 if design == "pipelined" else 2)
+    model = make_model(design, window=3 if design == "pipelined" else 2)
     for n, crashes in [(0, 1), (1, 0), (3, 1)]:
         want = _every_schedule_stepping_each_move(model, n, crashes)
         assert arrival_search._schedules(model, n, 2, 1, crashes, True) == want
@@ -419,7 +429,7 @@ def test_the_schedules_compared_end_at_their_last_delivery(design: str) -> None:
 
 
 def test_a_stratified_sample_keeps_every_mix_of_step_kinds() -> None:
-    model = LoopModel("ballot")
+    model = make_model("ballot")
     every = arrival_search._schedules(model, 4, 2, 1, 1, True)
     mixes = {frozenset(s.kind for s in sched) for sched in every}
     picked = arrival_search._stratified(every, 400, "seed")

@@ -16,7 +16,7 @@ from backends import Store, open_store, rows
 from labkit import backend
 from labkit.catalog import storeview
 from labkit.catalog import versions as catalog
-from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.catalog.loop import WatermarkLoop
 
 pytestmark = pytest.mark.postgres
 
@@ -165,9 +165,9 @@ def test_every_loop_method_agrees(stores: tuple[Store, Store]) -> None:
         loop = WatermarkLoop(conn, window=3, clock=lambda: float(next(ticks)))
         seen: list[Any] = [loop.head_version(), loop.inflight()]
         a, b, c = loop.reserve(), loop.reserve(), loop.reserve()
-        fresh = Response(a.ballot_id, a.watermark, a.base_version, ["a"])
+        fresh = a.answer(["a"])
         seen += [a, b, c, loop.inflight(), loop.checks(fresh), loop.apply(fresh)]
-        late = Response(b.ballot_id, b.watermark, b.base_version, ["b"])
+        late = b.answer(["b"])
         seen += [
             loop.checks(late),
             loop.apply(late),

@@ -19,7 +19,7 @@ from labkit.db import connect
 def body(loop: WatermarkLoop, b: Ballot, tool: str) -> Response:
     """A well-formed planner response for ballot `b`."""
     tools = [*catalog.read_version(loop.conn, b.base_version).tools, tool]
-    return Response(b.ballot_id, b.watermark, b.base_version, tools)
+    return b.answer(tools)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -30,7 +30,7 @@ def snapshot(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
 def loop(request: pytest.FixtureRequest) -> WatermarkLoop:
     lp = WatermarkLoop(open_store(request, request.param).connect(), window=2)
     b = lp.reserve()
-    assert lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["v1"])).committed
+    assert lp.apply(b.answer(["v1"])).committed
     return lp
 
 
@@ -107,8 +107,8 @@ def test_a_forged_unserialisable_response_for_a_fenced_out_ballot_is_recorded(
     loop: WatermarkLoop,
 ) -> None:
     a, b = loop.reserve(), loop.reserve()  # both observed watermark 1
-    assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["from b"])).committed
-    forged = Response(a.ballot_id, a.watermark, a.base_version, [object()])
+    assert loop.apply(b.answer(["from b"])).committed
+    forged = a.answer([object()])
     out = loop.apply(forged)
     assert (out.committed, out.reason, out.version) == (False, "stale_watermark", 2)
     assert loop.inflight() == []  # the fenced-out ballot left flight
@@ -139,7 +139,7 @@ def test_a_deleted_database_file_refuses_every_write(tmp_path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     with pytest.raises(DatabaseReplacedError, match=r"wm\.db: the database file was deleted"):
-        lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["lost?"]))
+        lp.apply(b.answer(["lost?"]))
     with pytest.raises(DatabaseReplacedError, match="deleted"):
         lp.reserve()
     with pytest.raises(DatabaseReplacedError, match="deleted"):
@@ -154,7 +154,7 @@ def test_a_replaced_database_file_refuses_writes(tmp_path: Path) -> None:
     WatermarkLoop(connect(other)).conn.close()
     os.replace(other, path)
     with pytest.raises(DatabaseReplacedError, match="replaced by another file"):
-        lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["v1"]))
+        lp.apply(b.answer(["v1"]))
     assert not lp.conn.in_transaction
     assert lp.conn.execute("SELECT COUNT(*) FROM wm_responses").fetchone()[0] == 0
 
@@ -177,7 +177,7 @@ def test_the_loop_refuses_to_open_on_a_corrupt_log(tmp_path: Path, sql: str, mes
     path = tmp_path / "wm.db"
     lp = WatermarkLoop(connect(path))
     b = lp.reserve()
-    lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["v1"]))
+    lp.apply(b.answer(["v1"]))
     lp.reserve()
     lp.conn.execute(sql)
     before = snapshot(lp.conn)

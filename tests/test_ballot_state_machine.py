@@ -99,7 +99,7 @@ class LoopMachine(RuleBasedStateMachine):
     def respond(self, data: st.DataObject) -> None:
         b = data.draw(st.sampled_from(self.sent))
         tools = [*catalog.read_version(self.loop.conn, b.base_version).tools, b.ballot_id]
-        self._respond(Response(b.ballot_id, b.watermark, b.base_version, tools))
+        self._respond(b.answer(tools))
 
     @precondition(lambda self: self.responses)
     @rule(data=st.data())

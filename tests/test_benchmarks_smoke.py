@@ -1,4 +1,4 @@
-"""Every benchmark still runs at tiny sizes: structure of its CSV, ratios and files, never timing."""
+"""Every benchmark still runs at tiny sizes: the structure of its CSV, ratios, files; no timing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.__main__ import NAMES, main
 from benchmarks.common import FIGURES, time_interleaved
-from labkit.designs.design import DESIGNS
+from labkit.designs.registry import DESIGNS
 from labkit.designs.simulator import FAULTS
 
 EXPECTED_ROWS = {

@@ -96,11 +96,11 @@ def test_immediate_refuses_a_nested_transaction(conn: sqlite3.Connection) -> Non
 
 
 def test_history_frame_reads_as_a_table() -> None:
-    from labkit.ballot import Response, WatermarkLoop
+    from labkit.ballot import WatermarkLoop
 
     loop = WatermarkLoop(connect())
     b = loop.reserve()
-    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
+    loop.apply(b.answer(["search"]))
     frame = catalog.history_frame(loop.conn)
     assert list(frame["version"]) == [0, 1]
     assert str(frame["ballot_id"].dtype) == "Int64" and frame["ballot_id"].iloc[1] == 1

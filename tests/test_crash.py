@@ -48,7 +48,7 @@ while loop.head_version() < target:
     for b in loop.inflight():
         rec = catalog.read_version(loop.conn, b.base_version)
         tools = [*rec.tools, f"{name}-b{b.ballot_id}"]
-        resp = Response(b.ballot_id, b.watermark, b.base_version, tools)
+        resp = b.answer(tools)
         loop.apply(resp)
         loop.apply(resp)
     reader.poll()

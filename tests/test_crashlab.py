@@ -63,7 +63,7 @@ def test_unknown_kill_point_is_named(db: Path) -> None:
 
 @pytest.mark.parametrize("point", crashlab.POINTS)
 def test_the_child_is_a_module_that_never_commits_past_its_point(db: Path, point: str) -> None:
-    """Run `python -m labkit.catalog.crash_child` with nobody to kill it: it stops, commits nothing."""
+    """`python -m labkit.catalog.crash_child` with nobody to kill it stops and commits nothing."""
     proc = subprocess.run(
         [sys.executable, "-m", "labkit.catalog.crash_child", str(db), point, "1", '["never"]'],
         stdin=subprocess.DEVNULL,

@@ -24,7 +24,7 @@ from labkit import exercises as exs
 from labkit.ballot import Response
 from labkit.catalog.loop import Outcome
 from labkit.designs.schedules import format_schedule, parse_step
-from labkit.exercises import ex1_frontier, ex2_ballots
+from labkit.exercises import catalog, frontier
 from labkit.exercises.kit import Exercise, word_choice
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,10 +183,10 @@ def test_frontier_sql_names_the_cause_not_the_frontier(sql: str, cause: str) -> 
     case = FAILED_CASE.search(message)
     if case is None:
         return  # a shape mistake (rows, columns), said before any frontier is computed
-    conn, _ = ex1_frontier._build_frontier_cases()  # noqa: SLF001
+    conn, _ = frontier._build_frontier_cases()  # noqa: SLF001
     base = int(case["base"])
-    want = ex1_frontier.reference_frontier(
-        ex1_frontier._shard_rows(conn, case["shard"], base),  # noqa: SLF001
+    want = frontier.reference_frontier(
+        frontier._shard_rows(conn, case["shard"], base),  # noqa: SLF001
         base,
     )
     after = message[case.end() :].split(":", 1)[1]  # what follows the learner's own value
@@ -212,7 +212,8 @@ SOLUTION_INDEX = "tenant, channel_key, id"
             "seeks the shard but not the id range",
         ),
         (
-            "CREATE INDEX i ON conversations(channel_key, id) WHERE status IN ('pending','running')",
+            "CREATE INDEX i ON conversations(channel_key, id) "
+            "WHERE status IN ('pending','running')",
             "does not use i",
         ),
         (
@@ -327,12 +328,12 @@ def test_restart_says_when_the_mistake_is_the_type(value: Any, cause: str) -> No
     assert "returned" not in message
 
 
-def first_failing_case(rule: Any) -> ex2_ballots.RuleCase:
+def first_failing_case(rule: Any) -> catalog.RuleCase:
     """The case the check stops at for `rule`, found by running it here, as the check does."""
-    for case in ex2_ballots._cases():  # noqa: SLF001
+    for case in catalog._cases():  # noqa: SLF001
         inflight = dict(case.inflight)
         said = rule(inflight, case.head, case.response)
-        said = ex2_ballots.COMMIT if said in (None, "commit") else said
+        said = catalog.COMMIT if said in (None, "commit") else said
         if said != case.verdict or inflight != case.inflight_after:
             return case
     raise AssertionError("the rule passes")
@@ -415,7 +416,7 @@ def test_one_reading_of_word_answers_everywhere(
 
 def lesson_row() -> pd.Series:
     """The prediction as labkit's own timeline DataFrame holds it (NumPy integers)."""
-    return ex1_frontier._predict_timeline()[["frontier", "max_watermark"]]  # noqa: SLF001
+    return frontier._predict_timeline()[["frontier", "max_watermark"]]  # noqa: SLF001
 
 
 LWW = ["deliver 1", "timeout", "deliver 3", "deliver 4", "deliver 2"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from nbrun import cell_errors
 
+from harness.nbrun import cell_errors
 from labkit.docs.nbfiles import make_student_copies, studentize_source
 from labkit.exercises.kit import BLANK, Exercise, Feedback, Wrong, ____, learner_call
 
@@ -54,7 +54,10 @@ def test_hint_solution_and_html() -> None:
 def test_studentize_assignment_and_def() -> None:
     src = "x = 1\n# BEGIN SOLUTION\nsql = '''\nSELECT a = b\n'''\n# END SOLUTION\nex.check(sql)\n"
     assert studentize_source(src) == "x = 1\nsql = ____  # your answer here\nex.check(sql)\n"
-    func = "# BEGIN SOLUTION\ndef decide(a):\n    y = a\n    return y\n# END SOLUTION\nex.check(decide)"
+    func = (
+        "# BEGIN SOLUTION\ndef decide(a):\n    y = a\n    return y\n# END SOLUTION\n"
+        "ex.check(decide)"
+    )
     assert studentize_source(func) == "decide = ____  # your answer here\nex.check(decide)"
 
 

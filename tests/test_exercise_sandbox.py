@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from labkit import exercises as exs
-from labkit.exercises import sandbox
 from labkit.exercises.kit import Wrong
+from labkit.exercises.sandboxes import sqlite as sandbox
 from labkit.frontier import log as fr
 
 RIGHT = (

@@ -12,20 +12,21 @@ from typing import Any
 import nbformat
 import pytest
 from apply_rules import decide
-from nbrun import execute_notebook, starts_postgres
 from worked_answers import AFTER_RESTART, CLOSING, OPEN, PARTIAL_INDEX, VERDICTS
 
+from harness.nbrun import execute_notebook, starts_postgres
 from labkit import exercises as exs
 from labkit.ballot import WatermarkLoop
 from labkit.designs.arrival_orders import run_schedule
 from labkit.docs.nbfiles import make_student_copies
-from labkit.exercises import ____, ex1_frontier, ex2_ballots, sandbox
+from labkit.exercises import ____, catalog, frontier
 from labkit.exercises.kit import Exercise, Feedback
+from labkit.exercises.sandboxes import sqlite as sandbox
 from labkit.frontier import log as fr
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))
-# ex07 and ex08 start PostgreSQL in their kernel (pg.server_or_reason), so their runs are `postgres`.
+# ex07 and ex08 start PostgreSQL in their kernel (pg.server_or_reason): their runs are `postgres`.
 SOLUTION_RUNS = [
     pytest.param(p, id=p.name, marks=[pytest.mark.postgres] if starts_postgres(p) else [])
     for p in SOLUTIONS
@@ -175,7 +176,7 @@ def test_frontier_sql_that_lets_a_terminal_status_block(blocking: str, needle: s
 
 
 def test_reference_frontier_agrees_with_labkit_on_four_statuses() -> None:
-    conn, _ = ex1_frontier._build_frontier_cases()  # noqa: SLF001
+    conn, _ = frontier._build_frontier_cases()  # noqa: SLF001
     log = fr.connect()
     rows = conn.execute("SELECT channel_key, status FROM conversations ORDER BY id").fetchall()
     for shard, status in rows:
@@ -190,10 +191,10 @@ def test_reference_frontier_agrees_with_labkit_on_four_statuses() -> None:
         for base in range(0, len(rows) + 2, 7):
             mapped = [
                 (i, "running" if s in ("leased", "retrying") else s)
-                for i, s in ex1_frontier._shard_rows(log, shard, base)  # noqa: SLF001
+                for i, s in frontier._shard_rows(log, shard, base)  # noqa: SLF001
             ]
             want = fr.delivered_frontier(log, shard, base)
-            assert ex1_frontier.reference_frontier(mapped, base) == want, (shard, base)
+            assert frontier.reference_frontier(mapped, base) == want, (shard, base)
 
 
 @pytest.mark.parametrize(
@@ -241,8 +242,8 @@ def _broken(*_: Any, **__: Any) -> Any:
 @pytest.mark.parametrize(
     ("module", "helper", "ex", "answer"),
     [
-        (ex1_frontier, "reference_frontier", "frontier_sql_ex", FRONTIER_SQL),
-        (ex2_ballots, "run_schedule", "lww_rewind_ex", ["timeout", "deliver 2"]),
+        (frontier, "reference_frontier", "frontier_sql_ex", FRONTIER_SQL),
+        (catalog, "run_schedule", "lww_rewind_ex", ["timeout", "deliver 2"]),
         (WatermarkLoop, "apply", "apply_rule_ex", "decide"),
     ],
 )
@@ -258,7 +259,7 @@ def test_a_labkit_bug_inside_a_check_propagates(
 def test_the_learners_own_errors_are_feedback_while_labkit_errors_are_not(monkeypatch) -> None:
     wrong(exs.apply_rule_ex, lambda inflight, head, r: 1 // 0, "your rule raised ZeroDivisionError")
     wrong(exs.frontier_sql_ex, "SELECT frob(:shard, :base)", "no such function: frob")
-    monkeypatch.setattr(ex1_frontier, "reference_frontier", _broken)  # the checker is broken
+    monkeypatch.setattr(frontier, "reference_frontier", _broken)  # the checker is broken
     wrong(exs.frontier_sql_ex, "SELECT frob(:shard, :base)", "no such function: frob")
     with pytest.raises(RuntimeError, match="labkit bug"):
         exs.frontier_sql_ex.check(FRONTIER_SQL)
@@ -433,7 +434,7 @@ def test_lww_rewind_messages(steps: Any, needle: str) -> None:
 def test_notebook_05_counterexample_rewinds_only_with_clocks_on_time() -> None:
     steps = ["timeout", "deliver 2", "deliver 3", "deliver 1"]
     assert run_schedule("lww", steps).rewinds
-    assert not run_schedule("lww", steps, skews=ex2_ballots.HOST_SKEWS).rewinds
+    assert not run_schedule("lww", steps, skews=catalog.HOST_SKEWS).rewinds
 
 
 @pytest.mark.parametrize(
@@ -558,8 +559,8 @@ def test_solution_notebooks_link_their_lesson_and_hide_no_starter_in_markdown() 
 @pytest.mark.notebooks
 def test_a_wrong_answer_in_a_solution_notebook_fails_the_assertion(tmp_path: Path) -> None:
     nb = nbformat.read(SOLUTIONS[0], as_version=4)
-    (cell,) = [c for c in nb.cells if "prediction = {'frontier': 3" in c.source]
-    cell.source = cell.source.replace("'frontier': 3", "'frontier': 5")
+    (cell,) = [c for c in nb.cells if 'prediction = {"frontier": 3' in c.source]
+    cell.source = cell.source.replace('"frontier": 3', '"frontier": 5')
     path = tmp_path / "wrong.ipynb"
     nbformat.write(nb, path)
     executed = execute_notebook(path, timeout=CELL_TIMEOUT, cwd=tmp_path)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from labkit import exercises as exs
-from labkit.exercises import ____
-from labkit.exercises import ex3_postgres as ex3
+from labkit.exercises import ____, catalog_pg, frontier_pg
 from labkit.exercises.kit import Exercise, Wrong
+from labkit.exercises.sandboxes import pg as pg_sandbox
 
 HORIZON = "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8)"
 GUARDED = (
@@ -44,16 +44,16 @@ def no_server_unless_marked(request: pytest.FixtureRequest, monkeypatch) -> None
         def no_server() -> str:
             raise AssertionError("this answer reached the server; it must be refused before")
 
-        monkeypatch.setattr(ex3, "server_dsn", no_server)
+        monkeypatch.setattr(pg_sandbox, "server_dsn", no_server)
 
 
 @pytest.fixture
 def on_server(quiet_pg_dsn: str) -> Iterator[str]:
     """The checks run on the session's server (one server for every test here), never on one
     other test runs share: the condition check refuses to judge while their transactions run."""
-    ex3.use_server(quiet_pg_dsn)
+    pg_sandbox.use_server(quiet_pg_dsn)
     yield quiet_pg_dsn
-    ex3.use_server(None)
+    pg_sandbox.use_server(None)
 
 
 def wrong(name: str, answer: Any, *needles: str) -> str:
@@ -320,15 +320,15 @@ def test_condition_situations_are_what_their_labels_say(on_server: str) -> None:
     import labkit.frontier.log as fr
     import labkit.pg.instance as pg
 
-    text = ex3.learner_sql(HORIZON, "it", ("select",), ("xact",))
-    with ex3.learner_schema(on_server, fr.create_schema, ("select",)) as (schema, role):
+    text = pg_sandbox.learner_sql(HORIZON, "it", ("select",), ("xact",))
+    with pg_sandbox.learner_schema(on_server, fr.create_schema, ("select",)) as (schema, role):
         opts = pg.search_path_option(schema)
         with (
             pg.connect(on_server, autocommit=True, options=opts) as ref,
             pg.connect(on_server, options=opts) as snap,
         ):
-            for moment, before, after in ex3._moments():
-                may, rows = ex3._ask_in(
+            for moment, before, after in frontier_pg._moments():
+                may, rows = frontier_pg._ask_in(
                     moment, before, after, on_server, schema, role, text, ref, snap
                 )
                 holds = "older than :xact holds" in moment.label or "still holds" in moment.label
@@ -345,10 +345,10 @@ def test_condition_waits_out_other_sessions_and_says_when_it_cannot(
     (Few tries, so the outside transaction is short for other tests on a shared server.)"""
     import labkit.pg.instance as pg
 
-    monkeypatch.setattr(ex3, "QUIET_TRIES", 5)
+    monkeypatch.setattr(frontier_pg, "QUIET_TRIES", 5)
     with pg.connect(on_server) as outside:
-        outside.execute(ex3.TAKE_XACT_SQL)  # holds a transaction id until rolled back
-        with pytest.raises(ex3.ServerBusy, match="run it again"):
+        outside.execute(frontier_pg.TAKE_XACT_SQL)  # holds a transaction id until rolled back
+        with pytest.raises(frontier_pg.ServerBusy, match="run it again"):
             exs.condition_ex.check(HORIZON)
         outside.rollback()
     monkeypatch.undo()
@@ -548,34 +548,38 @@ def test_a_failing_trial_is_named_by_its_place_and_kind(on_server: str) -> None:
     )
 
 
-def _races(race: ex3.Race, sql: str, dsn: str) -> list[tuple[ex3.Stage, dict[str, Any]]]:
-    rendered = ex3.learner_sql(sql, "it", ("update",), ("seen", "tools"))
-    return [(s, out) for s, out in ex3.race_write(race, rendered, dsn) if s.how != "alone"]
+def _races(
+    race: catalog_pg.Race, sql: str, dsn: str
+) -> list[tuple[catalog_pg.Stage, dict[str, Any]]]:
+    rendered = pg_sandbox.learner_sql(sql, "it", ("update",), ("seen", "tools"))
+    return [(s, out) for s, out in catalog_pg.race_write(race, rendered, dsn) if s.how != "alone"]
 
 
 @pytest.mark.postgres
 def test_racing_real_connections_catches_an_unguarded_write(on_server: str) -> None:
     """Every race (held and free) lets all three unguarded writes report success on one read,
     and the catalog keeps one answer; the guarded write lets exactly one win every time."""
-    for stage, out in _races(ex3.NAIVE, UNGUARDED, on_server):
+    for stage, out in _races(catalog_pg.NAIVE, UNGUARDED, on_server):
         assert out["error"] is None
         assert sorted(out["counts"].items()) == [("A", 1), ("B", 1), ("C", 1)], stage.name
-        assert out["rows"][1][0] == ex3.START_VERSION + 1
-        start = {1: [ex3.START_VERSION, "answer 5"]}
+        assert out["rows"][1][0] == catalog_pg.START_VERSION + 1
+        start = {1: [catalog_pg.START_VERSION, "answer 5"]}
         with pytest.raises(Wrong, match="lost without an error"):
-            ex3._judge_race(ex3.NAIVE, stage, out, start, turns_ok=False)
-    for stage, out in _races(ex3.NAIVE, GUARDED, on_server):
+            catalog_pg._judge_race(catalog_pg.NAIVE, stage, out, start, turns_ok=False)
+    for stage, out in _races(catalog_pg.NAIVE, GUARDED, on_server):
         assert sorted(out["counts"].values()) == [0, 0, 1], stage.name
         (winner,) = [w for w, n in out["counts"].items() if n]
-        assert out["rows"][1] == [ex3.START_VERSION + 1, f"answer of {winner}"]
+        assert out["rows"][1] == [catalog_pg.START_VERSION + 1, f"answer of {winner}"]
 
 
 @pytest.mark.postgres
 def test_only_the_held_race_catches_a_guard_read_through_a_subquery(on_server: str) -> None:
     """The subquery guard passes both lone trials; in the held race the first writer holds the
     row while the others wait, and the waiting UPDATEs' subquery still sees version 5."""
-    stages = ex3.race_write(
-        ex3.NAIVE, ex3.learner_sql(SUBQUERY_GUARD, "it", ("update",), ("seen", "tools")), on_server
+    stages = catalog_pg.race_write(
+        catalog_pg.NAIVE,
+        pg_sandbox.learner_sql(SUBQUERY_GUARD, "it", ("update",), ("seen", "tools")),
+        on_server,
     )
     alone = {s.name: out for s, out in stages if s.how == "alone"}
     assert alone["current"]["counts"] == {"A": 1} and alone["stale"]["counts"] == {"A": 0}

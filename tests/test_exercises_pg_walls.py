@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from labkit import exercises as exs
-from labkit.exercises import ex3_postgres as ex3
-from labkit.exercises import pg_walls as pw
+from labkit.exercises import catalog_pg
+from labkit.exercises.sandboxes import pg as pg_sandbox
+from labkit.exercises.sandboxes import pg_walls as pw
 from labkit.pg import instance as pg
 
 pytestmark = pytest.mark.postgres
@@ -39,9 +40,9 @@ LEFT_SQL = (
 @pytest.fixture
 def on_server(quiet_pg_dsn: str) -> Iterator[str]:
     """The checks run on a server no other test run shares (see conftest's quiet_pg_dsn)."""
-    ex3.use_server(quiet_pg_dsn)
+    pg_sandbox.use_server(quiet_pg_dsn)
     yield quiet_pg_dsn
-    ex3.use_server(None)
+    pg_sandbox.use_server(None)
 
 
 @pytest.fixture
@@ -70,10 +71,13 @@ def left_behind(dsn: str, made: dict[str, list[str]]) -> tuple[int, int, int]:
 @pytest.fixture
 def learner_conn(pg_dsn: str) -> Iterator[Any]:
     """A connection as a check's learner role (with a writer role), as the checks make it."""
-    with ex3.learner_schema(pg_dsn, lambda c: None, ("select",), writers=True) as (schema, who):
+    with pg_sandbox.learner_schema(pg_dsn, lambda c: None, ("select",), writers=True) as (
+        schema,
+        who,
+    ):
         if who is None:
             pytest.skip("the server's user is not a superuser, so the check makes no role")
-        with pw.connect_as(pg_dsn, who, options=ex3.learner_options(schema, True)) as conn:
+        with pw.connect_as(pg_dsn, who, options=pg_sandbox.learner_options(schema, True)) as conn:
             conn.autocommit = True
             yield conn
 
@@ -179,7 +183,7 @@ LO_GUARD = " AND (SELECT count(*) FROM j) >= 0"
             LO_WRAP
             + GUARDED
             + LO_GUARD
-            + f" AND pg_sleep({ex3.RACE_STATEMENT_MS // 1000 + 4}) IS NOT NULL",
+            + f" AND pg_sleep({catalog_pg.RACE_STATEMENT_MS // 1000 + 4}) IS NOT NULL",
         ),
         ("killed", "guarded_write_ex", LO_WRAP + GUARDED + LO_GUARD),
         ("passed", "condition_ex", HORIZON),
@@ -190,7 +194,7 @@ def test_no_role_schema_or_large_object_is_left_after_a_check(
     on_server: str, made: dict[str, list[str]], monkeypatch, outcome: str, exercise: str, sql: str
 ) -> None:
     if outcome == "killed":
-        real = ex3._run_learner
+        real = pg_sandbox.run_learner
 
         def run(conn: Any, text: str, params: Any) -> Any:
             cur = real(conn, text, params)
@@ -198,8 +202,8 @@ def test_no_role_schema_or_large_object_is_left_after_a_check(
             os.kill(os.getpid(), signal.SIGKILL)
             return cur
 
-        monkeypatch.setattr(ex3, "_run_learner", run)
-        with pytest.raises(ex3.CheckFailed, match="not because of your statement"):
+        monkeypatch.setattr(pg_sandbox, "run_learner", run)
+        with pytest.raises(pg_sandbox.CheckFailed, match="not because of your statement"):
             getattr(exs, exercise).check(sql)
     else:
         fb = getattr(exs, exercise).check(sql)
@@ -256,10 +260,12 @@ def test_the_temp_file_limit_is_set_and_cannot_be_raised(learner_conn: Any) -> N
 
 
 def test_a_query_that_grows_the_servers_memory_is_stopped(on_server: str) -> None:
-    with ex3.learner_schema(on_server, lambda c: None, ("select",)) as (schema, who):
+    with pg_sandbox.learner_schema(on_server, lambda c: None, ("select",)) as (schema, who):
         if who is None:
             pytest.skip("the server's user is not a superuser, so the check makes no role")
-        with pw.connect_as(on_server, who, options=ex3.learner_options(schema, True)) as conn:
+        with pw.connect_as(
+            on_server, who, options=pg_sandbox.learner_options(schema, True)
+        ) as conn:
             if not pw.bound_backend(conn, who):
                 pytest.skip("the server is not on this machine or its processes are not ours")
     # 500 MB in one value: under PostgreSQL's own 1 GB cap per value, over the backend's cap
@@ -274,14 +280,16 @@ def test_a_query_that_grows_the_servers_memory_is_stopped(on_server: str) -> Non
 
 
 def test_a_server_that_does_not_answer_is_a_labkit_error_not_feedback() -> None:
-    ex3.use_server(f"host={tempfile.gettempdir()}/labkit-no-server-{uuid.uuid4().hex} dbname=x")
+    pg_sandbox.use_server(
+        f"host={tempfile.gettempdir()}/labkit-no-server-{uuid.uuid4().hex} dbname=x"
+    )
     try:
         with pytest.raises(pg.PgUnavailable):
             exs.condition_ex.check(HORIZON)
         with pytest.raises(pg.PgUnavailable):
             exs.guarded_write_ex.check(GUARDED)
     finally:
-        ex3.use_server(None)
+        pg_sandbox.use_server(None)
 
 
 def test_a_learner_connection_that_breaks_while_the_server_is_gone_is_unavailable(
@@ -296,7 +304,7 @@ def test_a_learner_connection_that_breaks_while_the_server_is_gone_is_unavailabl
     def gone(dsn: str, timeout: int = pg.CONNECT_TIMEOUT_S) -> str:
         raise pg.PgUnavailable("PostgreSQL at x refused the connection: no such socket")
 
-    monkeypatch.setattr(ex3, "_run_learner", ended)
+    monkeypatch.setattr(pg_sandbox, "run_learner", ended)
     monkeypatch.setattr(pg, "probe", gone)
     with pytest.raises(pg.PgUnavailable, match="stopped answering during the check"):
         exs.condition_ex.check(HORIZON)
@@ -310,8 +318,8 @@ def test_a_check_process_killed_from_outside_is_not_the_learners_fault(
     def killed(conn: Any, sql: str, params: Any) -> Any:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    monkeypatch.setattr(ex3, "_run_learner", killed)
-    with pytest.raises(ex3.CheckFailed, match="not because of your query"):
+    monkeypatch.setattr(pg_sandbox, "run_learner", killed)
+    with pytest.raises(pg_sandbox.CheckFailed, match="not because of your query"):
         exs.condition_ex.check(HORIZON)
 
 
@@ -373,10 +381,10 @@ def test_waiters_outlast_the_holders_longest_hold() -> None:
     """In the held race a waiter waits at most until the holder commits, RACE_WAIT_S after it
     started; its lock and statement time limits leave at least as much again for a loaded
     machine."""
-    assert ex3.LOCK_MS / 1000 >= 2 * ex3.RACE_WAIT_S
-    assert ex3.RACE_STATEMENT_MS / 1000 >= 2 * ex3.RACE_WAIT_S
-    assert f"statement_timeout={ex3.RACE_STATEMENT_MS}" in ex3.learner_options(
-        "s", False, ex3.RACE_STATEMENT_MS
+    assert pg_sandbox.LOCK_MS / 1000 >= 2 * catalog_pg.RACE_WAIT_S
+    assert catalog_pg.RACE_STATEMENT_MS / 1000 >= 2 * catalog_pg.RACE_WAIT_S
+    assert f"statement_timeout={catalog_pg.RACE_STATEMENT_MS}" in pg_sandbox.learner_options(
+        "s", False, catalog_pg.RACE_STATEMENT_MS
     )
 
 
@@ -386,8 +394,8 @@ def test_a_holder_that_holds_longer_than_a_statement_may_run_still_passes(
     """The held race's holder keeps its row past STATEMENT_MS (the check never sees the others
     waiting, as on a loaded machine): the waiting writers are not stopped, and a correct
     answer passes."""
-    monkeypatch.setattr(ex3, "WAITING_SQL", "SELECT 0 * cardinality(CAST(:pids AS int[]))")
-    monkeypatch.setattr(ex3, "RACE_WAIT_S", ex3.STATEMENT_MS / 1000 + 0.5)
+    monkeypatch.setattr(catalog_pg, "WAITING_SQL", "SELECT 0 * cardinality(CAST(:pids AS int[]))")
+    monkeypatch.setattr(catalog_pg, "RACE_WAIT_S", pg_sandbox.STATEMENT_MS / 1000 + 0.5)
     fb = exs.guarded_write_ex.check(GUARDED)
     assert fb.passed, fb
 
@@ -396,7 +404,7 @@ def test_the_condition_check_stops_when_its_queries_use_up_their_budget(
     on_server: str, monkeypatch
 ) -> None:
     """Each run stays under the per-statement limit, but together they exceed the budget."""
-    monkeypatch.setattr(ex3, "CHECK_MS", 2_500)
+    monkeypatch.setattr(pg_sandbox, "CHECK_MS", 2_500)
     fb = exs.condition_ex.check("SELECT pg_sleep(0.9) IS NOT NULL AND " + HORIZON[7:])
     assert fb.status == "incorrect" and "may take together" in fb.message, fb
 
@@ -423,8 +431,8 @@ def test_the_learners_statement_is_prepared_so_one_command_only(
     import psycopg
 
     with pytest.raises(psycopg.errors.SyntaxError, match="multiple commands") as caught:
-        ex3._run_learner(learner_conn, "SELECT 1; SELECT 2", {})
-    assert ex3.explain_pg_error(caught.value, "it").startswith("it must be one statement")
+        pg_sandbox.run_learner(learner_conn, "SELECT 1; SELECT 2", {})
+    assert pg_sandbox.explain_pg_error(caught.value, "it").startswith("it must be one statement")
 
 
 def test_a_server_that_refuses_the_checks_login_says_what_to_change(monkeypatch) -> None:

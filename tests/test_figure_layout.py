@@ -3,8 +3,8 @@
 Each docs figure (`labkit.docs.figure_specs.SPECS`) and each benchmark figure (redrawn from its
 committed CSV by the benchmark's own `plot(rows)`; one without is skipped, saying so) is drawn
 on an Agg canvas; every Text artist the draw actually rendered (titles, axis labels, tick
-labels, legend texts, annotations) must have its window extent inside `fig.bbox`. Saving never uses `bbox_inches`, so text outside the
-canvas is text the reader does not see.
+labels, legend texts, annotations) must have its window extent inside `fig.bbox`. Saving never
+uses `bbox_inches`, so text outside the canvas is text the reader does not see.
 """
 
 from __future__ import annotations

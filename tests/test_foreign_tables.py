@@ -13,8 +13,8 @@ from backends import BACKENDS, open_store, rows
 import labkit.catalog.hold as hold
 import labkit.catalog.loop as loop
 import labkit.catalog.versions as catalog
-from labkit import backend, db
-from labkit.ballot import Response, WatermarkLoop
+from labkit import backend, db, store
+from labkit.ballot import WatermarkLoop
 
 SCHEMAS = {
     "catalog": catalog.CATALOG,
@@ -56,10 +56,10 @@ def test_someone_elses_table_is_refused_by_name(
     assert "\n" not in message
     assert f"table {table} is there but is not this store's: it has no column" in message
     wanted = next(
-        d.columns
+        t.columns_on(backend_name)
         for schema in SCHEMAS.values()
-        for d in map(catalog.declared, schema.sqlite)
-        if d is not None and d.table == table
+        for t in schema.tables
+        if t.name == table
     )
     assert message.split("no column ")[1].split(";")[0] == ", ".join(c for c in wanted if c != "id")
     if backend_name == "sqlite":
@@ -82,26 +82,27 @@ def test_a_table_with_every_column_made_by_other_text_still_opens(
     )
     lp = WatermarkLoop(conn)
     b = lp.reserve()
-    assert lp.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+    assert lp.apply(b.answer(["t"])).committed
 
 
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_both_backends_declare_the_same_columns_and_sqlite_keeps_the_statement(
     name: str,
 ) -> None:
-    """The columns are read from the DDL, once per backend: both must agree. On SQLite a table
-    made by its statement passes on one read of the table list, which needs SQLite to keep that
-    statement's text exactly as `declared` expects it."""
+    """The columns come from one spec per table, rendered for each backend: both have the same
+    ones. On SQLite a table made by its statement passes on one read of the table list, which
+    needs SQLite to keep that statement's text exactly as the spec renders it."""
     schema = SCHEMAS[name]
-    lite = [d for d in map(catalog.declared, schema.sqlite) if d is not None]
-    pg = [d for d in map(catalog.declared, schema.postgres.ddl) if d is not None]
-    assert lite and [(d.table, d.columns) for d in lite] == [(d.table, d.columns) for d in pg]
-    assert all(len(d.columns) >= 2 and "CHECK" not in d.columns for d in lite)
+    assert schema.tables
+    for t in schema.tables:
+        assert t.columns_on("sqlite") == t.columns_on("postgres")
+        assert len(t.columns_on("sqlite")) >= 2
     conn = db.connect()
-    for statement in schema.sqlite:
+    for statement in schema.ddl(store.Store(conn)):
         conn.execute(statement)
     kept = dict(conn.execute(catalog.SQLITE_TABLES_SQL).fetchall())
-    assert {d.table: d.kept_as for d in lite} == {d.table: kept[d.table] for d in lite}
+    rendered = {t.name: t.ddl("sqlite", if_not_exists=False) for t in schema.tables}
+    assert rendered == {t.name: kept[t.name] for t in schema.tables}
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)

@@ -14,10 +14,11 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
-from nbrun import cell_errors, cell_text, execute_notebook, starts_postgres
 from notebook_results import SHOWS, check_shows_its_result
 
-from benchmarks.lab import browser_missing
+from harness.lab import browser_missing
+from harness.nbrun import cell_errors, cell_text, execute_notebook, starts_postgres
+from labkit.docs.nbfiles import strip_notebook, strip_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -36,13 +37,48 @@ def test_there_are_notebooks() -> None:
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_stored_without_outputs(path: Path) -> None:
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    """Stored as nbstripout leaves it (no outputs, counts or volatile metadata)."""
+    text = path.read_text(encoding="utf-8")
+    nb = json.loads(text)
     dirty = [
         i
         for i, c in enumerate(nb["cells"])
         if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))
     ]
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; run `make strip`"
+    stripped = nbformat.writes(strip_notebook(nbformat.reads(text, as_version=4))) + "\n"
+    assert stripped == text, f"{path.name} is not stored stripped; run `make strip`"
+
+
+@pytest.mark.slow  # a Python that imports nbformat and nbstripout
+def test_make_strip_stores_what_the_nbstripout_git_filter_stores(tmp_path: Path) -> None:
+    """`python -m labkit strip` (make strip) and the git filter (`python -m nbstripout`, reading
+    the notebook on stdin as git's clean filter does) give the same bytes for an executed
+    notebook: outputs, counts, widget state, execution metadata and ids alike."""
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"random-{i}"
+        cell.metadata["execution"] = {"iopub.status.busy": "2026-12-07T00:00:00Z"}
+        if cell.cell_type == "code":
+            cell.execution_count = i
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="out\n")]
+    nb.metadata["widgets"] = {"state": {}}
+    executed = nbformat.writes(nb) + "\n"
+    filtered = subprocess.run(
+        [sys.executable, "-m", "nbstripout"],
+        input=executed,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,  # no git repository here: nbstripout's own defaults, no local config
+    ).stdout
+    path = tmp_path / "nb.ipynb"
+    path.write_text(executed, encoding="utf-8")
+    assert strip_paths([path]) == [path]
+    assert path.read_text(encoding="utf-8") == filtered
+    stored = json.loads(filtered)
+    assert "widgets" not in stored["metadata"] and stored["cells"][0]["id"] == "0"
+    assert all(not c.get("outputs") and not c["metadata"] for c in stored["cells"])
 
 
 def run(path: Path, tmp_path: Path) -> nbformat.NotebookNode:

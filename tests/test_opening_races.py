@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from labkit import db
-from labkit.ballot import Response, WatermarkLoop
+from labkit.ballot import WatermarkLoop
 
 
 class Creator:
@@ -100,7 +100,7 @@ def test_a_creation_seen_mid_way_is_never_refused(
     creator.advance(len(Creator.STAGES) - 1)
     loop = WatermarkLoop(conn)
     b = loop.reserve()
-    assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+    assert loop.apply(b.answer(["t"])).committed
     assert WatermarkLoop(creator.conn).head_version() == 1  # one store, both see the commit
 
 
@@ -123,7 +123,7 @@ def _store_with_commits(path: Path) -> WatermarkLoop:
     loop = WatermarkLoop(db.connect(path))
     for _ in range(3):
         b = loop.reserve()
-        assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+        assert loop.apply(b.answer(["t"])).committed
     return loop
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit import db
-from labkit.ballot import Response, WatermarkLoop
+from labkit.ballot import WatermarkLoop
 from labkit.catalog import versions as catalog
 
 
@@ -19,7 +19,7 @@ def _loop_with_commits(path: Path, n: int) -> WatermarkLoop:
     loop = WatermarkLoop(db.connect(path))
     for _ in range(n):
         b = loop.reserve()
-        assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+        assert loop.apply(b.answer(["t"])).committed
     return loop
 
 
@@ -27,7 +27,7 @@ def _refuses_the_next_commit(loop: WatermarkLoop, match: str) -> None:
     head = loop.head_version()
     with pytest.raises(db.DatabaseReplacedError, match=match) as info:
         b = loop.reserve()
-        loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["u"]))
+        loop.apply(b.answer(["u"]))
     assert "\n" not in str(info.value)
     assert loop.head_version() == head  # nothing reported, nothing moved
 
@@ -63,7 +63,7 @@ from labkit.ballot import Response, WatermarkLoop
 loop = WatermarkLoop(db.connect(sys.argv[1]))
 for _ in range(60):
     b = loop.reserve()
-    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"]))
+    loop.apply(b.answer(["t"]))
 os._exit(0)  # like a kill: no checkpoint, the commits stay in the -wal file
 """
 
@@ -95,7 +95,7 @@ from labkit.ballot import Response, WatermarkLoop
 loop = WatermarkLoop(db.connect(sys.argv[1]))
 for _ in range(5):
     b = loop.reserve()
-    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"]))
+    loop.apply(b.answer(["t"]))
 Path(sys.argv[1] + "-wal").unlink()
 try:
     loop.reserve()

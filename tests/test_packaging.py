@@ -101,6 +101,8 @@ TOOLING = {
     "pytest-xdist",
     "hypothesis",
     "ruff",
+    "mypy",
+    "pandas-stubs",
     "playwright",
     "sphinx",
     "myst-nb",

@@ -36,7 +36,7 @@ def connect(pg_dsn: str, pg_schema: str):
 
 def commit_one(loop: WatermarkLoop, body: str) -> int:
     b = loop.reserve()
-    return loop.apply(Response(b.ballot_id, b.watermark, b.base_version, [body])).version
+    return loop.apply(b.answer([body])).version
 
 
 def test_lost_update_naive_write_loses_an_answer_ballot_refuses(pg_dsn: str) -> None:
@@ -268,8 +268,8 @@ def test_opening_an_existing_store_locks_none_of_its_tables(connect) -> None:
     WatermarkLoop(conn)
     with conn.transaction():
         catalog.create_schema(conn, now=0.0)
-        with catalog.making(conn, wl.BALLOTS) as d:
-            d.execute(conn, wl.STORE_INIT_SQL)
+        with catalog.making(conn, wl.BALLOTS) as s:
+            s.execute(wl.STORE_INIT_SQL)
         held = watch.execute(
             "SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
             " WHERE l.pid = %s AND c.relname LIKE ANY (ARRAY['wm_%%', 'catalog_%%'])",

@@ -21,7 +21,7 @@ import labkit.catalog.hold as hold
 import labkit.catalog.versions_pg as versions_pg
 import labkit.remote.head_watch as head_watch
 from labkit import pg
-from labkit.ballot import DurabilityError, Response, WatermarkLoop
+from labkit.ballot import DurabilityError, WatermarkLoop
 from labkit.catalog import CatalogReader
 from labkit.catalog import versions as catalog
 from labkit.pg import ballots as pb
@@ -63,7 +63,7 @@ def test_every_setting_that_flushes_locally_is_accepted(
     with _connect(pg_dsn, pg_schema, f" -c synchronous_commit={value}") as conn:
         loop = WatermarkLoop(conn)
         b = loop.reserve()
-        assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+        assert loop.apply(b.answer(["t"])).committed
 
 
 def test_the_workbooks_own_workers_commit_durably(pg_dsn: str, pg_schema: str) -> None:
@@ -100,9 +100,7 @@ def test_a_server_crash_mid_loop_loses_no_reported_commit(private_server: str) -
             try:
                 while True:
                     b = loop.reserve()
-                    out = loop.apply(
-                        Response(b.ballot_id, b.watermark, b.base_version, [b.ballot_id])
-                    )
+                    out = loop.apply(b.answer([b.ballot_id]))
                     assert out.committed
                     reported.append((out.version, b.ballot_id))
             except psycopg.OperationalError as exc:
@@ -293,7 +291,7 @@ def test_a_reload_cannot_change_what_an_open_session_relies_on(
                 "frontier reader": "read committed",
             }
             b = loop.reserve()  # the loop runs on, on what it pinned
-            assert loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["t"])).committed
+            assert loop.apply(b.answer(["t"])).committed
         finally:
             _alter_system(dsn, SERVER_OFF, reset=True)
             for name, conn in opened.items():
@@ -324,9 +322,7 @@ def test_a_reload_turning_synchronous_commit_off_mid_loop_loses_no_commit_in_a_c
                     if asked.is_set() and not answered:
                         answered.append(_setting(conn, "synchronous_commit"))
                     b = loop.reserve()
-                    out = loop.apply(
-                        Response(b.ballot_id, b.watermark, b.base_version, [b.ballot_id])
-                    )
+                    out = loop.apply(b.answer([b.ballot_id]))
                     assert out.committed
                     reported.append((out.version, b.ballot_id))
             except psycopg.OperationalError as exc:

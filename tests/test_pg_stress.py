@@ -79,6 +79,14 @@ def test_scripted_comparison_is_deterministic(pg_dsn: str) -> None:
     assert by["lock"].rows == inserts - by["lock"].waits
 
 
+def test_insert_returns_the_id_it_took_or_none_while_it_waits(pg_dsn: str) -> None:
+    with co.CommitOrderLab(pg_dsn, lock=True) as lab:
+        first = lab.insert("A")
+        assert first is not None and lab.open["A"] == [first]
+        assert lab.insert("B") is None  # A holds the lock: B waits and takes no id
+        assert lab.insert("A") == first + 1
+
+
 def test_lab_refuses_a_bad_step(pg_dsn: str) -> None:
     with co.CommitOrderLab(pg_dsn) as lab:
         with pytest.raises(ValueError, match="needs a writer"):

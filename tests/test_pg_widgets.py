@@ -13,7 +13,7 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 def app(pg_dsn: str):
-    from labkit.widgets.part3_postgres import CommitOrderApp
+    from labkit.widgets.pg import CommitOrderApp
 
     made = CommitOrderApp(pg_dsn)
     yield made
@@ -38,7 +38,7 @@ def test_buttons_reproduce_the_late_commit(app) -> None:
 
 
 def test_message_line_and_legend_name_the_rules_alike() -> None:
-    from labkit.plots.part3_postgres import RULE_NAMES, RULE_STYLE
+    from labkit.plots.pg import RULE_NAMES, RULE_STYLE
 
     assert {rule: label for rule, (_color, label) in RULE_STYLE.items()} == RULE_NAMES
 
@@ -85,7 +85,7 @@ def test_a_closed_connection_reconnects_by_itself(app) -> None:
 
 
 def test_a_server_that_is_gone_is_said_on_the_message_line(app, monkeypatch) -> None:
-    import labkit.widgets.part3_postgres as widget
+    import labkit.widgets.pg as widget
 
     def refuse(_dsn: str) -> None:
         raise PgUnavailable("PostgreSQL at x refused the connection: gone")

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import labkit.widgets.part2_pipelined as widget_module
-from labkit.designs.design import DISPLAY_NAMES
+import labkit.widgets.pipelined as widget_module
 from labkit.designs.pipeline_study import (
     COMMITTED,
     FAULT_CASES,
@@ -30,10 +29,11 @@ from labkit.designs.pipeline_study import (
     plan_at,
     runs_at,
 )
+from labkit.designs.registry import DISPLAY_NAMES
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.simulator import FAULTS, simulate
-from labkit.plots.part2_pipelined import END_LABELS, LATE_LABEL, pipelined_figure
-from labkit.widgets.part2_pipelined import PipelineDepthApp, idle_controls
+from labkit.plots.pipelined import END_LABELS, LATE_LABEL, pipelined_figure
+from labkit.widgets.pipelined import PipelineDepthApp, idle_controls
 
 # --- lanes ------------------------------------------------------------------------------------
 

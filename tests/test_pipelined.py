@@ -22,7 +22,6 @@ from labkit.designs.arrival_orders import (
     verify_model_against_sqlite,
 )
 from labkit.designs.arrival_search import explore_with_stats
-from labkit.designs.design import DESIGNS
 from labkit.designs.pipeline_crash import (
     crash_and_resume,
     kill_and_resume,
@@ -30,7 +29,7 @@ from labkit.designs.pipeline_crash import (
 )
 from labkit.designs.pipelined import ALREADY_HELD, HASH_MISMATCH, PipelinedDesign
 from labkit.designs.planner import answer_tools, respond
-from labkit.designs.registry import ALL_DESIGNS, make_design
+from labkit.designs.registry import ALL_DESIGNS, DESIGNS, make_design
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.simulator import FAULTS, run, simulate
 from labkit.frontier import log as part_one

@@ -6,8 +6,9 @@ import pytest
 
 from labkit.ballot import Response
 from labkit.catalog.versions import tools_hash
-from labkit.designs.design import DESIGNS, Request, check_design, make_design
+from labkit.designs.design import Request
 from labkit.designs.planner import HeadReader, respond
+from labkit.designs.registry import DESIGNS, check_design, make_design
 from labkit.designs.simulator import PlannerConfig
 
 

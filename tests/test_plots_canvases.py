@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from labkit.designs.design import DESIGNS
+from labkit.designs.registry import DESIGNS
 from labkit.designs.schedule_builder import ScheduleBuilder
 from labkit.designs.schedules import Step
 from labkit.designs.simulator import simulate
-from labkit.plots.part2_canvases import FiveDesignsCanvas, WorkbenchCanvas
+from labkit.plots.canvases import FiveDesignsCanvas, WorkbenchCanvas
 from labkit.plots.style import png_bytes
 
 

@@ -8,9 +8,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from labkit.designs.arrival_orders import run_schedule
-from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.registry import DESIGNS, DISPLAY_NAMES
 from labkit.designs.simulator import simulate
-from labkit.plots.part2_catalog import (
+from labkit.plots.catalog import (
     arrival_lanes_figure,
     explorer_figure,
     five_designs_figure,
@@ -18,7 +18,7 @@ from labkit.plots.part2_catalog import (
     version_trace_figure,
 )
 from labkit.plots.style import png_bytes
-from labkit.widgets.part2_catalog import SEED_FIRST_REQUEST, SEED_INVERTED
+from labkit.widgets.catalog import SEED_FIRST_REQUEST, SEED_INVERTED
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_restarts_figure_marks_crash_and_restart() -> None:
 
 from labkit.designs.lessons import BUG2_FAULTS, BUG2_SEED  # noqa: E402
 from labkit.designs.schedule_builder import ScheduleBuilder  # noqa: E402
-from labkit.plots.part2_catalog import rewind_panels_figure, workbench_figure  # noqa: E402
+from labkit.plots.catalog import rewind_panels_figure, workbench_figure  # noqa: E402
 
 
 def _share_below_previous_head(line) -> float:

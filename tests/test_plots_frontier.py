@@ -13,7 +13,7 @@ from labkit.frontier import triggers
 from labkit.frontier.log import POLICIES
 from labkit.frontier.scenario_format import load_scenario
 from labkit.frontier.scenarios import replay_scenario, run_scenario, scenario_from_order
-from labkit.plots import part1_frontier as pf
+from labkit.plots import frontier as pf
 from labkit.plots.style import image_bundle, label_share_bars, new_figure, png_bytes
 
 

@@ -1,7 +1,7 @@
 """labkit and the benchmarks run on the laptops a workshop brings: no POSIX-only calls.
 
-A static scan of `labkit/` and `benchmarks/` (tests may use such calls behind a skip). What it
-refuses exists only on Linux/macOS, or names a path only they have:
+A static scan of `labkit/`, `benchmarks/` and `harness/` (tests may use such calls behind a
+skip). What it refuses exists only on Linux/macOS, or names a path only they have:
 - signals Windows lacks (`signal.SIGKILL`, `SIGALRM`, ...), `os.kill`/`os.killpg`, `os.fork`,
   the `fork` start method, `os.getuid` and friends, `preexec_fn`;
 - modules Windows lacks (`fcntl`, `resource`, `pwd`, ...);
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCANNED = ("labkit", "benchmarks")
+SCANNED = ("labkit", "benchmarks", "harness")
 
 POSIX_MODULES = {"fcntl", "resource", "pwd", "grp", "termios", "tty", "pty", "posix"}
 POSIX_ATTRIBUTES = {

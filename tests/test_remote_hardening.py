@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import labkit.remote.driver as driver
 import labkit.remote.service as service
-from labkit import backend
+from labkit import validation
 from labkit.designs.design import Decision, Request
 from labkit.designs.simulator import PlannerConfig
 from labkit.remote import kill_mid_call, load, measure, run, serve, set_faults, side_by_side
@@ -100,7 +100,7 @@ def plain() -> str:
         (b'[{"a": -Infinity}]', "-Infinity is not standard JSON"),
         (b"[1e400]", "'tools' cannot be stored"),  # a float that overflows to inf
         (b"[" * DEEP + b"]" * DEEP, f"nested more than {MAX_DEPTH} deep"),
-        (b'"a"', "'tools' must be a list"),
+        (b'"a"', "'tools': expected a list, got 'a'"),
         (b'["' + b'\\"' * 200_000 + b"]", "not JSON"),  # an unterminated string of escapes
     ],
 )
@@ -373,8 +373,8 @@ def test_a_store_that_cannot_be_opened_is_named(plain, tmp_path) -> None:
 
 
 def test_the_shared_number_rule() -> None:
-    assert backend.number_arg(np.float32(0.5), "x", above=0) == 0.5
-    assert type(backend.number_arg(np.int64(3), "x")) is float
+    assert validation.number_arg(np.float32(0.5), "x", above=0) == 0.5
+    assert type(validation.number_arg(np.int64(3), "x")) is float
     for bad, error in [
         (True, TypeError),
         ("1", TypeError),
@@ -385,9 +385,9 @@ def test_the_shared_number_rule() -> None:
         (0, ValueError),
     ]:
         with pytest.raises(error, match="^f\\(\\): x must be a finite number > 0"):
-            backend.number_arg(bad, "f(): x", above=0)
+            validation.number_arg(bad, "f(): x", above=0)
     with pytest.raises(ValueError, match=">= 0 and <= 1, got 1.5"):
-        backend.number_arg(1.5, "rate", at_least=0, at_most=1)
+        validation.number_arg(1.5, "rate", at_least=0, at_most=1)
 
 
 # -- a run that cannot go on says so ------------------------------------------------------

@@ -14,13 +14,13 @@ import pytest
 import labkit.remote.head_row as head_row
 from labkit.db import connect
 from labkit.designs.simulator import COLUMNS
-from labkit.plots.part3_remote import lanes_figure, shown_lanes
+from labkit.plots.remote import lanes_figure, shown_lanes
 from labkit.remote.compare import METRICS, WHY, why
 from labkit.remote.driver import RemoteRun
 from labkit.remote.head_watch import Change, Fall, ReaderProcess
 from labkit.remote.service import serve
 from labkit.remote.views import COMMIT, Lane, Lanes, LaneView, falls_text, reader_trace
-from labkit.widgets.part3_remote import RealPlannerApp, fault_switch_note
+from labkit.widgets.remote import RealPlannerApp, fault_switch_note
 
 
 def row(t: float, event: str, rid: int | None = None, head: int = 0, **extra) -> dict:
@@ -220,7 +220,7 @@ def test_a_fault_ticked_while_the_service_starts_reaches_it(monkeypatch) -> None
     import threading
     from contextlib import contextmanager
 
-    import labkit.widgets.part3_remote as part3_remote
+    import labkit.widgets.remote as remote_app
 
     up = threading.Event()
 
@@ -230,7 +230,7 @@ def test_a_fault_ticked_while_the_service_starts_reaches_it(monkeypatch) -> None
             up.wait(10)  # the service runs; the widget does not know its URL yet
             yield url
 
-    monkeypatch.setattr(part3_remote, "serve", slow_serve)
+    monkeypatch.setattr(remote_app, "serve", slow_serve)
     app = RealPlannerApp(design="callback", ticks=12, latency_ms=10, seed=1, span=2)
     assert app.start()
     app.set_faults(["inverted"])
@@ -261,7 +261,7 @@ def test_start_is_given_back_only_after_the_runs_last_picture() -> None:
 def test_stopping_the_live_runs_stops_every_run_going_and_joins_its_threads() -> None:
     """What the interpreter's exit does (next test): three runs going are stopped, and each
     thread of theirs has ended when `_stop_live_runs` returns."""
-    import labkit.widgets.part3_remote as part3_remote
+    import labkit.widgets.remote as remote_app
 
     # the slowest runs the widget allows (80 versions, 150 ms a call: some 12 s), so all three
     # are still going when stopped, however loaded the machine
@@ -272,7 +272,7 @@ def test_stopping_the_live_runs_stops_every_run_going_and_joins_its_threads() ->
     runs = [app._run_now for app in apps]
     threads = [t for run in runs for t in run.threads]
     assert len(threads) == 6 and all(t.is_alive() for t in threads)
-    part3_remote._stop_live_runs()
+    remote_app._stop_live_runs()
     assert not any(t.is_alive() for t in threads)
     assert all(run.stop.is_set() and run.done.is_set() for run in runs)
     assert all(run.lanes.snapshot().head < 80 for run in runs)  # stopped, not finished
@@ -292,8 +292,8 @@ def test_the_interpreters_exit_stops_the_live_runs(tmp_path) -> None:
     script = tmp_path / "leave.py"
     script.write_text(
         "import threading, types\n"
-        "import labkit.widgets.part3_remote as part3_remote\n"
-        "app = part3_remote.RealPlannerApp(design='ballot', ticks=80, latency_ms=150)\n"
+        "import labkit.widgets.remote as remote_app\n"
+        "app = remote_app.RealPlannerApp(design='ballot', ticks=80, latency_ms=150)\n"
         "assert app.start() and app.wait_for_head(1)\n"
         "run = types.SimpleNamespace(stop=threading.Event())\n"
         "def loop():\n"
@@ -301,7 +301,7 @@ def test_the_interpreters_exit_stops_the_live_runs(tmp_path) -> None:
         "    print('stopped and joined', flush=True)\n"
         "run.threads = [threading.Thread(target=loop, daemon=True)]\n"
         "run.threads[0].start()\n"
-        "part3_remote._LIVE = [app._run_now, run]\n"
+        "remote_app._LIVE = [app._run_now, run]\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120
@@ -426,7 +426,7 @@ def test_falls_are_written_one_way_everywhere() -> None:
 
 
 def test_the_head_panels_legend_lists_rejections_only_where_drawn() -> None:
-    from labkit.plots.part2_catalog import rewind_panels_figure
+    from labkit.plots.catalog import rewind_panels_figure
 
     def labels(fig) -> list[str]:
         return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts]
@@ -461,7 +461,7 @@ def test_a_drawing_that_fails_is_said_and_gives_the_controls_back(monkeypatch, b
 
 def test_the_verdict_says_when_the_reader_process_failed() -> None:
     from labkit.designs.run_stats import summarize_rows
-    from labkit.widgets.part3_remote import _Run
+    from labkit.widgets.remote import _Run
 
     rows = [*STORY, row(0.3, "truncated", None, 0, reason="reader_failed")]
     failure = "reader process on /x/s.db is alive but did not answer a sync for 1.2 s"

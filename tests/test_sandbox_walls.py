@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from labkit import exercises as exs
-from labkit.exercises import kit, sandbox, walls
+from labkit.exercises import kit, walls
 from labkit.exercises.kit import Wrong
+from labkit.exercises.sandboxes import sqlite as sandbox
 from labkit.frontier import log as fr
 
 pytestmark = pytest.mark.skipif(not walls.can_fork(), reason="the walls need fork (POSIX)")

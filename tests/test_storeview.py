@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.ballot import Response, WatermarkLoop
+from labkit.ballot import WatermarkLoop
 from labkit.catalog import storeview
 from labkit.db import connect
 
@@ -16,7 +16,7 @@ def db(tmp_path: Path) -> Path:
     path = tmp_path / "store.db"
     loop = WatermarkLoop(connect(path))
     b = loop.reserve()
-    loop.apply(Response(b.ballot_id, b.watermark, b.base_version, ["search"]))
+    loop.apply(b.answer(["search"]))
     loop.reserve()  # left in flight, as a crash would leave it
     loop.conn.close()
     return path

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import labkit
+
 ROOT = Path(__file__).resolve().parent.parent
 # Python on Windows cannot start without SYSTEMROOT in its environment.
 _WINDOWS_ROOT = {"SYSTEMROOT": os.environ["SYSTEMROOT"]} if "SYSTEMROOT" in os.environ else {}
@@ -59,6 +61,8 @@ def test_wheel_ships_the_scenarios_and_loads_them_outside_the_repo(tmp_path: Pat
         pytest.skip("pip cannot fetch the build backend (offline)")
     assert build.returncode == 0, build.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
+    # pyproject.toml takes the version from labkit.__version__, its one place
+    assert wheel.name.startswith(f"watermark_workbook-{labkit.__version__}-"), wheel.name
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()

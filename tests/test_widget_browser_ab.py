@@ -41,7 +41,7 @@ def test_the_typed_schedule_goes_with_notebook_04_controls_only(monkeypatch) -> 
 def test_the_new_states_row_leaves_the_workbench_no_kept_picture() -> None:
     """What its kernel runs before each press empties the pictures the canvas keeps whole, so
     the next click draws its state (the other row's clicks find theirs kept)."""
-    from labkit.widgets.part2_catalog import ArrivalWorkbench
+    from labkit.widgets.catalog import ArrivalWorkbench
 
     (control,) = [c for c in wb.CONTROLS if c.name == "04 workbench deliver/undo, new states"]
     workbench = ArrivalWorkbench(preset="inverted")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.designs.design import DESIGNS
+from labkit.designs.registry import DESIGNS
 from labkit.designs.run_stats import summarize_run
 from labkit.designs.schedules import Kind, Step
 from labkit.designs.simulator import FAULTS
-from labkit.widgets.part2_catalog import FAULT_PRESETS, FiveDesignsApp, InvertedArrivalStepper
+from labkit.widgets.catalog import FAULT_PRESETS, FiveDesignsApp, InvertedArrivalStepper
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ from labkit.designs.schedule_builder import (  # noqa: E402 (grouped with the te
     parse_schedule,
     shortest_break,
 )
-from labkit.widgets.part2_catalog import ArrivalWorkbench  # noqa: E402
+from labkit.widgets.catalog import ArrivalWorkbench  # noqa: E402
 
 
 @pytest.fixture
@@ -438,7 +438,7 @@ def test_the_first_in_order_refusal_is_explained_on_the_verdict_line(bench) -> N
 def test_every_refusal_a_design_can_give_has_its_why_written_once() -> None:
     from labkit.catalog.rule import REASON_WHY, REASONS
     from labkit.designs.design import CAS_CONFLICT
-    from labkit.widgets.part2_catalog import REFUSAL_WHY
+    from labkit.widgets.catalog import REFUSAL_WHY
 
     assert set(REFUSAL_WHY) == {*REASONS, CAS_CONFLICT}
     assert all(REFUSAL_WHY[r] is REASON_WHY[r] for r in REASONS)  # the rule's text, not a copy

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-import labkit.widgets.part2_catalog as catalog
-from labkit.widgets.part2_catalog import FiveDesignsApp
+import labkit.widgets.catalog as catalog
+from labkit.widgets.catalog import FiveDesignsApp
 
 Move = Callable[[FiveDesignsApp], None]
 

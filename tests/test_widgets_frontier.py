@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from labkit.frontier import scenarios as sc
-from labkit.widgets import part1_frontier as wf
+from labkit.widgets import frontier as wf
 
 SEED_PRIORITIES = [5, 5, 1, 5, 5, 5]
 

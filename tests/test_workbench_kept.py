@@ -13,8 +13,8 @@ from matplotlib.axis import XTick
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from labkit.designs.schedule_builder import ScheduleBuilder
-from labkit.plots.part2_canvases import AHEAD_HEIGHTS, WorkbenchCanvas
-from labkit.widgets.part2_catalog import ArrivalWorkbench
+from labkit.plots.canvases import AHEAD_HEIGHTS, WorkbenchCanvas
+from labkit.widgets.catalog import ArrivalWorkbench
 
 SCHEDULE_14 = (
     "timeout 1; deliver 2; deliver 3; deliver 1; dup 2; deliver 4; timeout; deliver 5; "

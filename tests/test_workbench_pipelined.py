@@ -12,8 +12,7 @@ import pytest
 
 from labkit.catalog.pipeline import HELD
 from labkit.designs.arrival_orders import Settled, run_schedule
-from labkit.designs.design import DESIGNS
-from labkit.designs.registry import ALL_DESIGNS
+from labkit.designs.registry import ALL_DESIGNS, DESIGNS
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
     FLUSHED,
@@ -24,8 +23,8 @@ from labkit.designs.schedule_builder import (
     break_search,
 )
 from labkit.designs.schedules import Step
-from labkit.plots.part2_canvases import WorkbenchCanvas
-from labkit.widgets.part2_catalog import ArrivalWorkbench
+from labkit.plots.canvases import WorkbenchCanvas
+from labkit.widgets.catalog import ArrivalWorkbench
 
 
 def builder(text: str, depth: int = 2) -> ScheduleBuilder:

@@ -1,4 +1,4 @@
-"""The child process `labkit.catalog.crashlab.kill_loop` starts and kills: one step of a loop on a file.
+"""The child `labkit.catalog.crashlab.kill_loop` starts and kills: one step of a loop on a file.
 
 Run as ``python -m labkit.catalog.crash_child DB POINT WINDOW TOOLS_JSON``. It prints the ballot it
 reserved (a JSON list), then ``at POINT`` once it reaches the kill point, and waits there for
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.catalog.loop import WatermarkLoop
 from labkit.db import connect
 
 POINTS = ("after_reserve", "mid_commit")
@@ -44,7 +44,7 @@ def run(db: str, point: str, window: int, tools: list[object]) -> None:
             wait_to_be_killed(point)
 
     loop.conn.set_trace_callback(stop_before_commit)
-    loop.apply(Response(ballot.ballot_id, ballot.watermark, ballot.base_version, tools))
+    loop.apply(ballot.answer(tools))
 
 
 def main(argv: list[str] | None = None) -> None:

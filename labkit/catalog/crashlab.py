@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,14 @@ class Killed:
         if self.ballot is None:
             raise ValueError("the child died before it reserved a ballot")
         b = self.ballot
-        return Response(b.ballot_id, b.watermark, b.base_version, tools)
+        return b.answer(tools)
 
 
 def kill_loop(
     db: str | Path,
     point: str = "after_reserve",
     *,
-    tools: list[Any] = (),
+    tools: Sequence[Any] = (),
     window: int = 1,
     timeout: float = 30.0,
 ) -> Killed:

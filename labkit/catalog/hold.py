@@ -11,48 +11,28 @@ Which held answers are next is part one's low-watermark rule: fence f is row id 
 "answered" is "delivered", the head is the coverage base the rule starts from, and the frontier
 (`frontier`) is how far the head may move, one commit per fence.
 
-This module holds the table (both backends' DDL side by side), its statements and its reads;
-the writes run inside the pipelined loop's steps.
+This module holds the table (its spec, both backends' DDL, is `labkit.catalog.tables.WM_HELD`),
+its statements and its reads; the writes run inside the pipelined loop's steps.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import labkit.catalog.tables as tables
 import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
-from labkit import backend
+import labkit.frontier.rule as rule
+from labkit import store
 from labkit.backend import Connection
+from labkit.store import Store
 
-HELD_TABLE = catalog.Schema(
-    sqlite=(
-        """CREATE TABLE IF NOT EXISTS wm_held (
-    ballot_id    INTEGER PRIMARY KEY,
-    fence        INTEGER NOT NULL,
-    base_version INTEGER NOT NULL,
-    base_hash    TEXT,
-    tools        TEXT    NOT NULL,
-    received_at  REAL    NOT NULL
-)""",
-    ),
-    postgres=versions_pg.Tables(
-        ddl=(
-            """CREATE TABLE IF NOT EXISTS wm_held (
-    ballot_id    bigint PRIMARY KEY,
-    fence        bigint NOT NULL,
-    base_version bigint NOT NULL,
-    base_hash    text,
-    tools        text   NOT NULL,
-    received_at  double precision NOT NULL
-)""",
-        ),
-        names=("wm_held",),
-        lock="labkit.hold:",
-    ),
-)
+# The hold's table (a spec, `labkit.catalog.tables`), beside the ballot store's.
+HELD_TABLE = catalog.Schema((tables.WM_HELD,), lock="labkit.hold:")
 # Held only while the ballot is in flight; a duplicate delivery of a held answer changes nothing.
 HOLD_SQL = (
     "INSERT INTO wm_held (ballot_id, fence, base_version, base_hash, tools, received_at)\n"
@@ -76,23 +56,34 @@ class Held:
     tools: tuple[Any, ...]
 
 
-def create(conn: Connection) -> None:
+def create(conn: Connection | Store) -> None:
     """Make the hold's table if it is missing (next to the ballot store's tables). On
     PostgreSQL a session whose commits are not durable when reported (`synchronous_commit =
     off`) or a table that would not survive a crash (UNLOGGED, TEMPORARY) is refused."""
-    if backend.dialect(conn).is_postgres:
-        versions_pg.require_durable_commits(conn, "hold.create")
-    with catalog.making(conn, HELD_TABLE) as d:
+    s = store.of(conn)
+    s.pick(_CREATE_ON)(s)
+
+
+def _create_on_sqlite(s: Store) -> None:
+    with catalog.making(s, HELD_TABLE):
         pass
-    if d.is_postgres:
-        versions_pg.require_logged_tables(conn, ["wm_held"], "hold.create")
 
 
-def held(conn: Connection) -> list[Held]:
+def _create_on_postgres(s: Store) -> None:
+    versions_pg.require_durable_commits(s.conn, "hold.create")
+    with catalog.making(s, HELD_TABLE):
+        pass
+    versions_pg.require_logged_tables(s.conn, ["wm_held"], "hold.create")
+
+
+# How each backend makes the hold, side by side: PostgreSQL also refuses a session or a table
+# on which a reported commit could be lost.
+_CREATE_ON = {"sqlite": _create_on_sqlite, "postgres": _create_on_postgres}
+
+
+def held(conn: Connection | Store) -> list[Held]:
     """Every held answer, lowest fence first."""
-    d = backend.dialect(conn)
-    with d.reading(conn):
-        rows = d.execute(conn, HELD_SQL).fetchall()
+    rows = store.of(conn).fetchall(HELD_SQL)
     return [Held(b, f, base, h, tuple(json.loads(t))) for b, f, base, h, t in rows]
 
 
@@ -105,7 +96,4 @@ def frontier(head: int, answered: Iterable[int]) -> int:
     passes its check.
     """
     done = set(answered)
-    reach = head
-    while reach in done:
-        reach += 1
-    return reach
+    return rule.frontier(head, ((fence + 1, fence not in done) for fence in itertools.count(head)))

@@ -7,38 +7,39 @@ still in flight, the watermark has not moved, and its body is based on the curre
 (`labkit.catalog.versions`): one committed version, no drift. This is the core the simulator
 and the designs build on; `labkit.ballot` is its public face.
 
-`WatermarkLoop` takes a sqlite3 or a psycopg connection and picks its dialect once, when it is
-made (`labkit.backend`). Every statement of the ballot store is written here once, in SQLite's
-placeholder style; where the backends differ, both are here side by side: the tables
-(`BALLOTS`) and the form of a guarded write (`Guarded`: statements in one BEGIN IMMEDIATE on
-SQLite, one statement of data-modifying CTEs on PostgreSQL). How PostgreSQL runs them, where
-many processes share one store (decisions committed statement by statement, a lost race told
-from a failure, the connection checked when a loop opens), is in `labkit.catalog.loop_pg`.
+`WatermarkLoop` takes a sqlite3 or a psycopg connection (or a store handle, `labkit.store`) and
+picks its dialect once, when it is made. Every statement of the ballot store is written here
+once, in SQLite's placeholder style; its tables are specs, each written once for both backends
+(`BALLOTS`, from `labkit.catalog.tables`); where the backends differ, both are here side by
+side: the form of a guarded write (`Guarded`: statements in one BEGIN IMMEDIATE on SQLite, one
+statement of data-modifying CTEs on PostgreSQL) and how a loop runs a decision (`LoopOnSQLite`,
+`LoopOnPostgres`). The PostgreSQL parts of the latter, where many processes share one store
+(decisions committed statement by statement, a lost race told from a failure, the connection
+checked when a loop opens), are in `labkit.catalog.loop_pg`.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
 
 import labkit.catalog.loop_pg as loop_pg
 import labkit.catalog.rule as rule
+import labkit.catalog.tables as tables
 import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
-from labkit import backend
+from labkit import store, validation
 from labkit.backend import Connection, Dialect
 from labkit.catalog.rule import Reason
 from labkit.db import FileIdentity, WalLostError, immediate
+from labkit.store import Store
 
 # The tables a loop's promises live in (a crash must not empty any of them).
 STORE_TABLES = ["catalog_versions", "wm_store", "wm_ballots", "wm_responses"]
-SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
 # Stored as a rejected response's tools_hash when its body could not be serialised.
 INVALID_BODY_HASH = "invalid"
 # How often a decision may lose the race to other loops in a row before giving up (each loss
@@ -64,87 +65,52 @@ class Guarded:
 
     def statements(self, d: Dialect) -> tuple[str, ...]:
         """The write as `d` runs it, rendered for its driver: the guard first."""
-        if not d.is_postgres:
-            return (self.guard, *(row for _, row in self.rows))
-        *middle, (_, last) = self.rows
-        ctes = [f"guard AS ({self.guard} RETURNING 1)"]
+        return _GUARDED_ON[d.name].statements(self, d)
+
+    def bound(self, d: Dialect, parts: Sequence[tuple[Any, ...]]) -> list[tuple[str, Any]]:
+        """Each statement of the write as `d` runs it, with its parameters, from each part's
+        parameters (the guard's first)."""
+        return _GUARDED_ON[d.name].bound(self, d, parts)
+
+
+class _GuardedOnSQLite:
+    """SQLite: the guard, then each insert, inside the BEGIN IMMEDIATE its read ran in."""
+
+    @staticmethod
+    def statements(write: Guarded, d: Dialect) -> tuple[str, ...]:
+        return (write.guard, *(row for _, row in write.rows))
+
+    @staticmethod
+    def bound(write: Guarded, d: Dialect, parts: Sequence[Any]) -> list[tuple[str, Any]]:
+        return list(zip(_GuardedOnSQLite.statements(write, d), parts, strict=True))
+
+
+class _GuardedOnPostgres:
+    """PostgreSQL: one statement, the guard a data-modifying CTE that every insert selects
+    FROM, taking every part's parameters in order."""
+
+    @staticmethod
+    def statements(write: Guarded, d: Dialect) -> tuple[str, ...]:
+        *middle, (_, last) = write.rows
+        ctes = [f"guard AS ({write.guard} RETURNING 1)"]
         ctes += [f"{name} AS ({row} FROM guard)" for name, row in middle]
         return (d.sql("WITH " + ",\n".join(ctes) + f"\n{last} FROM guard"),)
 
+    @staticmethod
+    def bound(write: Guarded, d: Dialect, parts: Sequence[Any]) -> list[tuple[str, Any]]:
+        (one,) = _GuardedOnPostgres.statements(write, d)
+        return [(one, tuple(chain.from_iterable(parts)))]
 
-_BALLOT_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS wm_ballots_inflight ON wm_ballots (ballot_id)\n"
-    "    WHERE status = 'inflight'",
-    "CREATE UNIQUE INDEX IF NOT EXISTS wm_responses_one_commit ON wm_responses (ballot_id)\n"
-    "    WHERE committed = 1",
-)
+
+_GUARDED_ON: dict[str, type[_GuardedOnSQLite | _GuardedOnPostgres]] = {
+    "sqlite": _GuardedOnSQLite,
+    "postgres": _GuardedOnPostgres,
+}
+
+
+# The ballot store's tables (specs, `labkit.catalog.tables`, with their indexes).
 BALLOTS = catalog.Schema(
-    sqlite=(
-        """CREATE TABLE IF NOT EXISTS wm_store (
-    id          INTEGER PRIMARY KEY CHECK (id = 1),
-    next_ballot INTEGER NOT NULL
-)""",
-        """CREATE TABLE IF NOT EXISTS wm_ballots (
-    ballot_id          INTEGER PRIMARY KEY,
-    observed_watermark INTEGER NOT NULL,
-    base_version       INTEGER NOT NULL,
-    replay_of          INTEGER,
-    status             TEXT    NOT NULL
-        CHECK (status IN ('inflight', 'committed', 'rejected', 'abandoned')),
-    reason             TEXT,
-    reserved_at        REAL    NOT NULL,
-    decided_at         REAL
-)""",
-        """CREATE TABLE IF NOT EXISTS wm_responses (
-    seq                INTEGER PRIMARY KEY AUTOINCREMENT,
-    ballot_id          INTEGER NOT NULL,
-    observed_watermark INTEGER NOT NULL,
-    base_version       INTEGER NOT NULL,
-    tools_hash         TEXT    NOT NULL,
-    committed          INTEGER NOT NULL CHECK (committed IN (0, 1)),
-    reason             TEXT,
-    received_at        REAL    NOT NULL
-)""",
-        *_BALLOT_INDEXES,
-    ),
-    postgres=versions_pg.Tables(
-        ddl=(
-            """CREATE TABLE IF NOT EXISTS wm_store (
-    id          integer PRIMARY KEY CHECK (id = 1),
-    next_ballot bigint  NOT NULL
-)""",
-            """CREATE TABLE IF NOT EXISTS wm_ballots (
-    ballot_id          bigint PRIMARY KEY,
-    observed_watermark bigint NOT NULL,
-    base_version       bigint NOT NULL,
-    replay_of          bigint,
-    status             text   NOT NULL
-        CHECK (status IN ('inflight', 'committed', 'rejected', 'abandoned')),
-    reason             text,
-    reserved_at        double precision NOT NULL,
-    decided_at         double precision
-)""",
-            """CREATE TABLE IF NOT EXISTS wm_responses (
-    seq                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    ballot_id          bigint NOT NULL,
-    observed_watermark bigint NOT NULL,
-    base_version       bigint NOT NULL,
-    tools_hash         text   NOT NULL,
-    committed          smallint NOT NULL CHECK (committed IN (0, 1)),
-    reason             text,
-    received_at        double precision NOT NULL
-)""",
-            *_BALLOT_INDEXES,
-        ),
-        names=(
-            "wm_store",
-            "wm_ballots",
-            "wm_ballots_inflight",
-            "wm_responses",
-            "wm_responses_one_commit",
-        ),
-        lock="labkit.wm:",
-    ),
+    (tables.WM_STORE, tables.WM_BALLOTS, tables.WM_RESPONSES), lock="labkit.wm:"
 )
 STORE_INIT_SQL = "INSERT INTO wm_store (id, next_ballot) VALUES (1, 1) ON CONFLICT (id) DO NOTHING"
 INFLIGHT_SQL = (
@@ -237,6 +203,11 @@ class Ballot:
         """One line for a reader: `ballot 3 (fence 2, base v2)`."""
         return f"ballot {self.ballot_id} (fence {self.watermark}, base v{self.base_version})"
 
+    def answer(self, tools: Sequence[Any], updated_at: float | None = None) -> Response:
+        """The response that answers this ballot with `tools`: its id, the fence it observed
+        and the version it read, as a planner echoes them back."""
+        return Response(self.ballot_id, self.watermark, self.base_version, tools, updated_at)
+
 
 @dataclass(frozen=True)
 class Response:
@@ -268,12 +239,12 @@ class Outcome:
 
 def _ballot_id(value: Any, where: str) -> int:
     """A ballot id handed to `where` by a caller: an int in range, else `TypeError`."""
-    return backend.int_arg(value, f"{where}: ballot_id")
+    return validation.int_arg(value, f"{where}: ballot_id")
 
 
 def _fence_int(response: Response, name: str) -> int:
     """One of the three fence fields as a Python int in SQLite's range, or `ResponseError`."""
-    return backend.int_arg(
+    return validation.int_arg(
         getattr(response, name),
         f"response {name}",
         wrong_type=ResponseError,
@@ -291,11 +262,7 @@ def check_envelope(response: Response) -> tuple[int, int, int]:
         _fence_int(response, "observed_watermark"),
         _fence_int(response, "base_version"),
     )
-    stamp = response.updated_at
-    if stamp is not None and (
-        isinstance(stamp, bool) or not isinstance(stamp, numbers.Real) or not math.isfinite(stamp)
-    ):
-        raise ResponseError(f"response updated_at must be None or a finite number, got {stamp!r}")
+    validation.stamp_arg(response.updated_at, "response updated_at", error=ResponseError)
     return fence
 
 
@@ -309,13 +276,85 @@ def tools_body(tools: Any) -> tuple[str, None] | tuple[None, str]:
         return None, f"response tools are not storable as standard JSON: {exc}"
 
 
-class WatermarkLoop:
-    """The safe design: reserve a ballot, then commit its response only if it still owns the watermark.
+class LoopOnSQLite:
+    """How a loop runs on SQLite, where one writer at a time holds the file: each decision is one
+    BEGIN IMMEDIATE transaction on the file the loop opened (refused if it was deleted or
+    replaced since), so nothing interleaves and a guard always matches."""
 
-    `window=1` is the single in-flight baseline; `window > 1` pipelines up to `window` ballots,
-    each fenced by the watermark it observed (once one commits, the rest are stale). State
+    # A response is decided from a read, inside the transaction that writes it.
+    commits_first = False
+
+    def __init__(self, s: Store) -> None:
+        self.conn = s.conn
+        self.identity = FileIdentity.of(s.conn)  # the file opened, checked before every write
+
+    def opened(self) -> None:
+        """Nothing more to check once the schema is made."""
+
+    @contextmanager
+    def deciding(self) -> Iterator[Any]:
+        try:
+            with immediate(self.conn):
+                if self.identity is not None:
+                    self.identity.check()
+                yield self.conn
+        except WalLostError:
+            FileIdentity.rescue(self.conn)  # the commits already reported, into the main file
+            raise
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        return self.deciding()
+
+    @staticmethod
+    def lost_race(exc: BaseException) -> bool:
+        """Nothing SQLite raises means another loop got there first."""
+        return False
+
+
+class LoopOnPostgres:
+    """How a loop runs on PostgreSQL, where many processes share one store: each statement
+    commits on its own and a write's guard catches a race (`labkit.catalog.loop_pg`). Opening
+    refuses a connection the loop cannot keep its promises on, and tables a crash would empty."""
+
+    # A response that asks to commit is first tried as the guarded write, before any read: the
+    # guard and the log's keys let it land only when the read would decide "commit" (`COMMIT`).
+    commits_first = True
+
+    def __init__(self, s: Store) -> None:
+        self.conn = s.conn
+        loop_pg.check_connection(s.conn)
+
+    def opened(self) -> None:
+        versions_pg.require_logged_tables(self.conn, STORE_TABLES, "WatermarkLoop")
+
+    def deciding(self) -> AbstractContextManager[Any]:
+        return loop_pg.deciding(self.conn)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        with loop_pg.deciding(self.conn) as conn, conn.transaction():
+            yield conn
+
+    lost_race = staticmethod(loop_pg.lost_race)
+
+
+_LOOP_ON: dict[str, type[LoopOnSQLite | LoopOnPostgres]] = {
+    "sqlite": LoopOnSQLite,
+    "postgres": LoopOnPostgres,
+}
+
+
+class WatermarkLoop:
+    """The safe design: reserve a ballot, then commit its response only if it still owns the
+    watermark.
+
+    `window=1` is the single in-flight baseline (`ballot`); `window > 1` hedges (`fenced`, shown
+    as "hedged ballots"): up to `window` ballots in flight, all reserved on the same head, each
+    fenced by the watermark it observed (once one commits, the rest are stale); ballots on
+    successive versions are `labkit.catalog.pipeline` (`pipelined`). State
     lives entirely in the database, so a new loop over the same database resumes where one died.
-    `conn` is a sqlite3 connection or a psycopg one (PostgreSQL at READ COMMITTED, no
+    `conn` is a sqlite3 connection or a psycopg one, or a `labkit.store.Store` around one; the
+    loop's handle is `store` (PostgreSQL at READ COMMITTED, no
     transaction open, both checked when the loop opens: many loops in many processes may share
     one store, each write guarded, see `labkit.catalog.loop_pg`). `lost_races` counts the reserves
     and decisions this loop had to redo after another loop got there first;
@@ -327,66 +366,47 @@ class WatermarkLoop:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: Connection | Store,
         window: int = 1,
         *,
         clock: Callable[[], float] = time.time,
         genesis_tools: Sequence[Any] = (),
     ) -> None:
-        window = backend.int_arg(window, "window", low=1)
-        self.conn = conn
+        window = validation.int_arg(window, "window", low=1)
+        self.store = s = store.of(conn)
+        self.conn = s.conn
         self.window = window
         self.clock = clock
-        self._d = backend.dialect(conn)
-        if self._d.is_postgres:
-            loop_pg.check_connection(conn)
+        self._d = s.dialect
+        # This backend's way of running a decision: it checks the connection (PostgreSQL) or
+        # notes the file (SQLite) now.
+        self._on: LoopOnSQLite | LoopOnPostgres = s.pick(_LOOP_ON)(s)
         # Reserves and decisions whose guarded write found that what they read had changed
         # (another loop got there first), so they read and decided again.
         self.lost_races = 0
         # PostgreSQL: commits tried before reading that did not land (the read then decided).
         self.commit_first_misses = 0
-        # SQLite: the file this loop opened, checked before every write.
-        self._identity = None if self._d.is_postgres else FileIdentity.of(conn)
-        BALLOTS.require_own(conn)  # a foreign ballot table: refused before the catalog is made
-        catalog.create_schema(conn, genesis_tools, now=clock())
-        catalog.verify(conn)
-        with catalog.making(conn, BALLOTS) as d:
-            d.execute(conn, STORE_INIT_SQL)
-        if self._d.is_postgres:
-            versions_pg.require_logged_tables(conn, STORE_TABLES, "WatermarkLoop")
+        BALLOTS.require_own(s)  # a foreign ballot table: refused before the catalog is made
+        catalog.create_schema(s, genesis_tools, now=clock())
+        catalog.verify(s)
+        with catalog.making(s, BALLOTS):
+            s.execute(STORE_INIT_SQL)
+        self._on.opened()
 
-    @contextmanager
-    def _deciding(self) -> Iterator[Connection]:
+    def _deciding(self) -> AbstractContextManager[Any]:
         """One read-decide-write. SQLite: one BEGIN IMMEDIATE transaction on the file this loop
         opened (refused if it was deleted/replaced), so nothing interleaves. PostgreSQL: each
         statement commits on its own and the write's guard catches a race
         (`loop_pg.deciding`)."""
-        if self._d.is_postgres:
-            with loop_pg.deciding(self.conn):
-                yield self.conn
-            return
-        try:
-            with immediate(self.conn):
-                if self._identity is not None:
-                    self._identity.check()
-                yield self.conn
-        except WalLostError:
-            FileIdentity.rescue(self.conn)  # the commits already reported, into the main file
-            raise
+        return self._on.deciding()
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> AbstractContextManager[Any]:
         """One durable transaction on this store, committed when the block ends and rolled back
         whole on an error: `_deciding` on SQLite (BEGIN IMMEDIATE on the file this loop
         opened); on PostgreSQL a transaction of its own on a connection with none open. What a
         protocol step of more than one write runs in (`labkit.catalog.pipeline`), so a crash
         keeps all of the step or none of it."""
-        with self._deciding() as conn:
-            if not self._d.is_postgres:
-                yield conn
-                return
-            with conn.transaction():
-                yield conn
+        return self._on.transaction()
 
     def _try(self, attempt: Callable[[], T | None]) -> T | None:
         """Run `attempt` (read, decide, guarded write) once. None if its guard matched nothing
@@ -395,7 +415,7 @@ class WatermarkLoop:
             with self._deciding():
                 return attempt()
         except Exception as exc:
-            if not (self._d.is_postgres and loop_pg.lost_race(exc)):
+            if not self._on.lost_race(exc):
                 raise
             return None
 
@@ -414,10 +434,7 @@ class WatermarkLoop:
     def _write(self, write: Guarded, *parts: tuple[Any, ...]) -> bool:
         """Run one guarded write with each part's parameters (the guard's first), as this
         backend runs it. Returns False, having written nothing, if the guard matched no row."""
-        statements = write.statements(self._d)
-        if self._d.is_postgres:  # one statement, taking every part's parameters in order
-            parts = (tuple(chain.from_iterable(parts)),)
-        (guard, guard_params), *rest = zip(statements, parts, strict=True)
+        (guard, guard_params), *rest = write.bound(self._d, parts)
         if self.conn.execute(guard, guard_params).rowcount == 0:
             return False
         for statement, params in rest:
@@ -431,13 +448,11 @@ class WatermarkLoop:
 
     def head_version(self) -> int:
         """The committed version: the catalog head, which is also the watermark."""
-        return catalog.head(self.conn)
+        return catalog.head(self.store)
 
     def inflight(self) -> list[Ballot]:
         """Ballots reserved and not yet decided or abandoned, oldest first."""
-        with self._d.reading(self.conn):
-            rows = self._d.execute(self.conn, INFLIGHT_SQL).fetchall()
-        return [Ballot(*row) for row in rows]
+        return [Ballot(*row) for row in self.store.fetchall(INFLIGHT_SQL)]
 
     def reserve(self, *, replay_of: int | None = None, ahead: int = 0) -> Ballot:
         """Persist a new in-flight ballot and the next ballot id, then return it.
@@ -446,10 +461,10 @@ class WatermarkLoop:
         pipelined loop reserves `ahead` = k for the tick its k-th predecessor will make room
         for. Raises `WindowFullError` if `window` ballots are already in flight.
         """
-        ahead = backend.int_arg(ahead, "reserve(): ahead", low=0)
+        ahead = validation.int_arg(ahead, "reserve(): ahead", low=0)
 
         def attempt() -> Ballot | None:
-            count, ballot_id, head = self._d.execute(self.conn, RESERVE_READ_SQL).fetchone()
+            count, ballot_id, head = self.store.execute(RESERVE_READ_SQL).fetchone()
             if count >= self.window:
                 raise WindowFullError(self.window, [b.ballot_id for b in self.inflight()])
             watermark = catalog.head_of(head) + ahead
@@ -464,7 +479,7 @@ class WatermarkLoop:
 
     def _decision_read(self, ballot_id: int) -> tuple[int, int | None]:
         """The head and the ballot's fence (None unless it is in flight), in one read."""
-        head, fence = self._d.execute(self.conn, DECISION_READ_SQL, (ballot_id,)).fetchone()
+        head, fence = self.store.execute(DECISION_READ_SQL, (ballot_id,)).fetchone()
         return catalog.head_of(head), None if fence is None else int(fence)
 
     def checks(self, response: Response) -> rule.Checks:
@@ -474,7 +489,7 @@ class WatermarkLoop:
         `base_current`: the body is based on the head. Malformed fields raise `ResponseError`.
         """
         ballot_id, observed, base = check_envelope(response)
-        with self._d.reading(self.conn):
+        with self.store.reading():
             head, fence = self._decision_read(ballot_id)
         return rule.check(fence, observed, base, head)
 
@@ -500,7 +515,7 @@ class WatermarkLoop:
         ballot_id, observed, base = check_envelope(response)
         body, problem = tools_body(response.tools)
         now = self.clock()
-        if self._d.is_postgres and body is not None and observed == base < SQLITE_INT_MAX:
+        if self._on.commits_first and body is not None and observed == base < validation.INT64_MAX:
             # PostgreSQL: try the commit this response asks for before reading anything. Its
             # guard and the log's keys only let it land when the read below would decide
             # "commit" (see `COMMIT`); when it does not land, nothing was written.
@@ -511,9 +526,9 @@ class WatermarkLoop:
         def attempt() -> Outcome | None:
             current, fence = self._decision_read(ballot_id)
             verdict = rule.check(fence, observed, base, current)
-            if verdict.reason is None and body is None:
-                raise ResponseError(f"ballot {ballot_id}: {problem}")
             if verdict.reason is None:
+                if body is None:
+                    raise ResponseError(f"ballot {ballot_id}: {problem}")
                 if not self.commit_write(ballot_id, observed, body, now):
                     return None
                 return Outcome(ballot_id, True, None, observed + 1)
@@ -524,7 +539,7 @@ class WatermarkLoop:
                 if not self._write(DECIDE, decision, answer):
                     return None
             else:
-                self._d.execute(self.conn, RESPONSE_SQL, answer)
+                self.store.execute(RESPONSE_SQL, answer)
             return Outcome(ballot_id, False, verdict.reason, current)
 
         return self._decide(attempt)
@@ -538,9 +553,7 @@ class WatermarkLoop:
         body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
         now = self.clock()
         with self._deciding():
-            self._d.execute(
-                self.conn, RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, now)
-            )
+            self.store.execute(RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, now))
 
     def commit_write(self, ballot_id: int, fence: int, body: str, now: float) -> bool:
         """The guarded write of version `fence` + 1 with `body`, for a ballot whose fence, echo
@@ -559,7 +572,7 @@ class WatermarkLoop:
         """
         ballot_id = _ballot_id(ballot_id, "abandon()")
         with self._deciding():
-            cur = self._d.execute(self.conn, ABANDON_SQL, (self.clock(), ballot_id))
+            cur = self.store.execute(ABANDON_SQL, (self.clock(), ballot_id))
         return cur.rowcount == 1
 
     def replay(self, old: Outcome | Ballot | int) -> Ballot:

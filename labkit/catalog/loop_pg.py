@@ -31,7 +31,7 @@ commits.
 
 Consequences worth knowing. A reserve may return a ballot whose fence a commit passed between
 its read and its write (nothing the reserve writes says otherwise): safe, the ballot is
-refused as stale, but its planner call is wasted; the old design's store lock prevented that
+refused as stale, but its planner call is wasted; a lock on the whole store would prevent that
 at the price of every worker waiting for every decision. `wm_responses.seq` numbers inserts,
 not decisions: on PostgreSQL two decisions may commit in the other order, and a refused write
 leaves a gap. A commit tried before the read (`WatermarkLoop.apply`) that is refused shows in

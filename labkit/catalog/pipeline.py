@@ -1,4 +1,4 @@
-"""The pipelined loop: up to W ballots in flight on fences head, head+1, ..., each step one transaction.
+"""The pipelined loop: up to W ballots in flight on fences head, head+1, ...; a step, a transaction.
 
 Ballot k of a full window is fenced at head + k: it may only commit once the head has reached
 that fence, and only if its body is built on the version that is there. The planner promises to
@@ -30,6 +30,7 @@ from typing import Any
 import labkit.catalog.hold as hold
 import labkit.catalog.rule as rule
 import labkit.catalog.versions as catalog
+from labkit import store
 from labkit.backend import Connection
 from labkit.catalog.loop import (
     ABANDON_SQL,
@@ -85,16 +86,18 @@ class PipelinedLoop:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: Connection | store.Store,
         window: int,
         *,
         clock: Callable[[], float] = time.time,
         genesis_tools: Sequence[Any] = (),
     ) -> None:
-        hold.HELD_TABLE.require_own(conn)  # a foreign hold: refused before anything is made
-        self.base = WatermarkLoop(conn, window, clock=clock, genesis_tools=genesis_tools)
-        self.conn = conn
-        hold.create(conn)
+        s = store.of(conn)
+        hold.HELD_TABLE.require_own(s)  # a foreign hold: refused before anything is made
+        self.base = WatermarkLoop(s, window, clock=clock, genesis_tools=genesis_tools)
+        self.store = s
+        self.conn = s.conn
+        hold.create(s)
         self.repaired = self.repair()
 
     # --- reads --------------------------------------------------------------------------------
@@ -109,7 +112,7 @@ class PipelinedLoop:
 
     def held(self) -> list[hold.Held]:
         """Every held answer, lowest fence first."""
-        return hold.held(self.conn)
+        return hold.held(self.store)
 
     def ready(self) -> Response | None:
         """The held answer on the head's fence, as the response `answer` decides (None: the
@@ -151,10 +154,10 @@ class PipelinedLoop:
         ballot_id, observed, base = check_envelope(response)
         body, problem = tools_body(response.tools)
         at = self.base.clock() if now is None else now
-        d = self.base.dialect
-        with self.base.transaction() as conn:
-            head, head_hash = d.execute(conn, HEAD_HASH_SQL).fetchone()
-            _, fence = d.execute(conn, DECISION_READ_SQL, (ballot_id,)).fetchone()
+        s = self.store
+        with self.base.transaction():
+            head, head_hash = s.execute(HEAD_HASH_SQL).fetchone()
+            _, fence = s.execute(DECISION_READ_SQL, (ballot_id,)).fetchone()
             fence = None if fence is None else int(fence)
             if fence is not None and fence > head:
                 early = rule.check(fence, observed, base, fence)
@@ -163,7 +166,7 @@ class PipelinedLoop:
                         raise ResponseError(f"ballot {ballot_id}: {problem}")
                     return self._hold(response, fence, body, at, head)
             if fence == head and body is not None:
-                kept = d.execute(conn, HELD_ONE_SQL, (ballot_id,)).fetchone()
+                kept = s.execute(HELD_ONE_SQL, (ballot_id,)).fetchone()
                 if kept is not None and tuple(kept) != (base, response.base_hash, body):
                     return self._refuse_second(response, body, at, head)  # the held one decides
             verdict = rule.check(fence, observed, base, head)
@@ -175,25 +178,25 @@ class PipelinedLoop:
                     raise ResponseError(f"ballot {ballot_id}: {problem}")
                 if not self.base.commit_write(ballot_id, head, body, at):
                     raise RuntimeError(f"ballot {ballot_id}: the commit's guard matched nothing")
-                d.execute(conn, DROP_STALE_HOLDS_SQL)
+                s.execute(DROP_STALE_HOLDS_SQL)
                 return Step(True, None, head + 1)
             body_hash = INVALID_BODY_HASH if body is None else catalog.json_hash(body)
-            d.execute(conn, RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, at))
+            s.execute(RESPONSE_SQL, (ballot_id, observed, base, body_hash, 0, reason, at))
             if fence is None:
                 return Step(False, reason, head)
             if verdict.fenced_out:  # recorded as the rule's decision, as `apply` records it
-                d.execute(conn, DECIDE_SQL, ("rejected", reason, at, ballot_id))
+                s.execute(DECIDE_SQL, ("rejected", reason, at, ballot_id))
             else:
-                d.execute(conn, ABANDON_SQL, (at, ballot_id))
+                s.execute(ABANDON_SQL, (at, ballot_id))
             return Step(False, reason, head, (ballot_id, *self._flush(fence, at)))
 
     def _hold(self, response: Response, fence: int, body: str, at: float, head: int) -> Step:
         """Inside `answer`'s transaction: store an early answer, or say why it is not stored."""
-        d, conn = self.base.dialect, self.conn
+        s = self.store
         params = (response.ballot_id, fence, response.base_version, response.base_hash, body, at)
-        if d.execute(conn, hold.HOLD_SQL, (*params, response.ballot_id)).rowcount == 1:
+        if s.execute(hold.HOLD_SQL, (*params, response.ballot_id)).rowcount == 1:
             return Step(False, HELD, head)
-        first = tuple(d.execute(conn, HELD_ONE_SQL, (response.ballot_id,)).fetchone())
+        first = tuple(s.execute(HELD_ONE_SQL, (response.ballot_id,)).fetchone())
         if first == (response.base_version, response.base_hash, body):
             return Step(False, HELD, head)  # the held answer delivered again
         return self._refuse_second(response, body, at, head)
@@ -203,28 +206,28 @@ class PipelinedLoop:
         held is logged as refused; the held one stays, and decides the ballot."""
         row = (response.ballot_id, response.observed_watermark, response.base_version)
         params = (*row, catalog.json_hash(body), 0, ALREADY_HELD, at)
-        self.base.dialect.execute(self.conn, RESPONSE_SQL, params)
+        self.store.execute(RESPONSE_SQL, params)
         return Step(False, ALREADY_HELD, head)
 
     def _flush(self, fence: int, at: float) -> list[int]:
         """Inside a step's transaction: every ballot in flight above `fence` leaves flight, and
         held answers whose ballot left flight are dropped. The flushed ids, in fence order."""
-        d, conn = self.base.dialect, self.conn
-        above = [b for b, f in d.execute(conn, FENCES_SQL).fetchall() if f > fence]
-        d.executemany(conn, ABANDON_SQL, [(at, b) for b in above])
-        d.execute(conn, DROP_STALE_HOLDS_SQL)
+        s = self.store
+        above = [b for b, f in s.execute(FENCES_SQL).fetchall() if f > fence]
+        s.executemany(ABANDON_SQL, [(at, b) for b in above])
+        s.execute(DROP_STALE_HOLDS_SQL)
         return above
 
     def give_up(self, ballot_id: int) -> tuple[int, ...]:
         """Give up a ballot still awaited (its answer is neither in nor held), in one
         transaction: it and every ballot above it leave flight. Their ids, to replay in this
         order; () if the ballot is not in flight or its answer is held."""
-        d, at = self.base.dialect, self.base.clock()
-        with self.base.transaction() as conn:
-            _, fence = d.execute(conn, DECISION_READ_SQL, (ballot_id,)).fetchone()
-            if fence is None or d.execute(conn, HELD_ONE_SQL, (ballot_id,)).fetchone():
+        s, at = self.store, self.base.clock()
+        with self.base.transaction():
+            _, fence = s.execute(DECISION_READ_SQL, (ballot_id,)).fetchone()
+            if fence is None or s.execute(HELD_ONE_SQL, (ballot_id,)).fetchone():
                 return ()
-            d.execute(conn, ABANDON_SQL, (at, ballot_id))
+            s.execute(ABANDON_SQL, (at, ballot_id))
             return (ballot_id, *self._flush(int(fence), at))
 
     def repair(self) -> tuple[int, ...]:
@@ -232,12 +235,12 @@ class PipelinedLoop:
         fence another ballot already holds, or above a fence with none, leave flight, and held
         answers whose ballot is not in flight on their fence are dropped. The ids that left
         flight, in fence order (their ticks are to be replayed); () on a sound store."""
-        d, at = self.base.dialect, self.base.clock()
-        with self.base.transaction() as conn:
-            (head,) = d.execute(conn, catalog.HEAD_SQL).fetchone()
+        s, at = self.store, self.base.clock()
+        with self.base.transaction():
+            (head,) = s.execute(catalog.HEAD_SQL).fetchone()
             head = catalog.head_of(head)
             gone, expected, chain = [], head, True
-            for ballot_id, fence in d.execute(conn, FENCES_SQL).fetchall():
+            for ballot_id, fence in s.execute(FENCES_SQL).fetchall():
                 # Below the head it can never commit; past a gap or a second ballot on one
                 # fence, it was built on an answer that may never be the head.
                 if fence < head or not chain or fence != expected:
@@ -245,6 +248,6 @@ class PipelinedLoop:
                     chain = chain and fence < head
                 else:
                     expected += 1
-            d.executemany(conn, ABANDON_SQL, [(at, b) for b in gone])
-            d.execute(conn, DROP_STALE_HOLDS_SQL)
+            s.executemany(ABANDON_SQL, [(at, b) for b in gone])
+            s.execute(DROP_STALE_HOLDS_SQL)
         return tuple(gone)

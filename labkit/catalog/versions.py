@@ -3,30 +3,33 @@
 Version 0 is the genesis record. The head (largest version) *is* the committed watermark:
 there is no second counter that could drift from it. `CatalogReader` is the independent
 reader that remembers the last head it saw and refuses to accept a head that fell.
-Every function takes a sqlite3 or a psycopg connection and picks its dialect when it is entered
-(`labkit.backend`). Every statement is written here once, in SQLite's placeholder style; where
-the backends differ, both are here side by side (the tables, the reader's row lock), and what
-only PostgreSQL does around them (the schema lock, the key added to old logs) is in
-`labkit.catalog.versions_pg`. Every store's schema is made by `making`, which first refuses a
-table of one of the store's names that is someone else's (`require_columns`).
+Every function takes a sqlite3 or a psycopg connection, or a store handle (`labkit.store`), and
+wraps a connection once. Every statement is written here once, in SQLite's placeholder style;
+where the backends differ, both are here side by side (the tables, how a schema is made and
+checked, the reader's row lock), and what only PostgreSQL does around them (the schema lock,
+the key added to old logs) is in `labkit.catalog.versions_pg`. Every store's schema is made by
+`making`, which first refuses a table of one of the store's names that is someone else's
+(`require_columns`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import labkit.catalog.tables as tables
 import labkit.catalog.versions_pg as versions_pg
-from labkit import backend
-from labkit.backend import Connection, Dialect
+from labkit import store, validation
+from labkit.backend import Connection
 from labkit.db import immediate
+from labkit.schema import Table
+from labkit.store import Store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,18 +37,29 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Schema:
-    """A store's tables and indexes on each backend, side by side (`making` makes them, and
-    refuses a table of the same name that is already there with other columns)."""
+    """A store's tables (specs, `labkit.catalog.tables`: each renders both backends' DDL, its
+    indexes' too) and the key of the lock PostgreSQL makes them under. `making` makes them, and
+    refuses a table of the same name that is already there with other columns; on PostgreSQL
+    it then runs `upgrade`, if any, on a store an older labkit made."""
 
-    sqlite: tuple[str, ...]
-    postgres: versions_pg.Tables
+    tables: tuple[Table, ...]
+    lock: str
+    upgrade: Callable[[Any], None] | None = None
 
-    def require_own(self, conn: Connection) -> None:
+    def ddl(self, s: Store) -> tuple[str, ...]:
+        """The statements that make these tables on `s`'s backend, each table's indexes after it."""
+        return tuple(statement for t in self.tables for statement in t.statements(s.name))
+
+    def names(self, s: Store) -> tuple[str, ...]:
+        """Every table and index the statements make on `s`'s backend."""
+        return tuple(name for t in self.tables for name in t.names(s.name))
+
+    def require_own(self, conn: Connection | Store) -> None:
         """`require_columns` for these tables alone, read-only: what a store opening several
         schemas checks first, so a foreign table is refused before anything is made."""
-        d = backend.dialect(conn)
-        with d.reading(conn):
-            require_columns(conn, self.postgres.ddl if d.is_postgres else self.sqlite)
+        s = store.of(conn)
+        with s.reading():
+            require_columns(s, self.tables)
 
 
 class ForeignTableError(RuntimeError):
@@ -63,61 +77,15 @@ PG_COLUMNS_SQL = (
 )
 # Every SQLite table and the text of the statement that made it (kept without IF NOT EXISTS).
 SQLITE_TABLES_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
-_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+) \((.*)\)\s*\Z", re.DOTALL)
-# What a table's definition may list besides columns.
-_TABLE_CONSTRAINTS = frozenset({"CHECK", "CONSTRAINT", "EXCLUDE", "FOREIGN", "PRIMARY", "UNIQUE"})
 
-
-READER_TABLE = """CREATE TABLE IF NOT EXISTS catalog_reader_state (
-    reader    TEXT    PRIMARY KEY,
-    last_seen INTEGER NOT NULL
-)"""
-READER = Schema(
-    sqlite=(READER_TABLE,),
-    postgres=versions_pg.Tables(
-        ddl=(
-            """CREATE TABLE IF NOT EXISTS catalog_reader_state (
-    reader    text   PRIMARY KEY,
-    last_seen bigint NOT NULL
-)""",
-        ),
-        names=("catalog_reader_state",),
-        lock="labkit.catalog.versions:",
-    ),
-)
+READER = Schema((tables.CATALOG_READER_STATE,), lock="labkit.catalog.versions:")
+# The reader's table on SQLite, made by one statement of its own (`CatalogReader`).
+READER_TABLE = tables.CATALOG_READER_STATE.ddl("sqlite")
+# PostgreSQL also gives a log made before the base's key that key (`versions_pg.add_base_key`).
 CATALOG = Schema(
-    sqlite=(
-        """CREATE TABLE IF NOT EXISTS catalog_versions (
-    version      INTEGER PRIMARY KEY CHECK (version >= 0),
-    tools        TEXT    NOT NULL,
-    tools_hash   TEXT    NOT NULL,
-    ballot_id    INTEGER UNIQUE,
-    base_version INTEGER,
-    committed_at REAL    NOT NULL,
-    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
-        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
-)""",
-        READER_TABLE,
-    ),
-    # PostgreSQL's log also refuses a version whose base is missing: a commit tried before any
-    # read relies on it (`labkit.catalog.loop.COMMIT`).
-    postgres=versions_pg.LogTables(
-        ddl=(
-            f"""CREATE TABLE IF NOT EXISTS catalog_versions (
-    version      bigint PRIMARY KEY CHECK (version >= 0),
-    tools        text   NOT NULL,
-    tools_hash   text   NOT NULL,
-    ballot_id    bigint UNIQUE,
-    base_version bigint CONSTRAINT {versions_pg.BASE_KEY} REFERENCES catalog_versions (version),
-    committed_at double precision NOT NULL,
-    CHECK ((version = 0 AND base_version IS NULL AND ballot_id IS NULL)
-        OR (version > 0 AND base_version = version - 1 AND ballot_id IS NOT NULL))
-)""",
-            *READER.postgres.ddl,
-        ),
-        names=("catalog_versions", *READER.postgres.names),
-        lock=READER.postgres.lock,
-    ),
+    (tables.CATALOG_VERSIONS, tables.CATALOG_READER_STATE),
+    lock=READER.lock,
+    upgrade=versions_pg.add_base_key,
 )
 # Every insert is written INSERT ... SELECT, so that a guarded write (`labkit.catalog.loop`)
 # can make it select FROM its guard.
@@ -181,118 +149,126 @@ def tools_hash(tools: Sequence[Any]) -> str:
 
 
 def json_hash(text: str) -> str:
-    """SHA-256 of a body already in canonical JSON (`tools_json`): `tools_hash` without re-encoding."""
+    """SHA-256 of a body already in canonical JSON (`tools_json`): `tools_hash`, not re-encoded."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @contextmanager
-def making(conn: Connection, schema: Schema) -> Iterator[Dialect]:
-    """One write transaction that makes `schema` if it is missing; it yields the connection's
-    dialect, for the caller to add its first rows with. SQLite: BEGIN IMMEDIATE, and its DDL
-    says IF NOT EXISTS. PostgreSQL: under the schema's lock, and no DDL at all on a store that
-    is there (`versions_pg.Tables`)."""
-    d = backend.dialect(conn)
-    if d.is_postgres:
-        with conn.transaction():
-            require_columns(conn, schema.postgres.ddl)
-            schema.postgres.make(conn)
-            yield d
-        return
-    with immediate(conn):
-        require_columns(conn, schema.sqlite)
-        for statement in schema.sqlite:
-            conn.execute(statement)
-        yield d
+def making(conn: Connection | Store, schema: Schema) -> Iterator[Store]:
+    """One write transaction that makes `schema` if it is missing; it yields the store handle,
+    for the caller to add its first rows with. SQLite: BEGIN IMMEDIATE, and its DDL says IF NOT
+    EXISTS. PostgreSQL: under the schema's lock, and no DDL at all on a store that is there
+    (`versions_pg.make`)."""
+    s = store.of(conn)
+    with s.pick(_SCHEMAS_ON).making(s, schema):
+        yield s
 
 
-@dataclass(frozen=True)
-class Declared:
-    """What one `CREATE TABLE IF NOT EXISTS` statement makes: the table, its columns, and the
-    statement's text as SQLite keeps it in `sqlite_master` once it made the table."""
+class _SchemasOnSQLite:
+    """How SQLite makes a store's schema and reads what a database already has."""
 
-    table: str
-    columns: tuple[str, ...]
-    kept_as: str
+    @staticmethod
+    @contextmanager
+    def making(s: Store, schema: Schema) -> Iterator[None]:
+        """BEGIN IMMEDIATE, then the DDL (IF NOT EXISTS)."""
+        with immediate(s.conn):
+            require_columns(s, schema.tables)
+            for statement in schema.ddl(s):
+                s.conn.execute(statement)
+            yield
 
+    @staticmethod
+    def columns(s: Store, specs: Sequence[Table]) -> list[tuple[str, str]]:
+        """(table, column) of each table of `specs` that is there, made by other text: one
+        read of the table list, where a table made by its very statement passes."""
+        kept = {name.lower(): sql for name, sql in s.conn.execute(SQLITE_TABLES_SQL)}
+        others = [t.name for t in specs if kept.get(t.name.lower()) not in (None, _kept_as(t))]
+        return [row for t in others for row in s.conn.execute(SQLITE_COLUMNS_SQL, (t, t))]
 
-@lru_cache(maxsize=64)
-def declared(statement: str) -> Declared | None:
-    """The table a `CREATE TABLE IF NOT EXISTS` statement makes and the columns it declares,
-    read from the statement itself so the two cannot drift apart; None for other DDL."""
-    found = _CREATE_TABLE.match(statement)
-    if found is None:
-        return None
-    items, depth, quoted, start = [], 0, False, 0
-    body = found.group(2)
-    for i, ch in enumerate(body):
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch in "()":
-            depth += 1 if ch == "(" else -1
-        elif not quoted and ch == "," and depth == 0:
-            items.append(body[start:i])
-            start = i + 1
-    items.append(body[start:])
-    names = (item.split()[0] for item in items if item.strip())
-    columns = tuple(n for n in names if n.upper() not in _TABLE_CONSTRAINTS)
-    kept_as = "CREATE TABLE " + statement.split(" IF NOT EXISTS ", 1)[1]
-    return Declared(found.group(1), columns, kept_as)
+    @staticmethod
+    def lead(s: Store) -> str:
+        """The lead of an error message: the file's path and a colon."""
+        main = (row[2] for row in s.conn.execute("PRAGMA database_list") if row[1] == "main")
+        path = next(main, "")
+        return f"{path}: " if path else ""
 
 
-def require_columns(conn: Connection, statements: Sequence[str]) -> None:
-    """Refuse, in one line naming the table and the columns it lacks, a table that one of
-    `statements` would make and that is already there without every column it declares
+class _SchemasOnPostgres:
+    """How PostgreSQL makes a store's schema (`versions_pg.make`) and reads what a database
+    already has."""
+
+    @staticmethod
+    @contextmanager
+    def making(s: Store, schema: Schema) -> Iterator[None]:
+        """A transaction, the schema's lock, and no DDL on a store that is all there; then
+        the schema's `upgrade`."""
+        with s.conn.transaction():
+            require_columns(s, schema.tables)
+            versions_pg.make(s.conn, schema.ddl(s), schema.names(s), schema.lock)
+            if schema.upgrade is not None:
+                schema.upgrade(s.conn)
+            yield
+
+    @staticmethod
+    def columns(s: Store, specs: Sequence[Table]) -> list[tuple[str, str]]:
+        """(table, column) of each table of `specs` that is there: one read."""
+        return s.execute(PG_COLUMNS_SQL, ([t.name for t in specs],)).fetchall()
+
+    @staticmethod
+    def lead(s: Store) -> str:
+        return ""
+
+
+_SCHEMAS_ON: dict[str, type[_SchemasOnSQLite | _SchemasOnPostgres]] = {
+    "sqlite": _SchemasOnSQLite,
+    "postgres": _SchemasOnPostgres,
+}
+
+
+@functools.cache
+def _kept_as(table: Table) -> str:
+    """The text SQLite keeps for `table` once its statement made it (no IF NOT EXISTS)."""
+    return table.ddl("sqlite", if_not_exists=False)
+
+
+def require_columns(conn: Connection | Store, specs: Sequence[Table]) -> None:
+    """Refuse, in one line naming the table and the columns it lacks, a table of `specs` that
+    is already there without every column its spec declares on this backend
     (`ForeignTableError`). A missing table passes: its statement makes it. Cheap, as it runs
     at every open: on SQLite one read of the table list, where a table made by its very
     statement passes (any other has its columns read); on PostgreSQL one read of the columns."""
-    d = backend.dialect(conn)
-    specs = [spec for spec in map(declared, statements) if spec is not None]
-    if d.is_postgres:
-        found = d.execute(conn, PG_COLUMNS_SQL, ([spec.table for spec in specs],)).fetchall()
-    else:
-        kept = {name.lower(): sql for name, sql in conn.execute(SQLITE_TABLES_SQL)}
-        others = [s.table for s in specs if kept.get(s.table.lower()) not in (None, s.kept_as)]
-        found = [row for t in others for row in conn.execute(SQLITE_COLUMNS_SQL, (t, t))]
+    s = store.of(conn)
+    on = s.pick(_SCHEMAS_ON)
     present: dict[str, set[str]] = {}
-    for table, column in found:
+    for table, column in on.columns(s, specs):
         present.setdefault(table, set()).add(str(column).lower())
     for spec in specs:
-        have = present.get(spec.table)
-        missing = [c for c in spec.columns if have and c.lower() not in have]
+        have = present.get(spec.name)
+        missing = [c for c in spec.columns_on(s.name) if have and c.lower() not in have]
         if missing:
             raise ForeignTableError(
-                f"{_store_name(conn, d)}table {spec.table} is there but is not this store's:"
+                f"{on.lead(s)}table {spec.name} is there but is not this store's:"
                 f" it has no column {', '.join(missing)}; open another database or rename"
                 " that table"
             )
 
 
-def _store_name(conn: Connection, d: Dialect) -> str:
-    """The lead of an error message: a SQLite file's path and a colon, else nothing."""
-    if d.is_postgres:
-        return ""
-    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-    return f"{path}: " if path else ""
-
-
-def _read(conn: Connection, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+def _read(conn: Connection | Store, statement: str, params: Sequence[Any] = ()) -> list[Any]:
     """Every row of one read; on PostgreSQL the transaction the read opened is ended."""
-    d = backend.dialect(conn)
-    with d.reading(conn):
-        return d.execute(conn, statement, params).fetchall()
+    return store.of(conn).fetchall(statement, params)
 
 
 def create_schema(
-    conn: Connection, genesis_tools: Sequence[Any] = (), *, now: float | None = None
+    conn: Connection | Store, genesis_tools: Sequence[Any] = (), *, now: float | None = None
 ) -> None:
     """Create the catalog tables (idempotent, safe from many sessions at once) and the genesis
     version 0 if it is missing; on PostgreSQL give a log made before the base's key that key."""
     genesis = (tools_json(genesis_tools), tools_hash(genesis_tools), _now(now))
-    with making(conn, CATALOG) as d:
-        d.execute(conn, GENESIS_SQL, genesis)
+    with making(conn, CATALOG) as s:
+        s.execute(GENESIS_SQL, genesis)
 
 
-def head(conn: Connection) -> int:
+def head(conn: Connection | Store) -> int:
     """The committed head version (the watermark); -1 if the log has no genesis yet."""
     return head_of(_read(conn, HEAD_SQL)[0][0])
 
@@ -302,14 +278,14 @@ def head_of(value: Any) -> int:
     return -1 if value is None else int(value)
 
 
-def head_hash(conn: Connection) -> tuple[int, str]:
+def head_hash(conn: Connection | Store) -> tuple[int, str]:
     """The head version and its tools' hash in one read ((-1, "") before genesis)."""
     rows = _read(conn, HEAD_HASH_SQL)
     return (-1, "") if not rows else (int(rows[0][0]), str(rows[0][1]))
 
 
 def append(
-    conn: Connection,
+    conn: Connection | Store,
     tools: Sequence[Any],
     ballot_id: int,
     base_version: int,
@@ -322,7 +298,7 @@ def append(
     record whose base is not its predecessor, so a bug here cannot fork the log.
     """
     row = version_row(tools_json(tools), ballot_id, base_version, _now(now))
-    backend.dialect(conn).execute(conn, APPEND_SQL, row)
+    store.of(conn).execute(APPEND_SQL, row)
     return row[0]
 
 
@@ -332,18 +308,18 @@ def version_row(text: str, ballot_id: int, base_version: int, now: float) -> tup
     return (base_version + 1, text, json_hash(text), ballot_id, base_version, now)
 
 
-def read_version(conn: Connection, version: int) -> CatalogVersion | None:
+def read_version(conn: Connection | Store, version: int) -> CatalogVersion | None:
     """One record of the log, or None if that version does not exist."""
     rows = _read(conn, READ_VERSION_SQL, (version,))
     return _record(rows[0]) if rows else None
 
 
-def history(conn: Connection) -> list[CatalogVersion]:
+def history(conn: Connection | Store) -> list[CatalogVersion]:
     """Every record of the log in version order."""
     return [_record(r) for r in _read(conn, HISTORY_SQL)]
 
 
-def history_frame(conn: Connection) -> pd.DataFrame:
+def history_frame(conn: Connection | Store) -> pd.DataFrame:
     """`history` as a table for reading: integer ballot and base columns, hashes shortened."""
     import pandas as pd
 
@@ -353,7 +329,7 @@ def history_frame(conn: Connection) -> pd.DataFrame:
     return frame[["version", "tools", "tools_hash", "ballot_id", "base_version"]]
 
 
-def verify(conn: Connection) -> int:
+def verify(conn: Connection | Store) -> int:
     """Check the log is 0..n with no hole, each base is its predecessor and each hash matches.
 
     Returns the head; raises `CatalogCorruptError` naming the first bad version.
@@ -382,26 +358,22 @@ class CatalogReader:
     """
 
     def __init__(
-        self, conn: Connection, name: str = "reader", *, state: Connection | None = None
+        self,
+        conn: Connection | Store,
+        name: str = "reader",
+        *,
+        state: Connection | Store | None = None,
     ) -> None:
-        self.conn = conn
-        self.state = conn if state is None else state
-        self.name = backend.text_arg(name, "name", "CatalogReader")
-        self._d = backend.dialect(self.state)
-        if self._d.is_postgres:
-            versions_pg.require_durable_commits(self.state, "CatalogReader")
-            with self.state.transaction():
-                require_columns(self.state, READER.postgres.ddl)
-                READER.postgres.make(self.state)
-            versions_pg.require_logged_tables(self.state, ["catalog_reader_state"], "CatalogReader")
-        else:
-            # One statement, no transaction of ours: if the table exists it takes no write lock.
-            require_columns(self.state, READER.sqlite)
-            self.state.execute(READER_TABLE)
+        self._catalog = store.of(conn)
+        self._state = self._catalog if state is None else store.of(state)
+        self.conn = self._catalog.conn
+        self.state = self._state.conn
+        self.name = validation.text_arg(name, "name", "CatalogReader")
+        self._state.pick(_READER_STATE_ON)(self._state)
 
     def last_seen(self) -> int | None:
         """The highest head this reader has recorded, or None before its first poll."""
-        rows = _read(self.state, READER_SEEN_SQL, (self.name,))
+        rows = _read(self._state, READER_SEEN_SQL, (self.name,))
         return int(rows[0][0]) if rows else None
 
     def poll(self) -> int:
@@ -410,13 +382,34 @@ class CatalogReader:
         A transaction the caller has open on either connection stays open and uncommitted:
         the record is then a savepoint inside it.
         """
-        current = head(self.conn)
-        with self._d.atomic(self.state):
-            check = READER_CHECK_SQL[self._d.name]
-            row = self._d.execute(self.state, check, (self.name,)).fetchone()
+        current = head(self._catalog)
+        s = self._state
+        with s.atomic():
+            row = s.execute(s.pick(READER_CHECK_SQL), (self.name,)).fetchone()
             _refuse_fall(self.name, None if row is None else int(row[0]), current)
-            self._d.execute(self.state, READER_RECORD_SQL, (self.name, current))
+            s.execute(READER_RECORD_SQL, (self.name, current))
         return current
+
+
+def _reader_state_on_sqlite(s: Store) -> None:
+    """Make the reader's table: one statement, no transaction of ours, so if the table exists
+    it takes no write lock."""
+    require_columns(s, READER.tables)
+    s.conn.execute(READER_TABLE)
+
+
+def _reader_state_on_postgres(s: Store) -> None:
+    """Make the reader's table under its lock, on a session whose commits are durable when
+    reported, and refuse a table a crash would empty."""
+    versions_pg.require_durable_commits(s.conn, "CatalogReader")
+    with s.conn.transaction():
+        require_columns(s, READER.tables)
+        versions_pg.make(s.conn, READER.ddl(s), READER.names(s), READER.lock)
+    versions_pg.require_logged_tables(s.conn, ["catalog_reader_state"], "CatalogReader")
+
+
+# Where a reader keeps its mark, made when it opens: each backend's way, side by side.
+_READER_STATE_ON = {"sqlite": _reader_state_on_sqlite, "postgres": _reader_state_on_postgres}
 
 
 def _refuse_fall(name: str, seen: int | None, current: int) -> None:

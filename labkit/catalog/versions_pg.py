@@ -12,8 +12,7 @@ store refuses `synchronous_commit = off` and pins the value it has (`require_dur
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labkit.backend import POSTGRES
@@ -24,7 +23,7 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(? || current_schema()))"
 PRESENT_SQL = (
     "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(CAST(? AS text[])) AS name"
 )
-# Any foreign key on the log counts (an earlier version of this module left it unnamed).
+# Any foreign key on the log counts: a catalog an earlier labkit made has it unnamed.
 BASE_KEY = "catalog_versions_base_exists"
 HAS_BASE_KEY_SQL = (
     "SELECT 1 FROM pg_constraint WHERE conrelid = 'catalog_versions'::regclass AND contype = 'f'"
@@ -118,37 +117,25 @@ def require_logged_tables(conn: Any, tables: list[str], who: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Tables:
-    """A store's tables and indexes as PostgreSQL writes them, every name they create (to tell
-    whether the store is there) and the key of the lock they are made under."""
-
-    ddl: tuple[str, ...]
-    names: tuple[str, ...]
-    lock: str
-
-    def make(self, conn: Any) -> None:
-        """Inside the caller's transaction: take the schema lock, then run the DDL unless every
-        table and index it creates is there already."""
-        POSTGRES.execute(conn, LOCK_SQL, (self.lock,))
-        if not POSTGRES.execute(conn, PRESENT_SQL, (list(self.names),)).fetchone()[0]:
-            for statement in self.ddl:
-                conn.execute(statement)
+def make(conn: Any, ddl: Sequence[str], names: Sequence[str], lock: str) -> None:
+    """Inside the caller's transaction: take the schema's lock (keyed on `lock`), then run the
+    DDL unless every table and index it creates (`names`) is there already."""
+    POSTGRES.execute(conn, LOCK_SQL, (lock,))
+    if not POSTGRES.execute(conn, PRESENT_SQL, (list(names),)).fetchone()[0]:
+        for statement in ddl:
+            conn.execute(statement)
 
 
-@dataclass(frozen=True)
-class LogTables(Tables):
-    """The catalog log's tables: made as any store's, and a log made before the base's foreign
-    key gets that key (a log the key refuses, with a hole, is left for `versions.verify`)."""
+def add_base_key(conn: Any) -> None:
+    """Inside the caller's transaction, after `make`: a catalog log made before the base's
+    foreign key gets that key (a log the key refuses, with a hole, is left for
+    `versions.verify` to name what is wrong)."""
+    import psycopg
 
-    def make(self, conn: Any) -> None:
-        import psycopg
-
-        super().make(conn)
-        if conn.execute(HAS_BASE_KEY_SQL).fetchone() is not None:
-            return
-        try:
-            with conn.transaction():
-                conn.execute(ADD_BASE_KEY_SQL)
-        except psycopg.errors.ForeignKeyViolation:
-            pass  # a broken log: left as it is, for `versions.verify` to name what is wrong
+    if conn.execute(HAS_BASE_KEY_SQL).fetchone() is not None:
+        return
+    try:
+        with conn.transaction():
+            conn.execute(ADD_BASE_KEY_SQL)
+    except psycopg.errors.ForeignKeyViolation:
+        pass  # a broken log: left as it is, for `versions.verify` to name what is wrong

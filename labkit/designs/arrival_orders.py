@@ -26,9 +26,9 @@ import pandas as pd
 
 from labkit.catalog.loop import Response
 from labkit.designs.arrival_search import ModelCheck, check_model, explore_fast
-from labkit.designs.design import DESIGNS, Design, Request, fork_design
+from labkit.designs.design import Design, Request, fork_design
 from labkit.designs.planner import HeadReader, respond
-from labkit.designs.registry import check_design, make_design
+from labkit.designs.registry import DESIGNS, check_design, make_design
 from labkit.designs.schedules import (
     Exploration,
     Kind,
@@ -36,6 +36,7 @@ from labkit.designs.schedules import (
     Step,
     as_steps,
     format_schedule,
+    outcome_label,
 )
 
 T = TypeVar("T")
@@ -73,13 +74,7 @@ class StepOutcome:
     @property
     def label(self) -> str:
         """Short text for tables and captions, e.g. ``12:commit`` or ``timeout 12``."""
-        if self.kind == Kind.CRASH:
-            return "crash+restart"
-        if self.kind == Kind.TIMEOUT:
-            if self.request_id is None:
-                return "timeout: nothing awaited"
-            return f"timeout {self.request_id}"
-        return f"{self.request_id}:{'commit' if self.committed else self.reason}"
+        return outcome_label(self.kind, self.request_id, self.committed, self.reason)
 
     def __str__(self) -> str:
         return self.label
@@ -303,26 +298,26 @@ def run_schedules(
     raises `ScheduleError` as `run_schedule` does, though not always the one of the earliest
     schedule in the list (the walk goes prefix by prefix)."""
     check_design(design)
-    schedules = [as_steps(s) for s in schedules]
-    if not schedules:
+    parsed = [as_steps(s) for s in schedules]
+    if not parsed:
         return []
-    results: list[ScheduleResult | None] = [None] * len(schedules)
+    results: list[ScheduleResult | None] = [None] * len(parsed)
 
     def play(runner: _Runner, group: list[int], depth: int) -> None:
         branches: dict[Step, list[int]] = {}
         for i in group:
-            if len(schedules[i]) == depth:
+            if len(parsed[i]) == depth:
                 results[i] = replace(
-                    runner.result, steps=list(schedules[i]), outcomes=list(runner.result.outcomes)
+                    runner.result, steps=list(parsed[i]), outcomes=list(runner.result.outcomes)
                 )
             else:
-                branches.setdefault(schedules[i][depth], []).append(i)
+                branches.setdefault(parsed[i][depth], []).append(i)
         for child, (step, below) in _branches(runner, list(branches.items())):
             child.step(step)
             play(child, below, depth + 1)
 
     start = _Runner(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
-    play(start, list(range(len(schedules))), 0)
+    play(start, list(range(len(parsed))), 0)
     return results  # type: ignore[return-value]
 
 

@@ -1,8 +1,10 @@
-"""Every arrival order of a small run, searched on an in-memory model of every design.
+"""Every arrival order of a small run, searched on each design's in-memory model.
 
 `labkit.designs.arrival_orders.explore_by_replay` plays each schedule prefix on SQLite. Here each
-design's loop is a pure function on a small hashable `LoopState` (`LoopModel.step`), checked
-step by step against the real designs on SQLite by `check_model` (called as `arrivals.verify_model_against_sqlite`). `explore_fast`
+design's loop is its model (`registry.make_model`: a pure function on a small hashable
+`LoopState`, defined beside the design's class), checked step by step against the real design
+on SQLite by `check_model` (called as `arrivals.verify_model_against_sqlite`). This module
+knows no design: it asks the model for each step and for the state's memo key. `explore_fast`
 walks the same schedules depth first and memoises, per state, how many schedules lie below it,
 how many of them rewind and the best rewinding suffix, so a state that many prefixes reach is
 expanded once while its schedules are still counted once per prefix.
@@ -15,60 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.catalog.pipeline import HELD
-from labkit.designs.design import CAS_CONFLICT
-from labkit.designs.pipelined import HASH_MISMATCH
-from labkit.designs.registry import check_design
-from labkit.designs.schedules import Exploration, Kind, ScheduleError, Step, as_steps
-
-_NEG_INF = float("-inf")
-
-
-class Sent(NamedTuple):
-    """One request the loop sent: the head it was based on, and what became of its response."""
-
-    rid: int
-    base: int  # the head when it was sent (for a ballot also its observed watermark)
-    delivered: int = 0
-    stamp: float | None = None  # updated_at of the produced response; None until delivered
-    stale: bool = False  # the produced body is based on `base - 1`
-    after: int | None = None  # pipelined: the request whose answer this one is built on
-
-
-class LoopState(NamedTuple):
-    """Everything about one design's loop that affects later steps (hashable).
-
-    `sent[i]` is request `first_request + i`. `awaited` holds the current request (unguarded
-    designs) or the in-flight ballots' requests (ballot designs), oldest first; `forgotten`
-    are in-flight ballots whose request a crash erased from memory (named `-ballot_id`).
-    """
-
-    now: int
-    head: int
-    sent: tuple[Sent, ...]
-    awaited: tuple[int, ...]
-    forgotten: frozenset[int] = frozenset()
-    updated_at: float = _NEG_INF  # lww: the newest updated_at written
-    held: tuple[int, ...] = ()  # pipelined: in-flight requests whose answer waits in the hold
-    head_by: int | None = None  # pipelined: the request whose answer is the head's body
-
-
-class StepOutcome(NamedTuple):
-    """What one step did: `kind` is deliver, timeout or crash; `rid` the request it touched."""
-
-    kind: Kind
-    rid: int | None
-    committed: bool = False
-    reason: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The outcome as `arrivals.run_schedule` words it (e.g. ``"2:commit"``)."""
-        if self.kind == Kind.CRASH:
-            return "crash+restart"
-        if self.kind == Kind.TIMEOUT:
-            return "timeout: nothing awaited" if self.rid is None else f"timeout {self.rid}"
-        return f"{self.rid}:{'commit' if self.committed else self.reason}"
+from labkit.designs.model import DesignModel, LoopState, ModelOutcome
+from labkit.designs.registry import make_model
+from labkit.designs.schedules import Exploration, Kind, Step, as_steps
 
 
 @dataclass(frozen=True)
@@ -78,258 +29,8 @@ class ModelRun:
     design: str
     steps: list[Step]
     heads: list[int]
-    outcomes: list[StepOutcome]
+    outcomes: list[ModelOutcome]
     first_rewind: int | None
-
-
-class LoopModel:
-    """One design's loop behaviour on schedule steps, as `labkit.designs.design` + `run_schedule` do.
-
-    Sequential designs (`callback`, `lww`, `cas`) write `base + 1` on every response they
-    accept (`cas`: only if the head still equals the body's base) and send the next request
-    when the current one answers or times out. Ballot designs (`ballot`, `fenced`) follow
-    `WatermarkLoop`: a response commits only if its ballot is in flight, the head still equals
-    its watermark and its body is based on the head; then the window refills. `pipelined`
-    follows `PipelinedDesign`: fences head, head+1, ...; an early answer is held and decided
-    when the head reaches it; a request built on another request's answer passes the base-hash
-    check only if that answer is the head (`head_by`); a refusal or give-up flushes every
-    ballot above it.
-    """
-
-    def __init__(
-        self,
-        design: str,
-        *,
-        window: int = 2,
-        ticks: int = 1000,
-        first_request: int = 1,
-        skews: dict[int, float] | None = None,
-    ) -> None:
-        check_design(design)
-        if design == "fenced" and window < 2:
-            raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
-        self.design = design
-        self.guarded = design in ("ballot", "fenced")
-        self.pipelined = design == "pipelined"
-        self.lww = design == "lww"
-        self.cas = design == "cas"
-        self.window = window if design in ("fenced", "pipelined") else 1
-        self.ticks = ticks
-        self.first = first_request
-        self.skews = dict(skews or {})
-
-    # --- building blocks ---------------------------------------------------------------------
-
-    def _send(self, state: LoopState) -> LoopState:
-        """Send requests as the design does after a step: one current request, or fill the window."""
-        if self.pipelined:
-            return self._fill(state)
-        sent, awaited, head = state.sent, state.awaited, state.head
-        while head < self.ticks and len(awaited) < self.window:
-            rid = self.first + len(sent)
-            sent = (*sent, Sent(rid, head))
-            awaited = (*awaited, rid)
-        return state._replace(sent=sent, awaited=awaited)
-
-    def awaited_names(self, state: LoopState) -> list[int]:
-        """The request ids the loop awaits, as `Design.awaited()` names them."""
-        return [self.first - 1 - r if r in state.forgotten else r for r in state.awaited]
-
-    def _drop_awaited(self, state: LoopState, rid: int) -> LoopState:
-        awaited = tuple(r for r in state.awaited if r != rid)
-        forgotten = state.forgotten - {rid} if rid in state.forgotten else state.forgotten
-        return state._replace(awaited=awaited, forgotten=forgotten)
-
-    # --- the steps ---------------------------------------------------------------------------
-
-    def start(self) -> LoopState:
-        """The state after the loop sent its first request(s), before any step."""
-        return self._send(LoopState(now=0, head=0, sent=(), awaited=()))
-
-    def deliver(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
-        """Deliver the response `step` names (its first delivery produces it; a `stale` step's
-        body is built on base - 1)."""
-        rid, stale = step.request, step.kind == Kind.STALE
-        assert rid is not None
-        now = state.now + 1
-        index = rid - self.first
-        if not 0 <= index < len(state.sent):
-            raise ScheduleError(str(step), f"request {rid} has not been sent")
-        req = state.sent[index]
-        if req.stamp is None:
-            if stale and req.base < 1:
-                raise ScheduleError(str(step), f"request {rid} is based on version 0")
-            req = req._replace(stamp=now + self.skews.get(rid, 0.0), stale=stale)
-        elif stale:
-            raise ScheduleError(str(step), f"request {rid}'s response was already produced")
-        req = req._replace(delivered=req.delivered + 1)
-        state = state._replace(now=now, sent=_put(state.sent, index, req))
-        body_base = req.base - 1 if req.stale else req.base
-        if self.guarded:
-            return self._apply(state, req, body_base)
-        if self.pipelined:
-            return self._pipelined(state, req)
-        if self.lww and req.stamp <= state.updated_at:
-            outcome = StepOutcome(Kind.DELIVER, rid, False, "older_updated_at")
-        elif self.cas and body_base != state.head:
-            outcome = StepOutcome(Kind.DELIVER, rid, False, CAS_CONFLICT)
-        else:
-            state = state._replace(head=body_base + 1)
-            if self.lww:
-                state = state._replace(updated_at=max(state.updated_at, req.stamp))
-            outcome = StepOutcome(Kind.DELIVER, rid, True)
-        if state.awaited and state.awaited[0] == rid:
-            state = self._send(state._replace(awaited=()))
-        return state, outcome
-
-    def _apply(self, state: LoopState, req: Sent, body_base: int) -> tuple[LoopState, StepOutcome]:
-        """`WatermarkLoop.apply` plus `BallotDesign.on_response`: decide, leave flight, refill."""
-        if req.rid not in state.awaited:
-            return state, StepOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
-        if req.base != state.head:
-            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_watermark")
-        elif body_base != state.head:
-            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "stale_base")
-        else:
-            state = state._replace(head=state.head + 1)
-            outcome = StepOutcome(Kind.DELIVER, req.rid, True)
-        return self._send(self._drop_awaited(state, req.rid)), outcome
-
-    # --- pipelined ballots (`labkit.catalog.pipeline`) -------------------------------------
-
-    def _req(self, state: LoopState, rid: int) -> Sent:
-        return state.sent[rid - self.first]
-
-    def _fill(self, state: LoopState) -> LoopState:
-        """Reserve the next fences (head, head+1, ...) until the window is full; stop where the
-        top ballot's body is unknown (its request was sent before a crash, its answer not in)."""
-        sent, awaited = state.sent, state.awaited
-        flight = sorted((*awaited, *state.held), key=lambda r: sent[r - self.first].base)
-        while len(flight) < self.window:
-            top = flight[-1] if flight else None
-            fence = state.head if top is None else sent[top - self.first].base + 1
-            if fence >= self.ticks:
-                break
-            after = None
-            if fence != state.head:
-                if top in state.forgotten and top not in state.held:
-                    break
-                after = top
-            rid = self.first + len(sent)
-            sent = (*sent, Sent(rid, fence, after=after))
-            awaited = (*awaited, rid)
-            flight.append(rid)
-        return state._replace(sent=sent, awaited=awaited)
-
-    def _leave(self, state: LoopState, rids: set[int]) -> LoopState:
-        """`rids` leave flight (committed, refused or flushed); their held answers go too."""
-        return state._replace(
-            awaited=tuple(r for r in state.awaited if r not in rids),
-            held=tuple(r for r in state.held if r not in rids),
-            forgotten=state.forgotten - rids,
-        )
-
-    def _refuse(self, state: LoopState, rid: int) -> LoopState:
-        """`rid` is refused: it and every ballot fenced above it leave flight; refill."""
-        fence = self._req(state, rid).base
-        above = {r for r in (*state.awaited, *state.held) if self._req(state, r).base > fence}
-        return self._fill(self._leave(state, {rid} | above))
-
-    def _decide(self, state: LoopState, req: Sent) -> tuple[LoopState, bool, str | None]:
-        """An answer for the ballot fenced at the head: commit it or refuse it (and flush)."""
-        if req.stale:
-            return self._refuse(state, req.rid), False, "stale_base"
-        if req.after is not None and req.after != state.head_by:
-            return self._refuse(state, req.rid), False, HASH_MISMATCH
-        state = self._leave(state, {req.rid})._replace(head=state.head + 1, head_by=req.rid)
-        return self._fill(state), True, None
-
-    def _settle(self, state: LoopState) -> LoopState:
-        """Decide held answers while the head reaches them (the frontier moves)."""
-        while True:
-            ready = [r for r in state.held if self._req(state, r).base == state.head]
-            if not ready:
-                return state
-            state = self._decide(state, self._req(state, ready[0]))[0]
-
-    def _pipelined(self, state: LoopState, req: Sent) -> tuple[LoopState, StepOutcome]:
-        if req.rid not in state.awaited and req.rid not in state.held:
-            outcome = StepOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
-        elif req.base > state.head:
-            if req.rid not in state.held:
-                state = self._leave(state, {req.rid})
-                state = state._replace(held=tuple(sorted((*state.held, req.rid))))
-            outcome = StepOutcome(Kind.DELIVER, req.rid, False, HELD)
-        else:
-            state, committed, reason = self._decide(state, req)
-            outcome = StepOutcome(Kind.DELIVER, req.rid, committed, reason)
-        return self._settle(self._fill(state)), outcome
-
-    def timeout(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
-        """The loop gives up on its oldest wait (or on the request `step` names) and sends a
-        replacement."""
-        rid = step.request
-        state = state._replace(now=state.now + 1)
-        names = self.awaited_names(state)
-        if rid is None and not names:
-            return state, StepOutcome(Kind.TIMEOUT, None)
-        pos = 0 if rid is None else names.index(rid) if rid in names else -1
-        if pos < 0:
-            raise ScheduleError(str(step), f"request {rid} is not awaited")
-        given_up = state.awaited[pos]
-        if self.pipelined:
-            return self._settle(self._refuse(state, given_up)), StepOutcome(
-                Kind.TIMEOUT, names[pos]
-            )
-        if self.guarded:
-            state = self._drop_awaited(state, given_up)
-        else:
-            state = state._replace(awaited=())
-        return self._send(state), StepOutcome(Kind.TIMEOUT, names[pos])
-
-    def crash(self, state: LoopState) -> tuple[LoopState, StepOutcome]:
-        """The loop dies and restarts: ballots in flight survive in SQLite, memory does not."""
-        state = state._replace(now=state.now + 1)
-        if self.guarded or self.pipelined:
-            state = state._replace(forgotten=frozenset(state.awaited))
-        else:
-            state = state._replace(awaited=())
-        state = self._send(state)
-        if self.pipelined:
-            state = self._settle(state)
-        return state, StepOutcome(Kind.CRASH, None)
-
-    def step(self, state: LoopState, step: Step) -> tuple[LoopState, StepOutcome]:
-        """Play one schedule step."""
-        if step.kind == Kind.CRASH:
-            return self.crash(state)
-        if step.kind == Kind.TIMEOUT:
-            return self.timeout(state, step)
-        return self.deliver(state, step)
-
-    # --- what the search needs ---------------------------------------------------------------
-
-    def key(self, state: LoopState, copies: int) -> tuple:
-        """`state` with what cannot affect later steps dropped, so equivalent states merge.
-
-        Responses delivered `copies` times can never be chosen again; only `lww` reads the
-        clock (the step index and the produced `updated_at` stamps).
-        """
-        if self.lww:
-            live = tuple(s for s in state.sent if s.delivered < copies)
-            return (state.now, state.head, state.updated_at, state.awaited, live)
-        if self.pipelined:  # who wrote the head matters only to a request built on it
-            live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
-            flight = (*state.awaited, *state.held)
-            relevant = any(self._req(state, r).after == state.head_by for r in flight)
-            by = state.head_by if relevant else None
-            return (state.head, by, state.awaited, state.held, state.forgotten, live)
-        live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
-        return (state.head, state.awaited, state.forgotten, live)
-
-
-def _put(items: tuple[Sent, ...], index: int, item: Sent) -> tuple[Sent, ...]:
-    return (*items[:index], item, *items[index + 1 :])
 
 
 def run_model(
@@ -343,12 +44,12 @@ def run_model(
 ) -> ModelRun:
     """Play a schedule on the model (the in-memory twin of `arrivals.run_schedule`); text
     steps are read as a person writes them."""
-    model = LoopModel(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
+    model = make_model(design, window=window, ticks=ticks, first_request=first_request, skews=skews)
     played = as_steps(steps)
     state = model.start()
     max_seen, first_rewind = state.head, None
     heads: list[int] = []
-    outcomes: list[StepOutcome] = []
+    outcomes: list[ModelOutcome] = []
     for step in played:
         state, outcome = model.step(state, step)
         heads.append(state.head)
@@ -393,7 +94,7 @@ def _better(cand: tuple[Step, ...], best: tuple[Step, ...] | None) -> bool:
 class _Search:
     """Depth-first walk of every schedule with one memo entry per distinct state."""
 
-    def __init__(self, model: LoopModel, n: int, copies: int, timeouts: int) -> None:
+    def __init__(self, model: DesignModel, n: int, copies: int, timeouts: int) -> None:
         self.model, self.n, self.copies, self.timeouts = model, n, copies, timeouts
         self.memo: dict[tuple, _Below] = {}
         self.seen: set[tuple] = set()
@@ -467,7 +168,7 @@ def explore_with_stats(
     """`explore_fast`, plus how many prefixes, reached states and distinct states it took."""
     if n < 0:
         raise ValueError(f"n (deliveries per schedule) must be >= 0, got {n}")
-    model = LoopModel(design, window=window, ticks=ticks, first_request=1, skews=skews)
+    model = make_model(design, window=window, ticks=ticks, first_request=1, skews=skews)
     search = _Search(model, n, copies, timeouts)
     root = model.start()
     key = search.reach(root, n, timeouts)
@@ -496,7 +197,8 @@ def explore_fast(design: str, n: int = 4, **limits: Any) -> Exploration:
 
 @dataclass(frozen=True)
 class ModelCheck:
-    """How `check_model` (called as `arrivals.verify_model_against_sqlite`) went: schedules and steps compared, disagreements described."""
+    """How `check_model` (called as `arrivals.verify_model_against_sqlite`) went: schedules and
+    steps compared, disagreements described."""
 
     design: str
     n: int
@@ -510,7 +212,7 @@ class ModelCheck:
 
 
 def _schedules(
-    model: LoopModel, n: int, copies: int, timeouts: int, crashes: int, stale: bool
+    model: DesignModel, n: int, copies: int, timeouts: int, crashes: int, stale: bool
 ) -> list[list[Step]]:
     """Every schedule of `n` deliveries that the model allows, without stopping at rewinds.
 
@@ -586,8 +288,8 @@ def check_model(
     they may hold up to `crashes` crashes and, with `stale`, first deliveries of a stale body
     (`stale N`). With `sample`, only about that many schedules are played (`_stratified`).
     """
-    kwargs = {"window": window, "ticks": ticks, "skews": skews}
-    model = LoopModel(design, **kwargs)
+    kwargs: dict[str, Any] = {"window": window, "ticks": ticks, "skews": skews}
+    model = make_model(design, **kwargs)
     found = _schedules(model, n, copies, timeouts, crashes, stale)
     if sample is not None:
         found = _stratified(found, sample, f"{design}-{n}-{copies}-{timeouts}-{crashes}")
@@ -597,7 +299,7 @@ def check_model(
         mine = run_model(design, sched, **kwargs)
         steps += len(sched)
         for i, step in enumerate(sched):
-            got = (mine.heads[i], mine.outcomes[i].text)
+            got = (mine.heads[i], mine.outcomes[i].label)
             want = (got_real.heads[i], got_real.outcomes[i].label)
             if got != want:
                 mismatches.append(
@@ -608,7 +310,7 @@ def check_model(
         else:
             if mine.first_rewind != got_real.first_rewind:
                 mismatches.append(
-                    f"{design} {[str(s) for s in sched]}: first rewind SQLite {got_real.first_rewind}, "
-                    f"model {mine.first_rewind}"
+                    f"{design} {[str(s) for s in sched]}: first rewind SQLite "
+                    f"{got_real.first_rewind}, model {mine.first_rewind}"
                 )
     return ModelCheck(design, n, len(found), steps, tuple(mismatches))

@@ -10,8 +10,15 @@
    response is written as `base + 1` only if the head still equals the base it was computed
    from, else it is rejected as `cas_conflict`.
 
-The drivers (`labkit.designs.simulator`, `labkit.designs.arrival_orders`) own time and delivery order; a design only
-says which requests to send and what a delivery does to the catalog.
+The drivers (`labkit.designs.simulator`, `labkit.designs.arrival_orders`) own time and delivery
+order; a design only says which requests to send and what a delivery does to the catalog.
+
+Below each design class is its model (`UnguardedModel`, `LwwModel`, `CasModel`, `BallotModel`;
+`pipelined`'s is in `labkit.designs.pipelined`): the same loop as a pure function on a small
+state (`labkit.designs.model`), which the arrival search plays and `check_model` compares with
+the class, step by step, on SQLite. Where a design's rule is plain Python (what `lww` and `cas`
+refuse) the model calls the class's own rule. The keys, the names a reader sees and which class
+and model each key runs are in one table, `labkit.designs.registry`.
 """
 
 from __future__ import annotations
@@ -25,27 +32,14 @@ from typing import Any, Protocol
 
 import labkit.catalog.versions as catalog
 from labkit import db
+from labkit.backend import Connection
 from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.designs.model import DesignModel, LoopState, ModelOutcome, Sent
+from labkit.designs.schedules import Kind
 
-DESIGNS: tuple[str, ...] = ("callback", "lww", "ballot", "fenced", "cas")
-# What a reader sees for each key (the keys stay stable for code; these are the names).
-DISPLAY_NAMES: dict[str, str] = {
-    "callback": "write in callback",
-    "lww": "last-write-wins",
-    "ballot": "single ballot",
-    "fenced": "hedged ballots",
-    "cas": "compare-and-set",
-    "pipelined": "pipelined ballots",  # notebook 05's last section; not one of the five `DESIGNS`
-}
 CAS_CONFLICT = "cas_conflict"  # the one reject reason of `cas`: the head is not the body's base
 CAS_CONFLICT_WHY = "the head had moved past the version its body was computed from"
-
-
-def check_design(name: object) -> str:
-    """`name` if it is one of `DESIGNS`; otherwise the one error every driver raises."""
-    if not isinstance(name, str) or name not in DESIGNS:
-        raise ValueError(f"unknown design {name!r}; expected one of {', '.join(DESIGNS)}")
-    return name
+OLDER_UPDATED_AT = "older_updated_at"  # the one reject reason of `lww`: not newer than the last
 
 
 @dataclass(frozen=True)
@@ -126,17 +120,14 @@ class _Ids:
 
 
 class UnguardedDesign:
-    """Designs 1 and 2: a sequential loop that writes `base + 1` in the response callback.
-
-    With `lww=True` a response is written only if its `updated_at` is newer than the last
-    written one (the timestamp is stored with the catalog, so it survives a restart).
+    """Design 1 (`callback`): a sequential loop that writes `base + 1` in the response callback,
+    whatever the response. `LwwDesign` and `CasDesign` are the same loop with a `refusal` of
+    their own.
     """
 
     name = "callback"
 
-    def __init__(self, *, lww: bool = False, ticks: int = 20, first_request: int = 1) -> None:
-        self.name = "lww" if lww else self.name
-        self.lww = lww
+    def __init__(self, *, ticks: int = 20, first_request: int = 1) -> None:
         self.ticks = ticks
         self.ids = _Ids(first_request)
         self.version = 0
@@ -158,10 +149,12 @@ class UnguardedDesign:
         """Send the request for the current head."""
         return self._send()
 
-    def _refusal(self, response: Response, stamp: float) -> str | None:
-        """Why this design will not write `response` (None: it writes it)."""
-        if self.lww and stamp <= self.updated_at:
-            return "older_updated_at"
+    @staticmethod
+    def refusal(base: int, head: int, stamp: float, newest: float) -> str | None:
+        """Why this design will not write a body computed from version `base`, stamped `stamp`,
+        while the head is `head` and the last body written was stamped `newest` (None: it
+        writes it). The one statement of the rule: the design's model calls it too. The
+        callback writes every body."""
         return None
 
     def _next_after(self, request: Request, reason: str | None) -> int | None:
@@ -169,14 +162,14 @@ class UnguardedDesign:
         return None
 
     def on_response(self, request: Request, response: Response, now: float) -> Decision:
-        """Write version `base + 1` unless `_refusal` says why not; any 200 is progress."""
+        """Write version `base + 1` unless `refusal` says why not; any 200 is progress."""
         stamp = float("-inf") if response.updated_at is None else response.updated_at
-        reason = self._refusal(response, stamp)
+        reason = self.refusal(response.base_version, self.version, stamp, self.updated_at)
         if reason is None:
             self.version = response.base_version + 1
             self.tools = tuple(response.tools)
             self.history[self.version] = self.tools
-            self.updated_at = max(self.updated_at, stamp) if self.lww else stamp
+            self.updated_at = stamp
         sends: list[Request] = []
         if self.current is not None and request.request_id == self.current.request_id:
             sends = self._send(replay_of=self._next_after(request, reason))
@@ -214,6 +207,20 @@ class UnguardedDesign:
         return self.history.get(version, ())
 
 
+class LwwDesign(UnguardedDesign):
+    """Design 2 (`lww`): the same sequential loop, but a response is written only if its
+    `updated_at` is newer than the last written one (the timestamp is stored with the catalog,
+    so it survives a restart).
+    """
+
+    name = "lww"
+
+    @staticmethod
+    def refusal(base: int, head: int, stamp: float, newest: float) -> str | None:
+        """Last-write-wins: refuse a body not stamped later than the last one written."""
+        return OLDER_UPDATED_AT if stamp <= newest else None
+
+
 class CasDesign(UnguardedDesign):
     """Design 5: the same sequential loop, but the write is a compare-and-set on the version.
 
@@ -225,18 +232,69 @@ class CasDesign(UnguardedDesign):
 
     name = "cas"
 
-    def __init__(self, *, ticks: int = 20, first_request: int = 1) -> None:
-        super().__init__(ticks=ticks, first_request=first_request)
-
-    def _refusal(self, response: Response, stamp: float) -> str | None:
+    @staticmethod
+    def refusal(base: int, head: int, stamp: float, newest: float) -> str | None:
         """Compare-and-set: refuse unless the head is still the body's base."""
-        return None if response.base_version == self.version else CAS_CONFLICT
+        return None if base == head else CAS_CONFLICT
 
     def _next_after(self, request: Request, reason: str | None) -> int | None:
         """A conflict while the head is still the request's base leaves its tick undone: the
         next request redoes it (a replay). If the head moved, the next request is a new tick."""
         undone = reason is not None and request.base_version == self.version
         return request.request_id if undone else None
+
+
+class UnguardedModel(DesignModel):
+    """`UnguardedDesign`'s loop on `LoopState`: one request at a time; a response is written as
+    `base + 1` unless the design's `refusal` (the class's own function) says why not; the next
+    request goes out when the current one answers, times out or the loop restarts (nothing
+    survives a crash but the head, and for `lww` the last stamp written)."""
+
+    name = "callback"
+    refusal = staticmethod(UnguardedDesign.refusal)
+
+    def _send(self, state: LoopState) -> LoopState:
+        if state.awaited or state.head >= self.ticks:
+            return state
+        rid = self.first + len(state.sent)
+        return state._replace(sent=(*state.sent, Sent(rid, state.head)), awaited=(rid,))
+
+    def _answer(
+        self, state: LoopState, req: Sent, body_base: int
+    ) -> tuple[LoopState, ModelOutcome]:
+        assert req.stamp is not None  # a delivered request's response was produced
+        reason = self.refusal(body_base, state.head, req.stamp, state.updated_at)
+        if reason is None:
+            state = state._replace(head=body_base + 1, updated_at=req.stamp)
+        if state.awaited and state.awaited[0] == req.rid:
+            state = self._send(state._replace(awaited=()))
+        return state, ModelOutcome(Kind.DELIVER, req.rid, reason is None, reason)
+
+    def _give_up(self, state: LoopState, rid: int) -> LoopState:
+        return self._send(state._replace(awaited=()))
+
+    def _restart(self, state: LoopState) -> LoopState:
+        return self._send(state._replace(awaited=()))
+
+
+class LwwModel(UnguardedModel):
+    """`LwwDesign`'s loop on `LoopState`: `UnguardedModel` with `LwwDesign.refusal`. The only
+    model whose later steps read the clock (the step index and the stamps written)."""
+
+    name = "lww"
+    refusal = staticmethod(LwwDesign.refusal)
+
+    def key(self, state: LoopState, copies: int) -> tuple:
+        """`DesignModel.key`, keeping the clock and every field of a live request."""
+        live = tuple(s for s in state.sent if s.delivered < copies)
+        return (state.now, state.head, state.updated_at, state.awaited, live)
+
+
+class CasModel(UnguardedModel):
+    """`CasDesign`'s loop on `LoopState`: `UnguardedModel` with `CasDesign.refusal`."""
+
+    name = "cas"
+    refusal = staticmethod(CasDesign.refusal)
 
 
 _templates = threading.local()  # per thread: a sqlite3 connection stays in its own thread
@@ -271,7 +329,7 @@ class BallotDesign:
 
     def __init__(
         self,
-        conn: sqlite3.Connection | None = None,
+        conn: Connection | None = None,
         *,
         window: int = 1,
         ticks: int = 20,
@@ -391,6 +449,51 @@ class BallotDesign:
         return () if rec is None else tuple(rec.tools)
 
 
+class BallotModel(DesignModel):
+    """`BallotDesign`'s loop on `LoopState` (`ballot`, and `fenced` with its window W): ballots
+    are reserved on the head until W are in flight; a response commits only if its ballot is
+    in flight, the head still equals its watermark and its body is built on the head
+    (`WatermarkLoop.apply`); every answer to a ballot in flight takes it out of flight and the
+    window refills. A time-out abandons the ballot; a crash keeps the ballots in flight (they
+    are in the store) but forgets which request carried which."""
+
+    name = "ballot"
+
+    def _send(self, state: LoopState) -> LoopState:
+        sent, awaited, head = state.sent, state.awaited, state.head
+        while head < self.ticks and len(awaited) < self.window:
+            rid = self.first + len(sent)
+            sent = (*sent, Sent(rid, head))
+            awaited = (*awaited, rid)
+        return state._replace(sent=sent, awaited=awaited)
+
+    def _drop_awaited(self, state: LoopState, rid: int) -> LoopState:
+        awaited = tuple(r for r in state.awaited if r != rid)
+        forgotten = state.forgotten - {rid} if rid in state.forgotten else state.forgotten
+        return state._replace(awaited=awaited, forgotten=forgotten)
+
+    def _answer(
+        self, state: LoopState, req: Sent, body_base: int
+    ) -> tuple[LoopState, ModelOutcome]:
+        """`WatermarkLoop.apply` plus `BallotDesign.on_response`: decide, leave flight, refill."""
+        if req.rid not in state.awaited:
+            return state, ModelOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
+        if req.base != state.head:
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, False, "stale_watermark")
+        elif body_base != state.head:
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, False, "stale_base")
+        else:
+            state = state._replace(head=state.head + 1)
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, True)
+        return self._send(self._drop_awaited(state, req.rid)), outcome
+
+    def _give_up(self, state: LoopState, rid: int) -> LoopState:
+        return self._send(self._drop_awaited(state, rid))
+
+    def _restart(self, state: LoopState) -> LoopState:
+        return self._send(state._replace(forgotten=frozenset(state.awaited)))
+
+
 def fork_design(design: Design) -> Design:
     """A copy of `design` that goes on independently of it: its SQLite store in memory copied
     (`backup`), every other field copied deep. What the order searches use to play a schedule
@@ -404,29 +507,3 @@ def fork_design(design: Design) -> Design:
             raise ValueError(f"fork_design: {design.name}'s store is not SQLite in memory")
         memo[id(conn)] = _memory_copy(conn)
     return copy.deepcopy(design, memo)
-
-
-def make_design(
-    name: str,
-    *,
-    window: int = 3,
-    ticks: int = 20,
-    first_request: int = 1,
-    path: str | Path | None = None,
-    conn: Any = None,
-) -> Design:
-    """Build a design by name; `window` only matters for `fenced`; `path` (a SQLite file for
-    the durable store) or `conn` (an open connection, e.g. PostgreSQL) only for the ballot
-    designs."""
-    check_design(name)
-    if name == "callback":
-        return UnguardedDesign(ticks=ticks, first_request=first_request)
-    if name == "cas":
-        return CasDesign(ticks=ticks, first_request=first_request)
-    if name == "lww":
-        return UnguardedDesign(lww=True, ticks=ticks, first_request=first_request)
-    if name == "ballot":
-        return BallotDesign(conn, window=1, ticks=ticks, first_request=first_request, path=path)
-    if window < 2:  # fenced
-        raise ValueError(f"hedged ballots (key 'fenced') need window >= 2, got {window}")
-    return BallotDesign(conn, window=window, ticks=ticks, first_request=first_request, path=path)

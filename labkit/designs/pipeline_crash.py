@@ -1,4 +1,4 @@
-"""The crash lab for pipelined ballots: kill the loop at any SQL statement, restart it from its file.
+"""The crash lab for pipelined ballots: kill the loop at any SQL statement, restart from its file.
 
 `crash_and_resume` runs a pipelined loop on a SQLite file with a planner that answers in a
 seeded, shuffled order (so early answers are held), and stops the loop dead inside its k-th
@@ -53,7 +53,7 @@ class CrashRun:
     kill_at: int
     killed: bool
     heads: tuple[int, ...]
-    versions: tuple[tuple[int, int, tuple], ...]
+    versions: tuple[tuple[int, int | None, tuple], ...]  # version 0 is built on nothing
     held_left: int
     statements: int
     held_at_restart: int = 0
@@ -63,6 +63,13 @@ class CrashRun:
     def falls(self) -> int:
         """How many of the reader's looks saw a lower head than the look before."""
         return sum(after < before for before, after in pairwise(self.heads))
+
+
+def _sqlite(design: PipelinedDesign) -> sqlite3.Connection:
+    """The SQLite connection of a design on a file (a statement trace needs SQLite's)."""
+    if not isinstance(design.conn, sqlite3.Connection):
+        raise TypeError(f"a SQLite store is needed here, not {type(design.conn).__name__}")
+    return design.conn
 
 
 def is_write(sql: str) -> bool:
@@ -138,7 +145,7 @@ def _second_life(
     *,
     ticks: int,
     refusals: bool = False,
-) -> tuple[tuple[tuple[int, int, tuple], ...], int, int]:
+) -> tuple[tuple[tuple[int, int | None, tuple], ...], int, int]:
     """The restarted loop `second`, a new one on the same store, finishes the run; the
     catalog log, the hold's rows left and the held answers it found when it opened. Its
     connection is closed at the end."""
@@ -187,7 +194,7 @@ def crash_and_resume(
     def look() -> None:
         heads.append(catalog.head(reader))
 
-    tracer = _Tracer(first.conn, kill_at)
+    tracer = _Tracer(_sqlite(first), kill_at)
     try:
         first.start(0.0)
         _play(first, rng, reader, look, ticks, refusals)
@@ -312,7 +319,7 @@ def _child(path: str, kill_at: int, ticks: int, window: int, seed: int) -> None:
     def look() -> None:
         print(f"head {catalog.head(reader)}", flush=True)
 
-    first.conn.set_trace_callback(trace)
+    _sqlite(first).set_trace_callback(trace)
     first.start(0.0)
     _play(first, random.Random(seed), reader, look, ticks)
     print("finished", flush=True)

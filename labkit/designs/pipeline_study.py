@@ -2,7 +2,7 @@
 per request, from its send to its commit, refusal, give-up or flush), the depth comparison of
 `ballot`, `fenced` and `pipelined` as W grows, and part one's frontier beside the hold's.
 
-The figure (`labkit.plots.part2_pipelined`), the widget (`labkit.widgets.part2_pipelined`) and
+The figure (`labkit.plots.pipelined`), the widget (`labkit.widgets.pipelined`) and
 the notebook all read the same functions, so the numbers they show agree.
 """
 
@@ -16,9 +16,10 @@ import pandas as pd
 import labkit.catalog.hold as hold
 import labkit.frontier.log as part_one
 from labkit.catalog.loop import Response
-from labkit.designs.design import DISPLAY_NAMES, Decision, Request
+from labkit.designs.design import Decision, Request
 from labkit.designs.pipelined import PipelinedDesign
 from labkit.designs.planner import respond
+from labkit.designs.registry import DISPLAY_NAMES, spec
 from labkit.designs.run_stats import RunSummary
 from labkit.designs.simulator import FAULTS, run
 
@@ -136,13 +137,11 @@ def summary_row(design: str, window: int, s: RunSummary) -> dict[str, object]:
 
 
 def plan_at(window: int, designs: Sequence[str] = COMPARED) -> list[tuple[str, int]]:
-    """The runs that compare `designs` at depth `window`, as (design, the window it runs with):
-    `fenced` needs W >= 2 and is left out at W = 1; `ballot` keeps one ballot whatever W is."""
-    return [
-        (design, 1 if design == "ballot" else window)
-        for design in designs
-        if not (design == "fenced" and window < 2)
-    ]
+    """The runs that compare `designs` at depth `window`, as (design, the window it runs with),
+    by the registry's window rule (`DesignSpec.window`): `fenced` needs W >= 2 and is left out
+    at W = 1; `ballot` keeps one ballot whatever W is."""
+    rows = [spec(design) for design in designs]
+    return [(row.key, row.window(window)) for row in rows if row.accepts(window)]
 
 
 def runs_at(

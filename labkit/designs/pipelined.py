@@ -7,6 +7,10 @@ before it (the workbook's planner answers deterministically, `planner.answer_too
 loop can send that expected base along with the request), and states the hash of the tool list
 it built on. After a crash the bodies of unanswered requests are gone from memory; the loop
 then waits for those answers before it pipelines above them.
+
+`PipelinedModel`, below the design, is the same loop as a pure function on a small state
+(`labkit.designs.model`): what the arrival search plays and `check_model` compares with the
+design, step by step, on SQLite.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from typing import Any
 import labkit.catalog.hold as hold
 from labkit.backend import Connection
 from labkit.catalog.loop import Ballot, Response, WatermarkLoop
-from labkit.catalog.pipeline import ALREADY_HELD, HASH_MISMATCH, PipelinedLoop, Step
+from labkit.catalog.pipeline import ALREADY_HELD, HASH_MISMATCH, HELD, PipelinedLoop, Step
 from labkit.designs.design import BallotDesign, Decision, Request
+from labkit.designs.model import DesignModel, LoopState, ModelOutcome, Sent
 from labkit.designs.planner import answer_tools
+from labkit.designs.schedules import Kind
 
-__all__ = ["ALREADY_HELD", "HASH_MISMATCH", "PipelinedDesign"]
+__all__ = ["ALREADY_HELD", "HASH_MISMATCH", "PipelinedDesign", "PipelinedModel"]
 
 
 class PipelinedDesign(BallotDesign):
@@ -148,3 +154,100 @@ class PipelinedDesign(BallotDesign):
             req = self.requests.get(b.ballot_id) or self._rebuilt(b.ballot_id, b.watermark)
             out.append(req)
         return out
+
+
+class PipelinedModel(DesignModel):
+    """`PipelinedDesign`'s loop on `LoopState`: fences head, head+1, ... until W are in flight;
+    an early answer is held and decided when the head reaches it; a request built on another
+    request's answer passes the base-hash check only if that answer is the head (`head_by`); a
+    refusal or give-up flushes every ballot above it. A crash keeps ballots and held answers
+    (they are in the store) but forgets the bodies of unanswered requests: the window then
+    stops below a ballot whose body is unknown."""
+
+    name = "pipelined"
+
+    def _req(self, state: LoopState, rid: int) -> Sent:
+        return state.sent[rid - self.first]
+
+    def _send(self, state: LoopState) -> LoopState:
+        """Reserve the next fences (head, head+1, ...) until the window is full; stop where the
+        top ballot's body is unknown (its request was sent before a crash, its answer not in)."""
+        sent, awaited = state.sent, state.awaited
+        flight = sorted((*awaited, *state.held), key=lambda r: sent[r - self.first].base)
+        while len(flight) < self.window:
+            top = flight[-1] if flight else None
+            fence = state.head if top is None else sent[top - self.first].base + 1
+            if fence >= self.ticks:
+                break
+            after = None
+            if fence != state.head:
+                if top in state.forgotten and top not in state.held:
+                    break
+                after = top
+            rid = self.first + len(sent)
+            sent = (*sent, Sent(rid, fence, after=after))
+            awaited = (*awaited, rid)
+            flight.append(rid)
+        return state._replace(sent=sent, awaited=awaited)
+
+    def _leave(self, state: LoopState, rids: set[int]) -> LoopState:
+        """`rids` leave flight (committed, refused or flushed); their held answers go too."""
+        return state._replace(
+            awaited=tuple(r for r in state.awaited if r not in rids),
+            held=tuple(r for r in state.held if r not in rids),
+            forgotten=state.forgotten - rids,
+        )
+
+    def _refuse(self, state: LoopState, rid: int) -> LoopState:
+        """`rid` is refused: it and every ballot fenced above it leave flight; refill."""
+        fence = self._req(state, rid).base
+        above = {r for r in (*state.awaited, *state.held) if self._req(state, r).base > fence}
+        return self._send(self._leave(state, {rid} | above))
+
+    def _decide(self, state: LoopState, req: Sent) -> tuple[LoopState, bool, str | None]:
+        """An answer for the ballot fenced at the head: commit it or refuse it (and flush)."""
+        if req.stale:
+            return self._refuse(state, req.rid), False, "stale_base"
+        if req.after is not None and req.after != state.head_by:
+            return self._refuse(state, req.rid), False, HASH_MISMATCH
+        state = self._leave(state, {req.rid})._replace(head=state.head + 1, head_by=req.rid)
+        return self._send(state), True, None
+
+    def _settle(self, state: LoopState) -> LoopState:
+        """Decide held answers while the head reaches them (the frontier moves)."""
+        while True:
+            ready = [r for r in state.held if self._req(state, r).base == state.head]
+            if not ready:
+                return state
+            state = self._decide(state, self._req(state, ready[0]))[0]
+
+    def _answer(
+        self, state: LoopState, req: Sent, body_base: int
+    ) -> tuple[LoopState, ModelOutcome]:
+        """Commit an answer on the head, hold one that is early, refuse the rest."""
+        if req.rid not in state.awaited and req.rid not in state.held:
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, False, "unknown_ballot")
+        elif req.base > state.head:
+            if req.rid not in state.held:
+                state = self._leave(state, {req.rid})
+                state = state._replace(held=tuple(sorted((*state.held, req.rid))))
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, False, HELD)
+        else:
+            state, committed, reason = self._decide(state, req)
+            outcome = ModelOutcome(Kind.DELIVER, req.rid, committed, reason)
+        return self._settle(self._send(state)), outcome
+
+    def _give_up(self, state: LoopState, rid: int) -> LoopState:
+        return self._settle(self._refuse(state, rid))
+
+    def _restart(self, state: LoopState) -> LoopState:
+        return self._settle(self._send(state._replace(forgotten=frozenset(state.awaited))))
+
+    def key(self, state: LoopState, copies: int) -> tuple:
+        """`DesignModel.key`, plus the held answers, and who wrote the head where a request in
+        flight is built on it (only then can it matter)."""
+        live = tuple(s[:3] + s[4:] for s in state.sent if s.delivered < copies)
+        flight = (*state.awaited, *state.held)
+        relevant = any(self._req(state, r).after == state.head_by for r in flight)
+        by = state.head_by if relevant else None
+        return (state.head, by, state.awaited, state.held, state.forgotten, live)

@@ -1,8 +1,8 @@
 """The planner and the reader both simulator drivers share.
 
-`labkit.designs.simulator` (seeded, clocked) and `labkit.designs.arrival_orders` (hand-written schedules) build a
-planner's response the same way (`respond`) and watch the catalog through the same
-independent reader (`HeadReader`), so a rewind means the same thing in both.
+`labkit.designs.simulator` (seeded, clocked) and `labkit.designs.arrival_orders` (hand-written
+schedules) build a planner's response the same way (`respond`) and watch the catalog through the
+same independent reader (`HeadReader`), so a rewind means the same thing in both.
 """
 
 from __future__ import annotations

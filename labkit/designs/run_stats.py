@@ -18,7 +18,8 @@ import pandas as pd
 
 from labkit.catalog.pipeline import HELD
 from labkit.catalog.rule import REASONS
-from labkit.designs.design import CAS_CONFLICT, DISPLAY_NAMES
+from labkit.designs.design import CAS_CONFLICT
+from labkit.designs.registry import DISPLAY_NAMES
 
 REJECT_COLUMNS = (*REASONS, "older_updated_at", CAS_CONFLICT)
 
@@ -78,7 +79,8 @@ def summarize_run(trace: pd.DataFrame) -> RunSummary:
     v - 1 to the commit of v; wasted calls are planner calls (`send` events) beyond one per kept
     version.
     """
-    return summarize_rows(trace.to_dict("records"))
+    # column names are text: the keys `summarize_rows` reads
+    return summarize_rows([{str(k): v for k, v in r.items()} for r in trace.to_dict("records")])
 
 
 @dataclass

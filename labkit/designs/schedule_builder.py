@@ -1,10 +1,10 @@
 """A schedule composed one step at a time, played on every design side by side.
 
-`ScheduleBuilder` is the model behind the arrival-order workbench (notebooks 04 and 05): the
-reader adds steps (`labkit.designs.schedules.Step`, or types a whole schedule as text), undoes
-them or starts from a preset, and every design in `labkit.designs.design.DESIGNS` plays the same steps
-through `labkit.designs.arrival_orders`' runner. Designs send their own requests (at the start, after a
-commit, after a give-up), so a step can name a request one design sent and another did not:
+`ScheduleBuilder` is the model behind the arrival-order workbench (notebooks 04 and 05): the reader
+adds steps (`labkit.designs.schedules.Step`, or types a whole schedule as text), undoes them or
+starts from a preset, and every design in `labkit.designs.registry.DESIGNS` plays the same steps
+through `labkit.designs.arrival_orders`' runner. Designs send their own requests (at the start,
+after a commit, after a give-up), so a step can name a request one design sent and another did not:
 that design skips the step and says why. A step no design can take is refused.
 
 For each design the builder keeps what a lane diagram needs (`Lane`: every request from its
@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import labkit.designs.design as design_registry
+import labkit.designs.registry as design_registry
 from labkit.catalog.pipeline import HELD
 from labkit.designs.arrival_orders import StepOutcome, _Runner, explore
 from labkit.designs.registry import check_design
@@ -373,9 +373,9 @@ class ScheduleBuilder:
                     lane.lost_at = step
         elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
             # after a restart a ballot design names a request it forgot by -ballot_id
-            lane = run.lanes.get(abs(outcome.request_id))
-            if lane is not None:
-                lane.events.append(LaneEvent(step, GAVE_UP))
+            given_up = run.lanes.get(abs(outcome.request_id))
+            if given_up is not None:
+                given_up.events.append(LaneEvent(step, GAVE_UP))
         elif outcome.kind == Kind.DELIVER and outcome.request_id in run.lanes:
             lane = run.lanes[outcome.request_id]
             kind = DUPLICATE if lane.arrived_at is not None else ARRIVED
@@ -391,9 +391,9 @@ class ScheduleBuilder:
                 )
             )
         for decided in outcome.settled:
-            lane = _lane_of(run, decided.request_id, decided.ballot_id)
-            if lane is not None:
-                lane.events.append(LaneEvent(step, SETTLED, decided.committed, decided.reason))
+            held = _lane_of(run, decided.request_id, decided.ballot_id)
+            if held is not None:
+                held.events.append(LaneEvent(step, SETTLED, decided.committed, decided.reason))
         self._note_sends(design, step)
 
     def _here(self) -> None:
@@ -582,12 +582,13 @@ def shortest_break(design: str, n: int = EXPLORE_N, window: int = 2) -> list[Ste
 def as_first_and_again(steps: Sequence[Step]) -> list[Step]:
     """The same schedule with every repeat arrival written as `dup k`, as `ScheduleBuilder`
     takes it (the explorer writes `deliver k` twice; the runner plays both alike)."""
-    arrived: set[int | None] = set()
+    arrived: set[int] = set()
     out = []
     for step in steps:
-        if step.kind == Kind.DELIVER and step.request in arrived:
-            step = Step.dup(step.request)
-        if step.kind in (Kind.DELIVER, Kind.DUP, Kind.STALE):
-            arrived.add(step.request)
+        k = step.request  # every arrival names its request
+        if step.kind == Kind.DELIVER and k is not None and k in arrived:
+            step = Step.dup(k)
+        if step.kind in (Kind.DELIVER, Kind.DUP, Kind.STALE) and k is not None:
+            arrived.add(k)
         out.append(step)
     return out

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from labkit import validation
+
 
 class Kind(StrEnum):
     """What a step does (and what an outcome was); the value is the verb a person types."""
@@ -82,7 +84,7 @@ class Step:
                 raise ValueError(f"a '{self.kind}' step names a request")
         elif self.kind == Kind.CRASH:
             raise ValueError("a 'crash' step names no request")
-        elif isinstance(self.request, bool) or not isinstance(self.request, int):
+        elif not validation.is_int(self.request):
             raise ValueError(f"a step's request is an int, got {self.request!r}")
 
     def __str__(self) -> str:
@@ -180,6 +182,19 @@ def as_steps(steps: Iterable[Step | str]) -> list[Step]:
 def format_schedule(steps: Iterable[Step], sep: str = "; ") -> str:
     """Steps as a person reads them, e.g. ``"timeout; deliver 2"``."""
     return sep.join(map(str, steps))
+
+
+def outcome_label(
+    kind: Kind, request: int | None, committed: bool | None, reason: str | None
+) -> str:
+    """What one step did, as short text for tables and captions (e.g. ``12:commit``,
+    ``12:stale_base``, ``timeout 12``): the one wording of a run's outcomes on the real design
+    (`arrival_orders.StepOutcome`) and on its model (`model.ModelOutcome`)."""
+    if kind == Kind.CRASH:
+        return "crash+restart"
+    if kind == Kind.TIMEOUT:
+        return "timeout: nothing awaited" if request is None else f"timeout {request}"
+    return f"{request}:{'commit' if committed else reason}"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ import dataclasses
 import heapq
 import itertools
 import math
-import numbers
 import random
 import warnings
 from collections.abc import Callable, Collection
@@ -42,6 +41,7 @@ from typing import Any
 
 import pandas as pd
 
+from labkit import validation
 from labkit.catalog.loop import Response
 from labkit.designs.design import Design, Request
 from labkit.designs.planner import Glance, HeadReader, draw_latency, host_skews, respond
@@ -158,7 +158,7 @@ KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(PlannerConfig)
 
 
 def _check_int(name: str, value: Any, *, at_least: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not validation.is_integral(value):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if at_least is not None and value < at_least:
         raise ValueError(f"{name} must be >= {at_least}, got {value!r}")
@@ -166,7 +166,7 @@ def _check_int(name: str, value: Any, *, at_least: int | None = None) -> int:
 
 
 def _check_number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not validation.is_real(value):
         raise ValueError(f"{name} must be a number {rule}, got {value!r}")
     if not math.isfinite(value) or not ok(value):
         raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")

@@ -9,7 +9,6 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from labkit.designs.design import DESIGNS
 from labkit.designs.lessons import (
     BUG2_FAULTS,
     BUG2_SEED,
@@ -22,6 +21,7 @@ from labkit.designs.lessons import (
     SHOWCASE_FAULTS,
     SHOWCASE_SEED,
 )
+from labkit.designs.registry import DESIGNS
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class FigureSpec:
 def _timeline() -> tuple[Figure, Any]:
     import labkit.frontier.scenario_format as fmt
     import labkit.frontier.scenarios as sc
-    from labkit.plots.part1_frontier import timeline_figure
+    from labkit.plots.frontier import timeline_figure
 
     timeline = sc.run_scenario(fmt.load_scenario("seed"))
     table = timeline.drop(columns=["statuses"]).astype(str)
@@ -48,7 +48,7 @@ def _checkpoints() -> tuple[Figure, Any]:
     import labkit.frontier.scenario_format as fmt
     import labkit.frontier.scenarios as sc
     import labkit.frontier.summarizer as sm
-    from labkit.plots.part1_frontier import checkpoint_ranges_figure
+    from labkit.plots.frontier import checkpoint_ranges_figure
 
     conn = sc.replay_scenario(fmt.load_scenario("seed"))
     ranges = {p: sm.summaries(conn, "main", p) for p in fr.POLICIES}
@@ -60,7 +60,7 @@ def _checkpoints() -> tuple[Figure, Any]:
 
 def _orphan_rates() -> tuple[Figure, Any]:
     import labkit.frontier.orders as explorer
-    from labkit.plots.part1_frontier import orphan_rates_figure
+    from labkit.plots.frontier import orphan_rates_figure
 
     rates = explorer.orphan_rates(range(3, 9))
     return orphan_rates_figure(rates), rates
@@ -68,7 +68,7 @@ def _orphan_rates() -> tuple[Figure, Any]:
 
 def _trigger_work() -> tuple[Figure, Any]:
     import labkit.frontier.triggers as triggers
-    from labkit.plots.part1_frontier import trigger_cost_figure
+    from labkit.plots.frontier import trigger_cost_figure
 
     cost = triggers.trigger_cost(measure="vm_steps")
     return trigger_cost_figure(cost, title="Work per trigger check as dormant shards pile up"), cost
@@ -76,7 +76,7 @@ def _trigger_work() -> tuple[Figure, Any]:
 
 def _busy_loop() -> tuple[Figure, Any]:
     import labkit.frontier.triggers as triggers
-    from labkit.plots.part1_frontier import busy_loop_figure
+    from labkit.plots.frontier import busy_loop_figure
 
     trace = triggers.busy_loop_trace()
     return busy_loop_figure(trace), trace
@@ -95,7 +95,7 @@ def _traces_data(traces: dict[str, Any]) -> dict[str, Any]:
 
 def _inverted_trace() -> tuple[Figure, Any]:
     from labkit.designs.simulator import simulate
-    from labkit.plots.part2_catalog import rewind_panels_figure
+    from labkit.plots.catalog import rewind_panels_figure
 
     traces = {d: simulate(d, BUG2_FAULTS, seed=BUG2_SEED) for d in ("callback", "ballot")}
     fig = rewind_panels_figure(traces, title="A late answer: callback rewinds, the ballot rejects")
@@ -103,7 +103,7 @@ def _inverted_trace() -> tuple[Figure, Any]:
 
 
 def _five_designs() -> tuple[Figure, Any]:
-    from labkit.plots.part2_catalog import five_designs_figure
+    from labkit.plots.catalog import five_designs_figure
 
     traces = _simulate_all(SHOWCASE_FAULTS)
     return five_designs_figure(traces), _traces_data(traces)
@@ -111,7 +111,7 @@ def _five_designs() -> tuple[Figure, Any]:
 
 def _arrival_lanes() -> tuple[Figure, Any]:
     from labkit.designs.arrival_orders import run_schedule
-    from labkit.plots.part2_catalog import arrival_lanes_figure
+    from labkit.plots.catalog import arrival_lanes_figure
 
     results = [run_schedule(d, INVERTED_STEPS) for d in DESIGNS]
     data = {r.design: [r.labels, r.heads] for r in results}
@@ -120,7 +120,7 @@ def _arrival_lanes() -> tuple[Figure, Any]:
 
 def _arrival_explorer() -> tuple[Figure, Any]:
     from labkit.designs.arrival_orders import explore_all
-    from labkit.plots.part2_catalog import explorer_figure
+    from labkit.plots.catalog import explorer_figure
 
     table = explore_all(3)
     return explorer_figure(table), table
@@ -128,7 +128,7 @@ def _arrival_explorer() -> tuple[Figure, Any]:
 
 def _restarts() -> tuple[Figure, Any]:
     from labkit.designs.simulator import simulate
-    from labkit.plots.part2_catalog import restarts_figure
+    from labkit.plots.catalog import restarts_figure
 
     faults = ("crash", "inverted", "retry_after_commit")
     traces = {d: simulate(d, faults, seed=0) for d in ("callback", "ballot", "fenced")}
@@ -138,7 +138,7 @@ def _restarts() -> tuple[Figure, Any]:
 def _pipelined() -> tuple[Figure, Any]:
     from labkit.designs.pipeline_study import depth_table
     from labkit.designs.simulator import simulate
-    from labkit.plots.part2_pipelined import pipelined_figure
+    from labkit.plots.pipelined import pipelined_figure
 
     trace = simulate(
         "pipelined",
@@ -165,7 +165,7 @@ def _commit_order_timeline() -> tuple[Figure, Any]:
 
     import labkit.pg.commit_order as co
     from labkit.pg.instance import shared_server
-    from labkit.plots.part3_postgres import commit_order_timeline_figure
+    from labkit.plots.pg import commit_order_timeline_figure
 
     with co.CommitOrderLab(shared_server().dsn) as lab:
         state = lab.run(co.LATE_COMMIT)
@@ -177,7 +177,7 @@ def _fixes_compared() -> tuple[Figure, Any]:
 
     import labkit.pg.commit_order as co
     from labkit.pg.instance import shared_server
-    from labkit.plots.part3_postgres import fixes_figure
+    from labkit.plots.pg import fixes_figure
 
     scripts = [co.random_script(FIX_SCRIPT_STEPS, seed) for seed in range(FIX_SCRIPTS)]
     outcomes = co.compare_fixes(shared_server().dsn, scripts)

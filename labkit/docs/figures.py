@@ -62,7 +62,7 @@ def prepare_output_dir(out: Path) -> None:
 
 
 def build_all(out: Path = DEFAULT_OUT, names: list[str] | None = None) -> dict[str, Any]:
-    """Regenerate every figure as SVG + PNG into `out`, one progress line each; write the manifest."""
+    """Regenerate every figure as SVG + PNG into `out`, printing a line each; write the manifest."""
     from labkit.files import replace_file
     from labkit.plots.style import save_figure
 

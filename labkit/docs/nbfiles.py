@@ -1,8 +1,11 @@
 """Notebook file chores for the command line: strip outputs, write student copies.
 
 Each public function checks every path before it writes anything, and reports a bad path as a
-`NotebookFileError` whose message is one line naming the path and what is wrong. nbformat is
-imported inside the functions: it is slow to import and labkit's own import must stay light.
+`NotebookFileError` whose message is one line naming the path and what is wrong. What stripping
+removes is nbstripout's (the git filter's too); the writing is ours: nbstripout rewrites a file
+in place, and on a full disk that left a notebook cut short (4,096 of 212,411 bytes), where
+`replace_file` leaves it whole. nbformat and nbstripout are imported inside the functions: they
+are slow to import and labkit's own import must stay light.
 """
 
 from __future__ import annotations
@@ -35,15 +38,29 @@ class NotebookFileError(ValueError):
         super().__init__(f"{path}: {problem}")
 
 
+# What nbstripout's command line strips besides outputs and counts (its defaults, which the git
+# filter runs with), so a notebook stripped here is stored byte for byte as the filter would
+# store it; tests/test_notebooks.py compares the two.
+NBSTRIPOUT_KEYS = (
+    "metadata.signature",
+    "metadata.widgets",
+    "cell.metadata.collapsed",
+    "cell.metadata.ExecuteTime",
+    "cell.metadata.execution",
+    "cell.metadata.heading_collapsed",
+    "cell.metadata.hidden",
+    "cell.metadata.scrolled",
+)
+
+
 def strip_notebook(nb: Any) -> Any:
-    """Remove outputs, execution counts and volatile metadata from a notebook node."""
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-        cell.metadata.pop("execution", None)
-    nb.metadata.pop("widgets", None)
-    return nb
+    """Strip a notebook node as nbstripout does with its defaults: outputs, execution counts,
+    volatile metadata, and cell ids numbered from 0 (so a re-run changes no id)."""
+    from nbstripout import strip_output
+
+    return strip_output(
+        nb, keep_output=False, keep_count=False, keep_id=False, extra_keys=list(NBSTRIPOUT_KEYS)
+    )
 
 
 def read_notebook(path: Path) -> tuple[str, Any]:
@@ -64,9 +81,11 @@ def read_notebook(path: Path) -> tuple[str, Any]:
         raise NotebookFileError(path, f"cannot read: {exc.strerror}") from exc
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f" (line {exc.lineno} column {exc.colno})" if hasattr(exc, "lineno") else ""
+    except json.JSONDecodeError as exc:
+        where = f" (line {exc.lineno} column {exc.colno})"
         raise NotebookFileError(path, f"not a notebook: invalid JSON{where}") from exc
+    except RecursionError as exc:  # nested too deep to parse
+        raise NotebookFileError(path, "not a notebook: invalid JSON") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise NotebookFileError(path, "not a notebook: no 'cells' list at the top level")
     try:

@@ -1,5 +1,5 @@
 """Workshop exercises, each checked against the real code: SQLite, the scenario runner, the
-explorer, `WatermarkLoop` and the arrival-order player.
+explorer, `WatermarkLoop`, the arrival-order player and, in part three, a PostgreSQL server.
 
 In a notebook::
 
@@ -7,39 +7,42 @@ In a notebook::
     frontier_sql = ____          # your answer
     frontier_sql_ex.check(frontier_sql)
 
-One module per part (`ex1_frontier`, `ex2_ballots`); `kit` holds the machinery (`Exercise`,
-`Feedback`, `Wrong`, the `____` placeholder) and `sandbox` runs learner SQL (part three's on
-PostgreSQL runs in `ex3_postgres`). `part1`, `part2` and `part3` list each part's exercises;
-`by_lesson` maps a notebook number (1-8) to the exercises that practise it, in the order its
-notebook `exercises/solutions/ex0N_*.ipynb` asks them.
+One module per domain, named as labkit's own subpackages: `frontier` (part one, notebooks
+01-03), `catalog` (part two, 04-06), and on PostgreSQL `frontier_pg` (07) and `catalog_pg` (08).
+`kit` holds the machinery (`Exercise`, `Feedback`, `Wrong`, the `____` placeholder);
+`sandboxes/` runs the learner's SQL and code behind walls. `part1`, `part2` and `part3` list
+each part's exercises; `by_lesson` maps a notebook number (1-8) to the exercises that practise
+it, in the order its notebook `exercises/solutions/ex0N_*.ipynb` asks them. The other names
+here are what those notebooks read besides the exercises.
 """
 
 from __future__ import annotations
 
-from labkit.exercises import ex1_frontier, ex2_ballots, ex3_postgres
-from labkit.exercises.ex1_frontier import (
-    frontier_sql_ex,
-    max_orphans_ex,
-    partial_index_ex,
-    predict_frontier_ex,
-)
-from labkit.exercises.ex2_ballots import (
+from labkit.exercises import catalog, catalog_pg, frontier, frontier_pg
+from labkit.exercises.catalog import (
+    HOST_SKEWS,
     apply_rule_ex,
     closing_question_ex,
     crash_verdicts_ex,
     lww_rewind_ex,
     rejection_reasons_ex,
 )
-from labkit.exercises.ex3_postgres import (
-    condition_ex,
-    guarded_write_ex,
-    interleaving_ex,
-    tenant_write_ex,
+from labkit.exercises.catalog_pg import guarded_write_ex, tenant_write_ex
+from labkit.exercises.frontier import (
+    INDEX_QUERY,
+    frontier_sql_ex,
+    max_orphans_ex,
+    partial_index_ex,
+    predict_frontier_ex,
 )
+from labkit.exercises.frontier_pg import SCRIPTS, condition_ex, interleaving_ex, run_script
 from labkit.exercises.kit import BLANK, Exercise, Feedback, ____
 
 __all__ = [
     "BLANK",
+    "HOST_SKEWS",
+    "INDEX_QUERY",
+    "SCRIPTS",
     "Exercise",
     "Feedback",
     "____",
@@ -59,14 +62,16 @@ __all__ = [
     "partial_index_ex",
     "predict_frontier_ex",
     "rejection_reasons_ex",
+    "run_script",
     "tenant_write_ex",
 ]
 
-part1: list[Exercise] = ex1_frontier.exercises
-part2: list[Exercise] = ex2_ballots.exercises
-part3: list[Exercise] = ex3_postgres.exercises  # checked on a PostgreSQL server
+part1: list[Exercise] = frontier.exercises
+part2: list[Exercise] = catalog.exercises
+part3: list[Exercise] = frontier_pg.exercises + catalog_pg.exercises  # on a PostgreSQL server
 by_lesson: dict[int, list[Exercise]] = {
-    **ex1_frontier.by_lesson,
-    **ex2_ballots.by_lesson,
-    **ex3_postgres.by_lesson,
+    **frontier.by_lesson,
+    **catalog.by_lesson,
+    **frontier_pg.by_lesson,
+    **catalog_pg.by_lesson,
 }

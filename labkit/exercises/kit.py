@@ -2,7 +2,7 @@
 
 Each exercise checks a learner's answer by running it against real labkit code (SQLite, the
 simulator). Only the learner's own code is guarded (`learner_call` and `learner_calls` here,
-`sandbox` for their SQL), and it runs behind walls enforced from outside (`walls`: a child
+`sandboxes` for their SQL), and it runs behind walls enforced from outside (`walls`: a child
 process killed at its time limit, capped in memory, with every process it started); a
 collection answer is read there too (`learner_items`), so nothing endless reaches a checker.
 An error anywhere else in a checker is a labkit bug and surfaces as one.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import labkit.exercises.walls as walls
+from labkit import validation
 
 
 class _Blank:
@@ -197,7 +198,7 @@ SHOWN_CHARS = 80
 def shown(value: Any) -> str:
     """A learner's value as feedback quotes it: its repr, cut to `SHOWN_CHARS`; an integer too
     long to print is named by its size (Python refuses to print ints over 4,300 digits)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+    if validation.is_int(value) and value.bit_length() > 64:
         return f"a {value.bit_length()}-bit integer"
     try:
         text = repr(value)

@@ -6,71 +6,37 @@ safe checkpoint is a low watermark over still-open rows (`delivered_frontier`); 
 `MAX(id) WHERE status = 'delivered'` (`max_delivered_watermark`) is kept only to show its damage.
 Every SQL text below is a module constant so tests and notebooks can EXPLAIN exactly what runs,
 written once in SQLite's placeholder style; `labkit.backend` renders it for psycopg, and what
-PostgreSQL needs written its own way (DDL, dispatch's row lock, the xmin horizon wait) is in
-`labkit.frontier.log_pg`. Shard keys are always bound parameters, never spliced into SQL.
+PostgreSQL needs written its own way (dispatch's row lock, the xmin horizon wait, the id
+triggers) is in `labkit.frontier.log_pg`. The tables are specs (`labkit.frontier.tables`), each
+written once for both backends. Every function takes a connection or a store handle
+(`labkit.store`). Shard keys are always bound parameters, never spliced into SQL.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import labkit.backend as backend
 import labkit.frontier.log_pg as fpg
-from labkit import db
-from labkit.backend import INT64_MAX, INT64_MIN
+import labkit.frontier.tables as tables
+from labkit import db, schema, store, validation
 from labkit.frontier.log_pg import HorizonError as HorizonError  # defined beside the wait
 from labkit.frontier.log_pg import HorizonReading
+from labkit.frontier.rule import POLICIES as POLICIES  # the one list, in the log's API
+from labkit.frontier.tables import NON_TERMINAL as NON_TERMINAL
+from labkit.frontier.tables import STATUSES as STATUSES
+from labkit.frontier.tables import TERMINAL as TERMINAL
+from labkit.validation import INT64_MAX, INT64_MIN
 
 if TYPE_CHECKING:
     import psycopg
 
-NON_TERMINAL = ("pending", "running")
-TERMINAL = ("delivered", "failed")
-STATUSES = NON_TERMINAL + TERMINAL
-POLICIES = ("frontier", "max")
-
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS conversations (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel_key TEXT    NOT NULL,
-    direction   TEXT    NOT NULL,
-    status      TEXT    NOT NULL
-                CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
-    priority    INTEGER NOT NULL,
-    redrive_of  INTEGER REFERENCES conversations(id)
-);
-CREATE INDEX IF NOT EXISTS idx_conv_active
-    ON conversations(channel_key, id) WHERE status IN ('pending','running');
-CREATE INDEX IF NOT EXISTS idx_conv_shard_id
-    ON conversations(channel_key, id);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    channel_key  TEXT    NOT NULL,
-    policy       TEXT    NOT NULL CHECK (policy IN ('frontier', 'max')),
-    coverage_end INTEGER NOT NULL,
-    PRIMARY KEY (channel_key, policy)
-);
-CREATE TABLE IF NOT EXISTS summaries (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel_key TEXT    NOT NULL,
-    policy      TEXT    NOT NULL CHECK (policy IN ('frontier', 'max')),
-    start_id    INTEGER NOT NULL,
-    end_id      INTEGER NOT NULL,
-    CHECK (start_id <= end_id)
-);
-CREATE INDEX IF NOT EXISTS idx_summaries_shard
-    ON summaries(channel_key, policy, start_id);
-CREATE TABLE IF NOT EXISTS summary_items (
-    summary_id      INTEGER NOT NULL REFERENCES summaries(id),
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    PRIMARY KEY (summary_id, conversation_id)
-);
-CREATE INDEX IF NOT EXISTS idx_summary_items_conv
-    ON summary_items(conversation_id);
-"""
+# The log's tables are specs (`labkit.frontier.tables`), rendered here as SQLite runs them.
+SCHEMA_SQL = "\n" + schema.script(tables.LOG, "sqlite")
 
 # Frontier step 1: smallest open id above the base. Served by the partial index idx_conv_active;
 # the status list must match the index's WHERE clause for SQLite to use it.
@@ -163,7 +129,7 @@ PRIORITY_MIN, PRIORITY_MAX = -(2**31), 2**31 - 1  # PostgreSQL's `integer`; SQLi
 
 
 def shard_key(value: Any, where: str) -> str:
-    """A shard key handed to `where`, checked before it reaches a driver (`backend.text_arg`:
+    """A shard key handed to `where`, checked before it reaches a driver (`validation.text_arg`:
     a str of at most `MAX_SHARD_KEY_BYTES` UTF-8 bytes, no NUL, no lone surrogate); quotes and
     any other Unicode are fine."""
     # text_arg's fast path, here so a hot lookup pays one call: an ASCII str has no surrogate
@@ -175,25 +141,38 @@ def shard_key(value: Any, where: str) -> str:
         and "\x00" not in value
     ):
         return value
-    return backend.text_arg(value, "channel_key", where, MAX_SHARD_KEY_BYTES)
+    return validation.text_arg(value, "channel_key", where, MAX_SHARD_KEY_BYTES)
 
 
 def whole(value: Any, name: str, where: str) -> int:
-    """An id or a coverage base handed to `where` (`backend.int_arg`: an int in 64-bit range).
+    """An id or a coverage base handed to `where` (`validation.int_arg`: an int in 64-bit range).
     A plain int in range passes at once; anything else, and every refusal, is int_arg's."""
     if type(value) is int and INT64_MIN <= value <= INT64_MAX:
         return value
-    return backend.int_arg(value, name, where)
+    return validation.int_arg(value, name, where)
 
 
-def create_schema(conn: backend.Connection) -> None:
+def create_schema(conn: backend.Connection | store.Store) -> None:
     """Create the log table, its indexes and the checkpoint tables; safe to call twice."""
-    if backend.dialect(conn).is_postgres:
-        with conn.transaction():
-            conn.execute(fpg.SCHEMA_SQL)
-        fpg.check_preconditions(conn)
-    else:
-        conn.executescript(SCHEMA_SQL)
+    s = store.of(conn)
+    s.pick(_CREATE_ON)(s.conn)
+
+
+def _create_on_sqlite(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA_SQL)
+
+
+def _create_on_postgres(conn: psycopg.Connection[Any]) -> None:
+    """In one transaction, then the horizon wait's preconditions checked."""
+    with conn.transaction():
+        conn.execute(fpg.SCHEMA_SQL)
+    fpg.check_preconditions(conn)
+
+
+_CREATE_ON: dict[str, Callable[[Any], None]] = {
+    "sqlite": _create_on_sqlite,
+    "postgres": _create_on_postgres,
+}
 
 
 def connect(
@@ -211,37 +190,51 @@ def connect(
 # --- the log ---------------------------------------------------------------------------------
 
 
-def fetch(conn: backend.Connection, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
+def fetch(
+    conn: backend.Connection | store.Store, statement: str, params: Any = ()
+) -> list[tuple[Any, ...]]:
     """Every row of one read written once (SQLite's placeholder style), on either backend. On
     PostgreSQL a transaction the read opened is ended, so the session never idles inside one."""
-    d = backend.dialect(conn)
-    if not d.is_postgres:
-        return conn.execute(statement, params).fetchall()
-    with d.reading(conn):
-        return [tuple(r) for r in d.execute(conn, statement, params).fetchall()]
+    return _FETCH(conn, statement, params)
+
+
+# A read on each backend (its dialect's), found by the connection's type: lookups ask it.
+_FETCH = store.by_backend(sqlite=backend.SQLITE.fetchall, postgres=backend.POSTGRES.fetchall)
 
 
 def enqueue(
-    conn: backend.Connection, channel_key: str, priority: int, direction: str = "inbound"
+    conn: backend.Connection | store.Store,
+    channel_key: str,
+    priority: int,
+    direction: str = "inbound",
 ) -> int:
     """Append a pending row to a shard and return its id.
 
     On SQLite it commits; on PostgreSQL it never does (the caller's transaction decides when the
     row becomes visible, which is what part three's writers need).
     """
-    d = backend.dialect(conn)
+    s = store.of(conn)
+    d = s.dialect
     channel_key = shard_key(channel_key, "enqueue")
-    direction = backend.text_arg(direction, "direction", "enqueue")
+    direction = validation.text_arg(direction, "direction", "enqueue")
     priority = whole(priority, "priority", "enqueue")
     if d.is_postgres and not PRIORITY_MIN <= priority <= PRIORITY_MAX:  # an `integer` column
         raise ValueError(
             f"enqueue: priority {priority} is outside [{PRIORITY_MIN}, {PRIORITY_MAX}]"
         )
-    with nullcontext() if d.is_postgres else d.atomic(conn):
-        return d.insert_returning_id(conn, ENQUEUE_SQL, (channel_key, direction, priority))
+    with s.pick(_ENQUEUE_IN)(s):
+        return s.insert_returning_id(ENQUEUE_SQL, (channel_key, direction, priority))
 
 
-def status_of(conn: backend.Connection, row_id: int) -> str:
+# What an enqueue runs in, per backend: SQLite commits it at once; PostgreSQL leaves it to the
+# caller's transaction (part three's writers decide when their rows become visible).
+_ENQUEUE_IN: dict[str, Callable[[store.Store], AbstractContextManager[Any]]] = {
+    "sqlite": store.Store.atomic,
+    "postgres": lambda s: nullcontext(),
+}
+
+
+def status_of(conn: backend.Connection | store.Store, row_id: int) -> str:
     """Current status of one row; `TransitionError` if there is no such row."""
     rows = fetch(conn, STATUS_SQL, (whole(row_id, "row_id", "status_of"),))
     if not rows:
@@ -250,16 +243,19 @@ def status_of(conn: backend.Connection, row_id: int) -> str:
 
 
 def _transition(
-    conn: backend.Connection, row_id: int, allowed: tuple[str] | tuple[str, str], to: str
+    conn: backend.Connection | store.Store,
+    row_id: int,
+    allowed: tuple[str] | tuple[str, str],
+    to: str,
 ) -> None:
     """Move `row_id` to `to` if its status is in `allowed`, else raise the precise reason."""
     first, last = allowed[0], allowed[-1]  # one or two allowed source statuses
     row_id = whole(row_id, "row_id", f"mark {to}")
-    d = backend.dialect(conn)
-    with d.atomic(conn):
-        if d.execute(conn, TRANSITION_SQL, (to, row_id, first, last)).rowcount == 1:
+    s = store.of(conn)
+    with s.atomic():
+        if s.execute(TRANSITION_SQL, (to, row_id, first, last)).rowcount == 1:
             return
-        current = status_of(conn, row_id)
+        current = status_of(s, row_id)
     if current in TERMINAL:
         raise TerminalStateError(row_id, current, to)
     raise TransitionError(f"conversation {row_id} is {current!r}; cannot move it to {to!r}")
@@ -280,34 +276,36 @@ def mark_failed(conn: backend.Connection, row_id: int) -> None:
     _transition(conn, row_id, NON_TERMINAL, "failed")
 
 
-def dispatch_next(conn: backend.Connection, channel_key: str | None = None) -> int | None:
+def dispatch_next(
+    conn: backend.Connection | store.Store, channel_key: str | None = None
+) -> int | None:
     """Claim the next pending row `ORDER BY priority, id`: mark it running, return its id.
 
     Safe with several workers: each row is handed out exactly once. On a SQLite file a worker
     that finds the log locked waits for it (see `db.atomic`); on PostgreSQL the pick skips a
     row another worker holds (FOR UPDATE SKIP LOCKED).
     """
-    d = backend.dialect(conn)
+    s = store.of(conn)
     if channel_key is not None:
         channel_key = shard_key(channel_key, "dispatch_next")
-    any_shard, one_shard = DISPATCH[d.name]
-    with d.atomic(conn):
+    any_shard, one_shard = s.pick(DISPATCH)
+    with s.atomic():
         if channel_key is None:
-            row = d.execute(conn, any_shard).fetchone()
+            row = s.execute(any_shard).fetchone()
         else:
-            row = d.execute(conn, one_shard, (channel_key,)).fetchone()
+            row = s.execute(one_shard, (channel_key,)).fetchone()
     return None if row is None else int(row[0])
 
 
-def redrive(conn: backend.Connection, row_id: int) -> int:
+def redrive(conn: backend.Connection | store.Store, row_id: int) -> int:
     """Retry a dead letter as a NEW pending row (same shard, priority, direction); return its id.
 
     The failed row stays failed, so a frontier that already passed it never has to move back.
     """
-    d = backend.dialect(conn)
+    s = store.of(conn)
     row_id = whole(row_id, "row_id", "redrive")
-    with d.atomic(conn):
-        row = d.execute(conn, REDRIVE_READ_SQL, (row_id,)).fetchone()
+    with s.atomic():
+        row = s.execute(REDRIVE_READ_SQL, (row_id,)).fetchone()
         if row is None:
             raise TransitionError(f"conversation {row_id} does not exist")
         key, direction, status, priority = row
@@ -315,13 +313,15 @@ def redrive(conn: backend.Connection, row_id: int) -> int:
             raise TransitionError(
                 f"conversation {row_id} is {status!r}; only a 'failed' row can be redriven"
             )
-        return d.insert_returning_id(conn, REDRIVE_SQL, (key, direction, priority, row_id))
+        return s.insert_returning_id(REDRIVE_SQL, (key, direction, priority, row_id))
 
 
 # --- watermarks ------------------------------------------------------------------------------
 
 
-def delivered_frontier(conn: backend.Connection, channel_key: str, coverage_base: int = 0) -> int:
+def delivered_frontier(
+    conn: backend.Connection | store.Store, channel_key: str, coverage_base: int = 0
+) -> int:
     """Gap-free frontier: the largest value such that every row of the shard in (base, value]
     is terminal.
 
@@ -334,22 +334,34 @@ def delivered_frontier(conn: backend.Connection, channel_key: str, coverage_base
     """
     channel_key = shard_key(channel_key, "delivered_frontier")
     coverage_base = whole(coverage_base, "coverage_base", "delivered_frontier")
-    if backend.dialect(conn).is_postgres:  # the xmin horizon wait, without its evidence
-        return fpg.horizon_wait(
-            conn,
-            channel_key,
-            coverage_base,
-            fpg.HORIZON_WAIT_S,
-            HORIZON_LOOKUP_SQL,
-            HORIZON_CHECK_SQL,
-            largest=False,
-        ).frontier
-    # SQLite reads need no transaction: the one statement, straight (this is the hot path).
-    # Every value it can return (an id, or the base bound as an int) is already an int.
-    return conn.execute(LOOKUP_BY_POSITION_SQL, (channel_key, coverage_base)).fetchone()[0]
+    return _FRONTIER(conn, channel_key, coverage_base)
 
 
-def max_delivered_watermark(conn: backend.Connection, channel_key: str) -> int | None:
+def _frontier_on_sqlite(conn: sqlite3.Connection, channel_key: str, base: int) -> int:
+    """SQLite reads need no transaction: the one statement, straight (this is the hot path).
+    Every value it can return (an id, or the base bound as an int) is already an int."""
+    return conn.execute(LOOKUP_BY_POSITION_SQL, (channel_key, base)).fetchone()[0]
+
+
+def _frontier_on_postgres(conn: psycopg.Connection[Any], channel_key: str, base: int) -> int:
+    """The xmin horizon wait, without its evidence (`horizon_frontier` gives it)."""
+    return fpg.horizon_wait(
+        conn,
+        channel_key,
+        base,
+        fpg.HORIZON_WAIT_S,
+        HORIZON_LOOKUP_SQL,
+        HORIZON_CHECK_SQL,
+        largest=False,
+    ).frontier
+
+
+# `delivered_frontier` on each backend, side by side, found by the connection's type (the hot
+# path makes no handle).
+_FRONTIER = store.by_backend(sqlite=_frontier_on_sqlite, postgres=_frontier_on_postgres)
+
+
+def max_delivered_watermark(conn: backend.Connection | store.Store, channel_key: str) -> int | None:
     """THE WRONG RULE, kept on purpose: `MAX(id) WHERE status = 'delivered'`.
 
     With priority dispatch a large id finishes before smaller ones; a summarizer that trusts
@@ -362,7 +374,9 @@ def max_delivered_watermark(conn: backend.Connection, channel_key: str) -> int |
     return None if value is None else int(value)
 
 
-def id_order_frontier(conn: backend.Connection, channel_key: str, base: int = 0) -> int:
+def id_order_frontier(
+    conn: backend.Connection | store.Store, channel_key: str, base: int = 0
+) -> int:
     """Article 1's rule verbatim: one less than the smallest open id above `base`, else the
     largest id above it, else `base`, over the rows visible now.
 
@@ -379,7 +393,7 @@ def id_order_frontier(conn: backend.Connection, channel_key: str, base: int = 0)
 
 
 def horizon_frontier(
-    conn: psycopg.Connection[Any],
+    conn: psycopg.Connection[Any] | store.Store,
     channel_key: str,
     base: int = 0,
     wait: float = fpg.HORIZON_WAIT_S,
@@ -397,17 +411,17 @@ def horizon_frontier(
     >= xmin is not enough on its own: a transaction with an OLDER xact id can commit a LARGER
     id while a younger one still holds a smaller id, and then nothing visible marks the hole.
     """
-    backend.require(conn, "horizon_frontier", "postgres")
+    s = store.require(conn, "horizon_frontier", "postgres")
     channel_key = shard_key(channel_key, "horizon_frontier")
     base = whole(base, "base", "horizon_frontier")
-    return fpg.horizon_wait(conn, channel_key, base, wait, HORIZON_LOOKUP_SQL, HORIZON_CHECK_SQL)
+    return fpg.horizon_wait(s.conn, channel_key, base, wait, HORIZON_LOOKUP_SQL, HORIZON_CHECK_SQL)
 
 
 # --- query plans -----------------------------------------------------------------------------
 
 
 def explain(
-    conn: sqlite3.Connection,
+    conn: sqlite3.Connection | store.Store,
     sql: str,
     params: tuple | Mapping = (),
     authorizer: Callable[..., int] | None = None,
@@ -420,13 +434,13 @@ def explain(
     in, so text that is not ours must come with an `authorizer`: it is set only around the
     EXPLAIN (after our own PRAGMA) and always lifted again.
     """
-    backend.require(conn, "explain", "sqlite")
-    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    lite: sqlite3.Connection = store.require(conn, "explain", "sqlite").conn
+    version = int(lite.execute("PRAGMA schema_version").fetchone()[0])
     if authorizer is not None:
-        conn.set_authorizer(authorizer)
+        lite.set_authorizer(authorizer)
     try:
-        rows = conn.execute(f"EXPLAIN QUERY PLAN {sql} /* schema {version} */", params).fetchall()
+        rows = lite.execute(f"EXPLAIN QUERY PLAN {sql} /* schema {version} */", params).fetchall()
     finally:
         if authorizer is not None:
-            conn.set_authorizer(None)
+            lite.set_authorizer(None)
     return [str(row[3]) for row in rows]

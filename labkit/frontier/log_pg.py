@@ -1,6 +1,7 @@
-"""What the message log writes differently on PostgreSQL: its DDL, dispatch's row lock, and the
-xmin horizon wait (its statements and the loop that runs them, `horizon_wait`).
-`labkit.frontier.log` runs them when `backend.dialect` says a connection is psycopg's; every
+"""What the message log writes differently on PostgreSQL: its id triggers (the tables are specs,
+`labkit.frontier.tables`, rendered here), dispatch's row lock, and the xmin horizon wait (its
+statements and the loop that runs them, `horizon_wait`).
+`labkit.frontier.log` runs them when its store handle (`labkit.store`) is PostgreSQL's; every
 other statement of the log is written once, there.
 
 Two things differ from SQLite, where one writer at a time hides them:
@@ -28,12 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import labkit.backend as backend
+import labkit.frontier.tables as tables
+from labkit import schema, store
 
 if TYPE_CHECKING:
     import psycopg
 
-# Rules the PostgreSQL checkpoint table accepts: the two of part one plus Article 1's id order.
-PG_POLICIES = ("frontier", "max", "id_order")
 HORIZON_WAIT_S = 5.0
 HORIZON_POLL_S = 0.002
 
@@ -68,18 +69,8 @@ _PRECONDITIONS_FUNCTION_DDL = (
     + "$$;\n"
 )
 
-SCHEMA_SQL = (
-    """
-CREATE TABLE IF NOT EXISTS conversations (
-    id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    channel_key text    NOT NULL,
-    direction   text    NOT NULL,
-    status      text    NOT NULL
-                CHECK (status IN ('pending', 'running', 'delivered', 'failed')),
-    priority    integer NOT NULL,
-    redrive_of  bigint  REFERENCES conversations(id),
-    xact_id     xid8    NOT NULL DEFAULT pg_current_xact_id()
-);
+# The id triggers the horizon wait relies on (see below): PostgreSQL alone has them.
+_ID_TRIGGERS_DDL = """
 CREATE OR REPLACE FUNCTION labkit_take_xact_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_current_xact_id();
@@ -116,37 +107,11 @@ END $$;
 CREATE OR REPLACE TRIGGER conversations_id_taken_here
     BEFORE INSERT ON conversations
     FOR EACH ROW EXECUTE FUNCTION labkit_id_taken_here();
-CREATE INDEX IF NOT EXISTS idx_conv_active
-    ON conversations (channel_key, id) WHERE status IN ('pending','running');
-CREATE INDEX IF NOT EXISTS idx_conv_shard_id
-    ON conversations (channel_key, id);
-CREATE INDEX IF NOT EXISTS idx_conv_pending
-    ON conversations (priority, id) WHERE status = 'pending';
-CREATE TABLE IF NOT EXISTS checkpoints (
-    channel_key  text   NOT NULL,
-    policy       text   NOT NULL CHECK (policy IN ('frontier', 'max', 'id_order')),
-    coverage_end bigint NOT NULL,
-    PRIMARY KEY (channel_key, policy)
-);
-CREATE TABLE IF NOT EXISTS summaries (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    channel_key text   NOT NULL,
-    policy      text   NOT NULL CHECK (policy IN ('frontier', 'max', 'id_order')),
-    start_id    bigint NOT NULL,
-    end_id      bigint NOT NULL,
-    CHECK (start_id <= end_id)
-);
-CREATE INDEX IF NOT EXISTS idx_summaries_shard
-    ON summaries (channel_key, policy, start_id);
-CREATE TABLE IF NOT EXISTS summary_items (
-    summary_id      bigint NOT NULL REFERENCES summaries(id),
-    conversation_id bigint NOT NULL REFERENCES conversations(id),
-    PRIMARY KEY (summary_id, conversation_id)
-);
-CREATE INDEX IF NOT EXISTS idx_summary_items_conv
-    ON summary_items (conversation_id);
 """
-    + _PRECONDITIONS_FUNCTION_DDL
+# The log's tables are specs (`labkit.frontier.tables`), rendered here as PostgreSQL runs
+# them, then the id triggers and the precondition test.
+SCHEMA_SQL = (
+    "\n" + schema.script(tables.LOG, "postgres") + _ID_TRIGGERS_DDL + _PRECONDITIONS_FUNCTION_DDL
 )
 # Why the statement trigger: the identity's nextval() runs while the row is built, and a
 # transaction gets its id only when it first writes. A BEFORE ... FOR EACH STATEMENT trigger fires
@@ -154,9 +119,9 @@ CREATE INDEX IF NOT EXISTS idx_summary_items_conv
 # which the horizon wait relies on. It also notes the sequence's last value then, and the row
 # trigger refuses an id at or below it (taken earlier: a `nextval()` of its own, then
 # `OVERRIDING SYSTEM VALUE`, or handed out of a session's cache) and an id that is not the value
-# the sequence just gave this row (any other explicit id, above the sequence too). A cached sequence is
-# refused outright (`check_preconditions`): its ids are taken before the transaction that
-# inserts them exists.
+# the sequence just gave this row (any other explicit id, above the sequence too). A cached
+# sequence is refused outright (`check_preconditions`): its ids are taken before the transaction
+# that inserts them exists.
 
 # Dispatch's pick, row-locked: a second dispatcher skips the row the first one holds instead of
 # waiting for it and then claiming it a second time (SQLite's single writer needs no lock).
@@ -390,7 +355,9 @@ def _wait_in_callers_transaction(
     """The wait inside a caller's transaction: take an id after the snapshot that saw v, then
     poll (READ COMMITTED: each statement a fresh snapshot) until the horizon passes it."""
     check_preconditions(conn)
-    if conn.execute(OWN_XACT_SQL).fetchone()[0] is not None:
+    own = conn.execute(OWN_XACT_SQL).fetchone()
+    assert own is not None  # a SELECT of one function call returns one row
+    if own[0] is not None:
         raise HorizonError(
             "delivered_frontier on PostgreSQL needs a transaction that has not written yet "
             "(inside a transaction it takes a fresh transaction id); call it before writing, "
@@ -422,12 +389,12 @@ _PQTRANS_IDLE = 0  # libpq's PQTRANS_IDLE (psycopg.pq.TransactionStatus.IDLE), r
 
 
 def explain_json(
-    conn: psycopg.Connection[Any], statement: str, params: Any = None
+    conn: psycopg.Connection[Any] | store.Store, statement: str, params: Any = None
 ) -> dict[str, Any]:
     """The root plan node of PostgreSQL's `EXPLAIN (FORMAT JSON)` for one statement written in
     SQLite's placeholder style (the log's plans on PostgreSQL; SQLite's: `log.explain`)."""
-    d = backend.require(conn, "explain_json", "postgres")
-    row = d.execute(conn, "EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
+    s = store.require(conn, "explain_json", "postgres")
+    row = s.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
     return row[0][0]["Plan"]
 
 

@@ -1,10 +1,11 @@
 """Exhaustive check of every delivery order for small n, on a fast pure-Python model.
 
-The model applies the same rules as `labkit.frontier.log` + `labkit.frontier.summarizer` to one shard with
-ids 1..n, summarizing under both policies after every finished row. `verify_against_sqlite`
-runs every order for small n through the real SQLite code and compares (a test does it for
-n <= 5, and a Hypothesis test samples up to n = 8). Orders are walked as a prefix tree so shared
-prefixes are computed once (about e * n! steps: n = 8 takes well under a second).
+The model applies the same rules as `labkit.frontier.log` + `labkit.frontier.summarizer` to one
+shard with ids 1..n, summarizing under both policies after every finished row.
+`verify_against_sqlite` runs every order for small n through the real SQLite code and compares
+(a test does it for n <= 5, and a Hypothesis test samples up to n = 8). Orders are walked as a
+prefix tree so shared prefixes are computed once (about e * n! steps: n = 8 takes well under a
+second).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 
-from labkit.frontier.log import POLICIES
+import labkit.frontier.rule as rule
+from labkit.frontier.rule import POLICIES
 from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
 
 MAX_N = 8
@@ -42,12 +45,11 @@ def _advance(cover: _Cover, end: int, done: int) -> _Cover:
     return _Cover(end, cover.skipped | (_bits(cover.end, end) & ~done))
 
 
+@lru_cache(maxsize=8192)  # n <= 8: at most 9 bases x 512 masks per n, each asked many times
 def _frontier_end(cover_end: int, done: int, n: int) -> int:
-    """Gap-free frontier over ids 1..n above `cover_end` (`done` = bitmask of terminal ids)."""
-    still_open = _bits(cover_end, n) & ~done
-    if not still_open:
-        return max(cover_end, n)
-    return (still_open & -still_open).bit_length() - 2
+    """Gap-free frontier over ids 1..n above `cover_end` (`done` = bitmask of terminal ids):
+    part one's rule (`labkit.frontier.rule`) on the model's rows."""
+    return rule.frontier(cover_end, ((i, not done >> i & 1) for i in range(cover_end + 1, n + 1)))
 
 
 def _step(
@@ -234,7 +236,7 @@ def verify_against_sqlite(n: int, failure_sets: bool = False) -> Agreement:
     if not 1 <= n <= SQLITE_MAX_N:
         raise ValueError(f"verify 1..{SQLITE_MAX_N} messages against SQLite, got {n}")
     ids = range(1, n + 1)
-    subsets = [()]
+    subsets: list[tuple[int, ...]] = [()]
     if failure_sets:
         subsets = [c for size in range(n + 1) for c in itertools.combinations(ids, size)]
     orders = runs = 0

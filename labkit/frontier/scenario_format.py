@@ -14,18 +14,29 @@ Ops: enqueue(shard, priority[, direction]), dispatch([shard]), start(id), delive
 redrive(id), summarize([shard][, policy]), check(shard, any of frontier, max_watermark,
 coverage{policy: int}, orphans{policy: [ids]}). Every problem raises `ScenarioError` naming
 the file, the entry and the field. `labkit.frontier.scenarios` runs a validated scenario.
+
+The structs below are the format: msgspec checks the types, the 64-bit range, the required
+and the unknown fields (`labkit.typed_json`). What a type cannot say is checked after it: the
+text of names and shard keys, and that an id names a row the log has by then. The file itself
+is parsed by the standard library, which knows lines and columns and lets a key given twice
+be refused rather than the last one kept.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 import labkit.frontier.log as fr
+from labkit import typed_json
+from labkit.typed_json import Count, Int64, NonEmptyText, RowId, TooLong
 
 
 def _data_dir() -> Path:
@@ -38,22 +49,13 @@ def _data_dir() -> Path:
 
 
 DATA_DIR = _data_dir()
-DIRECTIONS = ("inbound", "outbound")
+Direction = Literal["inbound", "outbound"]
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
+if TYPE_CHECKING:
+    Policy = str
+else:
+    Policy = Literal[fr.POLICIES]
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-_TOP_REQUIRED = ("name", "title", "description", "messages", "events")
-_TOP_OPTIONAL = ("shards",)
-ID_OPS = ("start", "deliver", "fail", "redrive")  # the ops that name a row by its id
-# op -> (required fields, optional fields), "op" itself excluded
-OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "enqueue": (("shard", "priority"), ("direction",)),
-    "dispatch": ((), ("shard",)),
-    **{op: (("id",), ()) for op in ID_OPS},
-    "summarize": ((), ("shard", "policy")),
-    "check": (("shard",), ("frontier", "max_watermark", "coverage", "orphans")),
-}
-_CHECK_FIELDS = OPS["check"][1]
-# SQLite stores INTEGER in 64 bits; Python would raise a bare OverflowError past these.
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 # Longer digit strings are not turned into ints at all (Python refuses past 4300 digits).
 _MAX_INT_DIGITS = 40
 # Control characters and lone surrogates (which SQLite cannot store as UTF-8) in a text field;
@@ -76,13 +78,110 @@ class ScenarioError(ValueError):
         super().__init__(f"{source}: {where}: {problem}")
 
 
-@dataclass(frozen=True)
-class Message:
+# --- the format ------------------------------------------------------------------------------
+
+
+class _Closed(msgspec.Struct, forbid_unknown_fields=True):
+    """An object that names only its own fields."""
+
+
+class Message(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """An initial row of the log."""
 
-    shard: str
-    priority: int
-    direction: str = "inbound"
+    shard: NonEmptyText
+    priority: Int64
+    direction: Direction = "inbound"
+
+
+# A check's coverage and orphans: one optional field per policy of the log.
+_Coverage = msgspec.defstruct(
+    "Coverage",
+    [(p, Count | UnsetType, UNSET) for p in fr.POLICIES],
+    bases=(_Closed,),
+)
+_Orphans = msgspec.defstruct(
+    "Orphans",
+    [(p, list[RowId] | UnsetType, UNSET) for p in fr.POLICIES],
+    bases=(_Closed,),
+)
+
+
+class _Event(_Closed, tag_field="op"):
+    """One step of a scenario, told apart by its `op`."""
+
+
+class _Enqueue(_Event, tag="enqueue"):
+    shard: NonEmptyText
+    priority: Int64
+    direction: Direction | UnsetType = UNSET
+
+
+class _Dispatch(_Event, tag="dispatch"):
+    shard: NonEmptyText | UnsetType = UNSET
+
+
+class _ById(_Event):
+    """An op on one row, named by its id."""
+
+    id: RowId
+
+
+class _Start(_ById, tag="start"):
+    pass
+
+
+class _Deliver(_ById, tag="deliver"):
+    pass
+
+
+class _Fail(_ById, tag="fail"):
+    pass
+
+
+class _Redrive(_ById, tag="redrive"):
+    pass
+
+
+class _Summarize(_Event, tag="summarize"):
+    shard: NonEmptyText | UnsetType = UNSET
+    policy: Policy | UnsetType = UNSET
+
+
+class _Check(_Event, tag="check"):
+    shard: NonEmptyText
+    frontier: Count | UnsetType = UNSET
+    max_watermark: RowId | None | UnsetType = UNSET
+    coverage: _Coverage | UnsetType = UNSET  # type: ignore[valid-type]
+    orphans: _Orphans | UnsetType = UNSET  # type: ignore[valid-type]
+
+
+_AnyEvent = _Enqueue | _Dispatch | _Start | _Deliver | _Fail | _Redrive | _Summarize | _Check
+_BY_OP: dict[str, type[_Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in get_args(_AnyEvent)
+}
+
+
+class _File(_Closed):
+    name: NonEmptyText
+    title: NonEmptyText
+    description: NonEmptyText
+    messages: list[Message]
+    events: list[_AnyEvent]
+    shards: list[NonEmptyText] = []
+
+
+def _names(cls: type[msgspec.Struct], required: bool) -> tuple[str, ...]:
+    return tuple(f.name for f in msgspec.structs.fields(cls) if f.required == required)
+
+
+ID_OPS = tuple(op for op, cls in _BY_OP.items() if issubclass(cls, _ById))  # a row by its id
+# op -> (required fields, optional fields), "op" itself excluded: what the structs above say
+OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    op: (_names(cls, True), _names(cls, False)) for op, cls in _BY_OP.items()
+}
+_CHECK_FIELDS = OPS["check"][1]
+_CHOICES = {"op": tuple(OPS), "direction": DIRECTIONS, "policy": fr.POLICIES}
 
 
 @dataclass(frozen=True)
@@ -114,200 +213,174 @@ class _JsonObject(dict):
     duplicate: str | None = None
 
 
-class _LongInt:
-    """A JSON integer with too many digits to be any SQLite integer; reported by the checks."""
+def _json_objects() -> tuple[list[_JsonObject], Any]:
+    """A hook for `json.loads` that makes `_JsonObject`s, and the list of those that were
+    given a key twice (the parser makes inner objects first: not in the order of the text)."""
+    twice: list[_JsonObject] = []
 
-    def __init__(self, digits: str) -> None:
-        self.digits = len(digits.lstrip("-"))
+    def hook(pairs: list[tuple[str, Any]]) -> _JsonObject:
+        obj = _JsonObject()
+        for key, value in pairs:
+            if key in obj and obj.duplicate is None:
+                obj.duplicate = key
+                twice.append(obj)
+            obj[key] = value
+        return obj
 
-    def __repr__(self) -> str:
-        return f"<an integer of {self.digits} digits>"
-
-
-def _show_int(value: int | _LongInt) -> str:
-    """An integer for an error message; a huge one by its size (`str` refuses > 4300 digits)."""
-    if isinstance(value, int) and value.bit_length() > 128:
-        return f"<an integer of {value.bit_length()} bits>"
-    return repr(value)
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
-    obj = _JsonObject()
-    for key, value in pairs:
-        if key in obj and obj.duplicate is None:
-            obj.duplicate = key
-        obj[key] = value
-    return obj
+    return twice, hook
 
 
-def _json_int(text: str) -> int | _LongInt:
-    return int(text) if len(text) <= _MAX_INT_DIGITS else _LongInt(text)
+def _json_int(text: str) -> int | TooLong:
+    return int(text) if len(text) <= _MAX_INT_DIGITS else TooLong(text)
+
+
+def _walk(data: Any) -> Iterator[tuple[typed_json.Path, Any]]:
+    """Every value of parsed JSON with its path, in the order of the text (no recursion: a
+    file may nest as deep as the parser went)."""
+    stack: list[tuple[typed_json.Path, Any]] = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if isinstance(node, dict):
+            stack.extend(((*path, k), v) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(node))))
 
 
 # --- validation ------------------------------------------------------------------------------
 
 
 class _Checker:
-    """Field checks that raise `ScenarioError` with the file and entry already filled in."""
+    """What the structs cannot say, checked with the file already named in each error."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    def __init__(self, source: str, data: Any) -> None:
+        self.source, self.data = source, data
 
-    def fail(self, entry: str, name: str | None, problem: str) -> ScenarioError:
-        return ScenarioError(self.source, entry, name, problem)
+    def fail(self, path: typed_json.Path, problem: str) -> ScenarioError:
+        """The error for the field at `path`: `messages[i]` and `events[i]` are entries, the
+        rest of the path is the field; anything else is a field of the scenario itself."""
+        if len(path) >= 2 and path[0] in ("messages", "events") and isinstance(path[1], int):
+            entry, rest = f"{path[0]}[{path[1]}]", path[2:]
+        else:
+            entry, rest = "scenario", path
+        return ScenarioError(self.source, entry, typed_json.dotted(rest) or None, problem)
 
-    def obj(self, obj: Any, entry: str, name: str | None = None) -> dict:
-        """`obj` if it is a JSON object that names each field once."""
-        if not isinstance(obj, dict):
-            raise self.fail(entry, name, f"expected an object, got {type(obj).__name__}")
-        duplicate = getattr(obj, "duplicate", None)
-        if duplicate is not None:
-            where = duplicate if name is None else f"{name}.{duplicate}"
-            raise self.fail(entry, where, "given twice in one object (JSON would keep the last)")
-        return obj
+    def refused(self, exc: msgspec.ValidationError) -> ScenarioError:
+        why = typed_json.refusal(exc, self.data, _CHOICES)
+        problem = why.problem
+        if problem == "unknown field":
+            problem += f" (allowed: {self.allowed(why.path[:-1])})"
+        return self.fail(why.path, problem)
 
-    def keys(self, obj: Any, entry: str, required: Iterable[str], optional: Iterable[str]) -> None:
-        self.obj(obj, entry)
-        required = tuple(required)
-        for name in required:
-            if name not in obj:
-                raise self.fail(entry, name, "missing required field")
-        allowed = set(required) | set(optional)
-        for name in obj:
-            if name not in allowed:
-                raise self.fail(entry, name, f"unknown field (allowed: {sorted(allowed)})")
+    def allowed(self, where: typed_json.Path) -> list[str]:
+        """The fields the object at `where` may hold."""
+        names = [step for step in where if isinstance(step, str)]
+        if not names:
+            return sorted(f.name for f in msgspec.structs.fields(_File))
+        if names == ["messages"]:
+            return sorted(f.name for f in msgspec.structs.fields(Message))
+        if names == ["events"]:
+            op = typed_json.value_at(self.data, (*where, "op"))
+            fields = OPS.get(op, ((), ())) if isinstance(op, str) else ((), ())
+            return sorted(["op", *fields[0], *fields[1]])
+        return sorted(fr.POLICIES)
 
-    def text(self, obj: dict, entry: str, name: str, multiline: bool = False) -> str:
-        return self.text_value(obj[name], entry, name, multiline)
+    def odd_text(self) -> ScenarioError:
+        """The first key or text that is not Unicode (a lone surrogate): msgspec cannot even
+        look such a key up, so its refusal is a `UnicodeEncodeError`, not a path."""
+        for path, node in _walk(self.data):
+            for key in node if isinstance(node, dict) else ():
+                if not _encodable(key):
+                    return self.fail((*path, key), f"unknown field (allowed: {self.allowed(path)})")
+            if isinstance(node, str) and not _encodable(node):
+                return self.text(node, path) or self.fail(path, "not Unicode text")
+        return self.fail((), "not Unicode text")
 
-    def text_value(self, value: Any, entry: str, name: str, multiline: bool = False) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(entry, name, f"expected a non-empty string, got {value!r}")
+    def text(
+        self, value: str, path: typed_json.Path, multiline: bool = False
+    ) -> ScenarioError | None:
+        """The error for a control character or a lone surrogate in `value`, if it holds one."""
         bad = (_BAD_CHAR_MULTILINE_RE if multiline else _BAD_CHAR_RE).search(value)
-        if bad:
-            char = bad.group()
-            kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
-            raise self.fail(
-                entry, name, f"{kind} {char!r} at position {bad.start()} is not allowed here"
-            )
-        return value
+        if not bad:
+            return None
+        char = bad.group()
+        kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+        return self.fail(path, f"{kind} {char!r} at position {bad.start()} is not allowed here")
 
-    def integer(self, obj: dict, entry: str, name: str, low: int | None = None) -> int:
-        return self.int_value(obj[name], entry, name, low)
-
-    def int_value(self, value: Any, entry: str, name: str, low: int | None = None) -> int:
-        if isinstance(value, _LongInt) or (type(value) is int and not INT_MIN <= value <= INT_MAX):
-            raise self.fail(
-                entry,
-                name,
-                f"{_show_int(value)} does not fit SQLite's 64-bit integer [-2**63, 2**63 - 1]",
-            )
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(entry, name, f"expected an integer, got {value!r}")
-        if low is not None and value < low:
-            raise self.fail(entry, name, f"must be >= {low}, got {value}")
-        return value
-
-    def choice(self, obj: dict, entry: str, name: str, options: Sequence[str]) -> str:
-        value = obj[name]
-        if value not in options:
-            raise self.fail(entry, name, f"expected one of {list(options)}, got {value!r}")
-        return value
-
-    def row_id(self, value: Any, entry: str, name: str, rows: int) -> int:
-        value = self.int_value(value, entry, name, low=1)
-        if value > rows:
-            raise self.fail(entry, name, f"id {value} does not exist yet (log has {rows} rows)")
-        return value
-
-    def policy_map(self, obj: dict, entry: str, name: str) -> dict[str, Any]:
-        value = obj[name]
-        if not isinstance(value, dict) or not value:
-            raise self.fail(entry, name, "expected a non-empty object keyed by policy")
-        self.obj(value, entry, name)
-        for policy in value:
-            if policy not in fr.POLICIES:
-                raise self.fail(entry, f"{name}.{policy}", f"unknown policy {policy!r}")
-        return value
+    def texts(self, *fields: tuple[str | UnsetType, typed_json.Path, bool]) -> None:
+        for value, path, multiline in fields:
+            if isinstance(value, str) and (error := self.text(value, path, multiline)):
+                raise error
 
 
-def _validate_message(ck: _Checker, raw: Any, entry: str) -> Message:
-    ck.keys(raw, entry, ("shard", "priority"), ("direction",))
-    direction = ck.choice(raw, entry, "direction", DIRECTIONS) if "direction" in raw else "inbound"
-    return Message(ck.text(raw, entry, "shard"), ck.integer(raw, entry, "priority"), direction)
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def _validate_check(ck: _Checker, ev: dict, entry: str, rows: int) -> None:
-    if not any(name in ev for name in _CHECK_FIELDS):
-        raise ck.fail(entry, "op", f"a check needs at least one of {list(_CHECK_FIELDS)}")
-    if "frontier" in ev:
-        ck.integer(ev, entry, "frontier", low=0)
-    if "max_watermark" in ev and ev["max_watermark"] is not None:
-        ck.integer(ev, entry, "max_watermark", low=1)
-    if "coverage" in ev:
-        for policy, value in ck.policy_map(ev, entry, "coverage").items():
-            ck.int_value(value, entry, f"coverage.{policy}", low=0)
-    if "orphans" in ev:
-        for policy, ids in ck.policy_map(ev, entry, "orphans").items():
-            if not isinstance(ids, list):
-                raise ck.fail(entry, f"orphans.{policy}", "expected a list of ids")
-            for k, value in enumerate(ids):
-                ck.row_id(value, entry, f"orphans.{policy}[{k}]", rows)
+def _check_events(ck: _Checker, events: list[_AnyEvent], rows: int) -> None:
+    """Each event's shard key, and that each id it names is a row the log has by then."""
+    for i, ev in enumerate(events):
+        ck.texts((getattr(ev, "shard", UNSET), ("events", i, "shard"), False))
+        if isinstance(ev, _Enqueue):
+            rows += 1
+        elif isinstance(ev, _ById):
+            if ev.id > rows:
+                raise ck.fail(
+                    ("events", i, "id"), f"id {ev.id} does not exist yet (log has {rows} rows)"
+                )
+            rows += isinstance(ev, _Redrive)
+        elif isinstance(ev, _Check):
+            _check_check(ck, ev, i, rows)
 
 
-def _validate_event(ck: _Checker, raw: Any, entry: str, rows: int) -> tuple[dict, int]:
-    """Validate one event; return it and the log's row count after it."""
-    ck.obj(raw, entry)
-    if "op" not in raw:
-        raise ck.fail(entry, "op", "missing required field")
-    op = ck.choice(raw, entry, "op", tuple(OPS))
-    required, optional = OPS[op]
-    ck.keys(raw, entry, ("op", *required), optional)
-    if "shard" in raw:
-        ck.text(raw, entry, "shard")
-    if "policy" in raw:
-        ck.choice(raw, entry, "policy", fr.POLICIES)
-    if "direction" in raw:
-        ck.choice(raw, entry, "direction", DIRECTIONS)
-    if op == "enqueue":
-        ck.integer(raw, entry, "priority")
-        rows += 1
-    elif op in ID_OPS:
-        ck.row_id(raw["id"], entry, "id", rows)
-        rows += op == "redrive"
-    elif op == "check":
-        _validate_check(ck, raw, entry, rows)
-    return dict(raw), rows
+def _check_check(ck: _Checker, ev: _Check, i: int, rows: int) -> None:
+    if all(getattr(ev, name) is UNSET for name in _CHECK_FIELDS):
+        raise ck.fail(("events", i, "op"), f"a check needs at least one of {list(_CHECK_FIELDS)}")
+    for group in ("coverage", "orphans"):
+        given = getattr(ev, group)
+        if given is not UNSET and all(getattr(given, p) is UNSET for p in fr.POLICIES):
+            raise ck.fail(("events", i, group), f"expected at least one of {list(fr.POLICIES)}")
+    if ev.orphans is not UNSET:
+        for policy in fr.POLICIES:
+            for k, row in enumerate(getattr(ev.orphans, policy) or ()):
+                if row > rows:
+                    raise ck.fail(
+                        ("events", i, "orphans", policy, k),
+                        f"id {row} does not exist yet (log has {rows} rows)",
+                    )
 
 
 def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
     """Validate a parsed scenario (e.g. from JSON) and return it; `ScenarioError` if invalid."""
-    ck = _Checker(source)
-    ck.keys(data, "scenario", _TOP_REQUIRED, _TOP_OPTIONAL)
-    name = ck.text(data, "scenario", "name")
-    if not _NAME_RE.fullmatch(name):
-        raise ck.fail("scenario", "name", f"use lowercase letters, digits, '-' or '_': {name!r}")
-    ck.text(data, "scenario", "title")
-    ck.text(data, "scenario", "description", multiline=True)
-    shards: list[str] = []
-    if "shards" in data:
-        if not isinstance(data["shards"], list):
-            raise ck.fail("scenario", "shards", "expected a list of shard keys")
-        shards = [
-            ck.text_value(v, "scenario", f"shards[{i}]") for i, v in enumerate(data["shards"])
-        ]
-    for key in ("messages", "events"):
-        if not isinstance(data[key], list):
-            raise ck.fail("scenario", key, "expected a list")
-    messages = tuple(
-        _validate_message(ck, m, f"messages[{i}]") for i, m in enumerate(data["messages"])
+    ck = _Checker(source, data)
+    try:
+        parsed = msgspec.convert(data, _File, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ck.refused(exc) from None
+    except UnicodeEncodeError:
+        raise ck.odd_text() from None
+    ck.texts(
+        (parsed.name, ("name",), False),
+        (parsed.title, ("title",), False),
+        (parsed.description, ("description",), True),
+        *((key, ("shards", i), False) for i, key in enumerate(parsed.shards)),
+        *((m.shard, ("messages", i, "shard"), False) for i, m in enumerate(parsed.messages)),
     )
-    rows, events = len(messages), []
-    for i, raw in enumerate(data["events"]):
-        ev, rows = _validate_event(ck, raw, f"events[{i}]", rows)
-        events.append(ev)
+    if not _NAME_RE.fullmatch(parsed.name):
+        raise ck.fail(("name",), f"use lowercase letters, digits, '-' or '_': {parsed.name!r}")
+    _check_events(ck, parsed.events, len(parsed.messages))
     return Scenario(
-        name, data["title"], data["description"], messages, tuple(events), tuple(shards), source
+        parsed.name,
+        parsed.title,
+        parsed.description,
+        tuple(parsed.messages),
+        tuple(dict(raw) for raw in data["events"]),
+        tuple(parsed.shards),
+        source,
     )
 
 
@@ -332,14 +405,20 @@ def load_scenario(path: str | Path) -> Scenario:
             None,
             f"not UTF-8: byte 0x{raw[exc.start]:02x} ({exc.reason}); save the file as UTF-8",
         ) from exc
+    twice, hook = _json_objects()
     try:
-        data = json.loads(text, object_pairs_hook=_json_object, parse_int=_json_int)
+        data = json.loads(text, object_pairs_hook=hook, parse_int=_json_int)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             source, f"line {exc.lineno} column {exc.colno}", None, f"invalid JSON: {exc.msg}"
         ) from exc
     except RecursionError as exc:
         raise ScenarioError(source, "file", None, "invalid JSON: nested too deeply") from exc
+    if twice:  # a key given twice is refused, not the last one kept: the first in the text
+        where, obj = next((p, n) for p, n in _walk(data) if getattr(n, "duplicate", None))
+        raise _Checker(source, data).fail(
+            (*where, obj.duplicate), "given twice in one object (JSON would keep the last)"
+        )
     return scenario_from_dict(data, source)
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import labkit.backend as backend
 import labkit.frontier.log as fr
-import labkit.frontier.log_pg as fpg
+import labkit.frontier.rule as rule
+from labkit import store
 
 COVERAGE_SQL = "SELECT coverage_end FROM checkpoints WHERE channel_key = ? AND policy = ?"
 TERMINAL_IN_RANGE_SQL = (
@@ -68,32 +69,43 @@ def describe(summary: Summary | None) -> str:
     return "no summary (nothing can be claimed yet)" if summary is None else str(summary)
 
 
-def _check_policy(conn: backend.Connection, policy: str) -> None:
-    """Refuse a policy the connection's checkpoint table does not accept."""
-    known = fpg.PG_POLICIES if backend.dialect(conn).is_postgres else fr.POLICIES
+# The policies each backend's checkpoint table accepts, side by side.
+_POLICIES_ON = {"sqlite": rule.POLICIES, "postgres": rule.PG_POLICIES}
+
+
+def _check_policy(s: store.Store, policy: str) -> None:
+    """Refuse a policy the store's checkpoint table does not accept."""
+    known = s.pick(_POLICIES_ON)
     if policy not in known:
         raise ValueError(f"unknown policy {policy!r}; expected one of {known}")
 
 
-def coverage_end(conn: backend.Connection, channel_key: str, policy: str = "frontier") -> int:
+def coverage_end(
+    conn: backend.Connection | store.Store, channel_key: str, policy: str = "frontier"
+) -> int:
     """The shard's stored checkpoint under `policy` (0 before its first summary)."""
-    _check_policy(conn, policy)
-    rows = fr.fetch(conn, COVERAGE_SQL, (fr.shard_key(channel_key, "coverage_end"), policy))
+    s = store.of(conn)
+    _check_policy(s, policy)
+    rows = fr.fetch(s, COVERAGE_SQL, (fr.shard_key(channel_key, "coverage_end"), policy))
     return int(rows[0][0]) if rows else 0
 
 
-def proposed_end(conn: backend.Connection, channel_key: str, policy: str) -> int:
+def proposed_end(conn: backend.Connection | store.Store, channel_key: str, policy: str) -> int:
     """Where `policy` would move the checkpoint now (never below the current one)."""
-    current = coverage_end(conn, channel_key, policy)
+    s = store.of(conn)
+    current = coverage_end(s, channel_key, policy)
     if policy == "frontier":
-        return fr.delivered_frontier(conn, channel_key, current)
+        return fr.delivered_frontier(s, channel_key, current)
     if policy == "id_order":
-        return fr.id_order_frontier(conn, channel_key, current)
-    return max(current, fr.max_delivered_watermark(conn, channel_key) or 0)
+        return fr.id_order_frontier(s, channel_key, current)
+    return max(current, fr.max_delivered_watermark(s, channel_key) or 0)
 
 
 def summarize_range(
-    conn: backend.Connection, channel_key: str, policy: str = "frontier", end: int | None = None
+    conn: backend.Connection | store.Store,
+    channel_key: str,
+    policy: str = "frontier",
+    end: int | None = None,
 ) -> Summary | None:
     """Write one summary of the shard's terminal rows in (coverage_end, end]; advance to end.
 
@@ -104,62 +116,73 @@ def summarize_range(
     "max" the range may hold still-open rows: they are skipped here and, once they finish, sit
     below coverage in no summary (orphans).
     """
-    _check_policy(conn, policy)
+    s = store.of(conn)
+    _check_policy(s, policy)
     channel_key = fr.shard_key(channel_key, "summarize_range")
     if end is None:
-        end = proposed_end(conn, channel_key, policy)
+        end = proposed_end(s, channel_key, policy)
     end = fr.whole(end, "end", "summarize_range")
-    d = backend.dialect(conn)
-    with d.atomic(conn):
-        start = coverage_end(conn, channel_key, policy)
+    with s.atomic():
+        start = coverage_end(s, channel_key, policy)
         if end <= start:  # nothing to claim (or another summarizer got there first)
             return None
         items = tuple(
-            int(r[0]) for r in fr.fetch(conn, TERMINAL_IN_RANGE_SQL, (channel_key, start, end))
+            int(r[0]) for r in fr.fetch(s, TERMINAL_IN_RANGE_SQL, (channel_key, start, end))
         )
         if not items:
             return None
-        summary_id = d.insert_returning_id(
-            conn, INSERT_SUMMARY_SQL, (channel_key, policy, start + 1, end)
+        summary_id = s.insert_returning_id(
+            INSERT_SUMMARY_SQL, (channel_key, policy, start + 1, end)
         )
-        d.executemany(conn, INSERT_ITEM_SQL, [(summary_id, i) for i in items])
-        d.execute(conn, UPSERT_CHECKPOINT_SQL, (channel_key, policy, end))
+        s.executemany(INSERT_ITEM_SQL, [(summary_id, i) for i in items])
+        s.execute(UPSERT_CHECKPOINT_SQL, (channel_key, policy, end))
     return Summary(summary_id, channel_key, policy, start + 1, end, items)
 
 
-def summaries(conn: backend.Connection, channel_key: str, policy: str) -> list[Summary]:
+def summaries(
+    conn: backend.Connection | store.Store, channel_key: str, policy: str
+) -> list[Summary]:
     """Every summary of the shard under `policy`, oldest first."""
-    _check_policy(conn, policy)
+    s = store.of(conn)
+    _check_policy(s, policy)
     channel_key = fr.shard_key(channel_key, "summaries")
     out = []
-    for sid, start, end in fr.fetch(conn, SUMMARIES_SQL, (channel_key, policy)):
-        items = tuple(int(r[0]) for r in fr.fetch(conn, SUMMARY_ITEMS_SQL, (sid,)))
+    for sid, start, end in fr.fetch(s, SUMMARIES_SQL, (channel_key, policy)):
+        items = tuple(int(r[0]) for r in fr.fetch(s, SUMMARY_ITEMS_SQL, (sid,)))
         out.append(Summary(int(sid), channel_key, policy, int(start), int(end), items))
     return out
 
 
-def orphans(conn: backend.Connection, channel_key: str, policy: str = "frontier") -> list[int]:
+def orphans(
+    conn: backend.Connection | store.Store, channel_key: str, policy: str = "frontier"
+) -> list[int]:
     """Audit: terminal rows at or below coverage_end that no summary of `policy` covered."""
-    end = coverage_end(conn, channel_key, policy)
-    return [int(r[0]) for r in fr.fetch(conn, ORPHANS_SQL, (channel_key, end, policy))]
+    s = store.of(conn)
+    end = coverage_end(s, channel_key, policy)
+    return [int(r[0]) for r in fr.fetch(s, ORPHANS_SQL, (channel_key, end, policy))]
 
 
-def chain_problems(conn: backend.Connection, channel_key: str, policy: str) -> list[str]:
+def chain_problems(
+    conn: backend.Connection | store.Store, channel_key: str, policy: str
+) -> list[str]:
     """Audit the chain: each summary must start at the previous end + 1 and items must not repeat.
 
     An empty list means the ranges tile (0, coverage_end] with no overlap and no hole.
     """
+    s = store.of(conn)
     problems: list[str] = []
     expected_start = 1
     seen: set[int] = set()
-    for s in summaries(conn, channel_key, policy):
-        if s.start_id != expected_start:
-            problems.append(f"summary {s.summary_id} starts at {s.start_id}, not {expected_start}")
-        repeated = seen.intersection(s.item_ids)
+    for one in summaries(s, channel_key, policy):
+        if one.start_id != expected_start:
+            problems.append(
+                f"summary {one.summary_id} starts at {one.start_id}, not {expected_start}"
+            )
+        repeated = seen.intersection(one.item_ids)
         if repeated:
-            problems.append(f"summary {s.summary_id} repeats ids {sorted(repeated)}")
-        seen.update(s.item_ids)
-        expected_start = s.end_id + 1
-    if expected_start - 1 != coverage_end(conn, channel_key, policy):
+            problems.append(f"summary {one.summary_id} repeats ids {sorted(repeated)}")
+        seen.update(one.item_ids)
+        expected_start = one.end_id + 1
+    if expected_start - 1 != coverage_end(s, channel_key, policy):
         problems.append(f"last summary ends at {expected_start - 1}, not at coverage_end")
     return problems

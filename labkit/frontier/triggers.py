@@ -6,7 +6,7 @@ A trigger answers a shard worker's "is there work that can advance my checkpoint
 read the log of `labkit.frontier.log` on either backend; the worker writes summaries through
 `labkit.frontier.summarizer` (neither imports this module). The measurements count SQLite's own
 work (VM steps, pages) and build their own SQLite logs. The plots in
-`labkit.plots.part1_frontier` only draw what the measurements here return.
+`labkit.plots.frontier` only draw what the measurements here return.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -275,14 +276,14 @@ def query_plans(settled: int = 2000, active: int = 2, shards: int = 2) -> pd.Dat
     for _ in range(active):
         fr.enqueue(conn, "main", 5)
     end = settled // 2
-    params = {
+    params: dict[str, tuple[Any, ...] | dict[str, Any]] = {
         "frontier lookup": {"key": "main", "base": end},
         "trigger count": ("main", end, fr.delivered_frontier(conn, "main", end)),
     }
     rows = []
     for name, sql, index, drop in PLAN_QUERIES:
 
-        def run(sql: str = sql, args: tuple = params[name]) -> object:
+        def run(sql: str = sql, args: tuple[Any, ...] | dict[str, Any] = params[name]) -> object:
             return conn.execute(sql, args).fetchall()
 
         with_index, with_steps = fr.explain(conn, sql, params[name]), vm_steps(conn, run)

@@ -26,7 +26,7 @@ from typing import Any
 
 import labkit.catalog.versions as catalog
 import labkit.pg.instance as pg
-from labkit.catalog.loop import Response, WatermarkLoop
+from labkit.catalog.loop import WatermarkLoop
 
 START_TIMEOUT_S = 120.0
 READER_POLL_S = 0.002
@@ -130,11 +130,7 @@ def _ballot_script(
     loops = {"A": WatermarkLoop(a, window=2), "B": WatermarkLoop(b, window=2)}
     for version in range(head):  # bring the ballot catalog to the same head
         ballot = loops["A"].reserve()
-        loops["A"].apply(
-            Response(
-                ballot.ballot_id, ballot.watermark, ballot.base_version, [f"answer {version + 1}"]
-            )
-        )
+        loops["A"].apply(ballot.answer([f"answer {version + 1}"]))
     ballots = {}
     for name, loop in loops.items():
         ballots[name] = loop.reserve()
@@ -149,9 +145,7 @@ def _ballot_script(
     outcomes = []
     for name, loop in loops.items():
         bl = ballots[name]
-        out = loop.apply(
-            Response(bl.ballot_id, bl.watermark, bl.base_version, [f"answer of {name}"])
-        )
+        out = loop.apply(bl.answer([f"answer of {name}"]))
         outcomes.append((name, out.committed, out.reason))
         result = f"committed version {out.version}" if out.committed else f"refused: {out.reason}"
         steps.append(Step("ballot", name, f"apply ballot {bl.ballot_id}", result))
@@ -298,9 +292,7 @@ def _worker(
                 break
             time.sleep(rng.random() * max_delay_s)  # the planner thinking
             body = [f"w{wid}", f"v{ballot.watermark + 1}"]
-            got = loop.apply(
-                Response(ballot.ballot_id, ballot.watermark, ballot.base_version, body)
-            )
+            got = loop.apply(ballot.answer(body))
             ticks.append(
                 Tick(
                     wid,

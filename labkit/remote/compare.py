@@ -17,7 +17,7 @@ import pandas as pd
 
 import labkit.designs.simulator as simulator
 import labkit.remote.knobs as knobs
-from labkit import backend
+from labkit import validation
 from labkit.designs.registry import ALL_DESIGNS, check_design
 from labkit.designs.run_stats import RunSummary
 from labkit.remote.driver import RemoteRun, run
@@ -109,15 +109,15 @@ def measure(
     latency: float = 0.05,
     window: int = 3,
 ) -> dict[tuple[str, int], tuple[RunSummary, RemoteRun]]:
-    """The simulated summary and the real run per (design, seed). One service per seed (its seed draws
-    the skews and the targets), with `span` = ticks - 3 so both pick the same targets."""
+    """The simulated summary and the real run per (design, seed). One service per seed (its seed
+    draws the skews and the targets), with `span` = ticks - 3 so both pick the same targets."""
     designs = tuple(check_design(d) for d in knobs.sequence(designs, "measure(): designs"))
     faults = check_service_faults(faults)
     seeds = tuple(
-        backend.int_arg(seed, f"measure(): seeds[{i}]")
+        validation.int_arg(seed, f"measure(): seeds[{i}]")
         for i, seed in enumerate(knobs.sequence(seeds, "measure(): seeds"))
     )
-    ticks = backend.int_arg(ticks, "measure(): ticks", low=1)
+    ticks = validation.int_arg(ticks, "measure(): ticks", low=1)
     latency = knobs.seconds(latency, "measure(): latency")
     window = knobs.count(window, "measure(): window", high=knobs.MAX_WINDOW)
     out = {}
@@ -166,7 +166,7 @@ def differences(table: pd.DataFrame, tolerance: float = 0.25) -> pd.DataFrame:
     """The cells of a `side_by_side` table where real and simulated differ by more than
     `tolerance` (a ratio outside 1 ± tolerance, or one side zero and the other not), each with
     its reason (`why`)."""
-    tolerance = backend.number_arg(tolerance, "differences(): tolerance", at_least=0.0)
+    tolerance = validation.number_arg(tolerance, "differences(): tolerance", at_least=0.0)
     rows = []
     for row in table.to_dict("records"):
         for metric, _ in METRICS:

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import labkit.remote.knobs as knobs
-from labkit import backend
+from labkit import validation
 from labkit.remote.faults import check_service_faults
 
 CONTROL_TIMEOUT_S = 5.0
@@ -69,7 +69,7 @@ def set_faults(url: str, faults: Collection[str], seed: int | None = None) -> di
     `faults` is checked here as `serve` checks it, before any call."""
     body: dict[str, Any] = {"faults": list(check_service_faults(faults))}
     if seed is not None:
-        body["seed"] = backend.int_arg(seed, "set_faults(): seed")
+        body["seed"] = validation.int_arg(seed, "set_faults(): seed")
     return call(url, "/faults", body, method="PUT")
 
 

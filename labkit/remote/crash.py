@@ -20,7 +20,7 @@ import pandas as pd
 import labkit.catalog.storeview as storeview
 import labkit.catalog.versions as catalog
 import labkit.remote.knobs as knobs
-from labkit import backend
+from labkit import validation
 from labkit.catalog.crashlab import KILLED_RETURNCODE
 from labkit.db import connect_readonly
 from labkit.designs.registry import check_design
@@ -64,10 +64,10 @@ def kill_mid_call(
     url = check_loopback(url)
     store = knobs.path(store, "kill_mid_call(): store")
     design = check_design(design)
-    ticks = backend.int_arg(ticks, "kill_mid_call(): ticks", low=1)
+    ticks = validation.int_arg(ticks, "kill_mid_call(): ticks", low=1)
     window = knobs.count(window, "kill_mid_call(): window", high=knobs.MAX_WINDOW)
     name = check_loop_name(name)
-    after = backend.int_arg(after, "kill_mid_call(): after", low=0)
+    after = validation.int_arg(after, "kill_mid_call(): after", low=0)
     if not isinstance(holding, bool):
         raise TypeError(f"kill_mid_call(): holding must be True or False, got {holding!r}")
     timeout = knobs.seconds(timeout, "kill_mid_call(): timeout")
@@ -128,20 +128,25 @@ def fates(store: str | Path, ballots: Collection[int], trace: pd.DataFrame) -> p
     reason in the store, and what the restarted loop's `trace` shows of it (its answers and
     timeouts, or "nothing": an answer the dead process had already received is never sent
     again)."""
-    stored = storeview.table(store, "wm_ballots").set_index("ballot_id")
+    stored = storeview.table(store, "wm_ballots").set_index("ballot_id").to_dict("index")
     mine = trace[trace["event"].isin(["deliver", "timeout"])]
     rows = []
     for ballot in sorted(ballots):
         seen = [
-            f"{r.event} at {r.t:.3f} s"
-            + ("" if r.event == "timeout" else f": {'commit' if r.committed else r.reason}")
-            for r in mine[mine["ballot_id"] == ballot].itertuples()
+            f"{r['event']} at {r['t']:.3f} s"
+            + (
+                ""
+                if r["event"] == "timeout"
+                else f": {'commit' if r['committed'] else r['reason']}"
+            )
+            for r in mine[mine["ballot_id"] == ballot].to_dict("records")
         ]
+        record = stored[ballot]
         rows.append(
             {
                 "ballot": ballot,
-                "status": stored.at[ballot, "status"],
-                "reason": "" if pd.isna(reason := stored.at[ballot, "reason"]) else reason,
+                "status": record["status"],
+                "reason": "" if pd.isna(reason := record["reason"]) else reason,
                 "the restarted loop saw": "; ".join(seen) or "nothing",
             }
         )

@@ -40,7 +40,7 @@ import pandas as pd
 
 import labkit.remote.head_row as head_row
 import labkit.remote.knobs as knobs
-from labkit import backend, db
+from labkit import db, validation
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
 from labkit.designs.registry import check_design, make_design
@@ -102,7 +102,10 @@ def _build(
         design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
         if isinstance(design, BallotDesign):
             return design, None
-        return design, conn if conn is not None else db.connect(store)
+        if conn is not None:
+            return design, conn
+        assert store is not None, "run() makes a store when it is given no dsn"
+        return design, db.connect(store)
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
@@ -412,9 +415,9 @@ def run(
     """
     check_design(design)
     url = check_loopback(url)
-    ticks = backend.int_arg(ticks, "run(): ticks", low=1)
+    ticks = validation.int_arg(ticks, "run(): ticks", low=1)
     window = knobs.count(window, "run(): window", high=knobs.MAX_WINDOW)
-    seed = backend.int_arg(seed, "run(): seed")
+    seed = validation.int_arg(seed, "run(): seed")
     deadline = knobs.seconds(deadline, "run(): deadline")
     connect_timeout = knobs.seconds(connect_timeout, "run(): connect_timeout")
     if timeout is not None:
@@ -425,7 +428,7 @@ def run(
     if store is not None:
         store = knobs.path(store, "run(): store")
     if dsn is not None:
-        dsn = backend.text_arg(dsn, "dsn", "run()")
+        dsn = validation.text_arg(dsn, "dsn", "run()")
     if store is not None and dsn is not None:
         raise ValueError("run() takes a SQLite store or a PostgreSQL dsn, not both")
     progress = knobs.callback(progress, "run(): progress")

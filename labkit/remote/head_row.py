@@ -7,14 +7,19 @@ safe designs need no mirror: their store is the catalog log itself.
 
 from __future__ import annotations
 
-from labkit import backend
+from labkit import store
 from labkit.backend import Connection
+from labkit.schema import INT32, TEXT, Column, Table
+from labkit.store import Store
 
-MIRROR_DDL = (
-    "CREATE TABLE IF NOT EXISTS remote_head (\n"
-    "    id INTEGER PRIMARY KEY CHECK (id = 1),\n"
-    "    version INTEGER NOT NULL,\n"
-    "    tools_hash TEXT NOT NULL\n)"
+# The one row (a spec, `labkit.schema`): INTEGER is PostgreSQL's 32-bit `integer` here.
+MIRROR = Table(
+    "remote_head",
+    (
+        Column("id", INT32, ("PRIMARY KEY", "CHECK (id = 1)")),
+        Column("version", INT32, ("NOT NULL",)),
+        Column("tools_hash", TEXT, ("NOT NULL",)),
+    ),
 )
 PUBLISH_SQL = (
     "INSERT INTO remote_head (id, version, tools_hash) VALUES (1, ?, ?)"
@@ -23,24 +28,22 @@ PUBLISH_SQL = (
 READ_SQL = "SELECT version, tools_hash FROM remote_head WHERE id = 1"
 
 
-def create(conn: Connection, version: int, digest: str) -> None:
+def create(conn: Connection | Store, version: int, digest: str) -> None:
     """Make the head row (if missing) and set it to `version` with `digest`."""
-    d = backend.dialect(conn)
-    with d.atomic(conn):
-        d.execute(conn, MIRROR_DDL)
-        d.execute(conn, PUBLISH_SQL, (version, digest))
+    s = store.of(conn)
+    with s.atomic():
+        s.execute(MIRROR.ddl(s.name))
+        s.execute(PUBLISH_SQL, (version, digest))
 
 
-def publish(conn: Connection, version: int, digest: str) -> None:
+def publish(conn: Connection | Store, version: int, digest: str) -> None:
     """Overwrite the head row, as the unguarded design just overwrote its head."""
-    d = backend.dialect(conn)
-    with d.atomic(conn):
-        d.execute(conn, PUBLISH_SQL, (version, digest))
+    s = store.of(conn)
+    with s.atomic():
+        s.execute(PUBLISH_SQL, (version, digest))
 
 
-def read(conn: Connection) -> tuple[int, str]:
+def read(conn: Connection | Store) -> tuple[int, str]:
     """The head row: version and tools hash."""
-    d = backend.dialect(conn)
-    with d.reading(conn):
-        row = d.execute(conn, READ_SQL).fetchone()
-    return int(row[0]), str(row[1])
+    ((version, digest),) = store.of(conn).fetchall(READ_SQL)
+    return int(version), str(digest)

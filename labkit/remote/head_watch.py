@@ -80,7 +80,7 @@ def watch(kind: str, target: str, poll: float) -> None:
     """The reader process's body: poll until stdin closes, printing each fall as it happens."""
     conn = _open(target)
     head = catalog.head if kind == "catalog" else (lambda c: head_row.read(c)[0])
-    stop, asked = threading.Event(), queue.SimpleQueue()
+    stop, asked = threading.Event(), queue.SimpleQueue[str]()
 
     def listen() -> None:
         for line in sys.stdin:
@@ -131,6 +131,9 @@ class ReaderProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
+        stdin, stdout, stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
+        assert stdin is not None and stdout is not None and stderr is not None  # all PIPE
+        self._stdin, self._stdout, self._stderr = stdin, stdout, stderr
         self.polls = 0
         self.first = 0
         self.failure: str | None = None  # why a sync or the stop failed, in one line
@@ -140,7 +143,7 @@ class ReaderProcess:
         watchdog = threading.Timer(READY_TIMEOUT_S, self.proc.kill)
         watchdog.start()
         try:
-            first = self.proc.stdout.readline().strip()
+            first = self._stdout.readline().strip()
         finally:
             watchdog.cancel()
         if first.startswith("ready "):
@@ -155,7 +158,7 @@ class ReaderProcess:
 
     def _read_output(self) -> None:
         """Collect the reader's lines as they come (changes, sync answers, its poll count)."""
-        for line in self.proc.stdout:
+        for line in self._stdout:
             if line.startswith("done "):
                 self.polls = int(line.split()[1])
             elif line.startswith("synced "):
@@ -173,8 +176,8 @@ class ReaderProcess:
         start = time.monotonic()
         end = start + timeout
         try:
-            self.proc.stdin.write(f"sync {self._asked}\n")
-            self.proc.stdin.flush()
+            self._stdin.write(f"sync {self._asked}\n")
+            self._stdin.flush()
         except OSError:
             raise self._failed(self._dead()) from None
         while True:
@@ -212,8 +215,8 @@ class ReaderProcess:
         except subprocess.TimeoutExpired:
             code = None
         said = ""
-        if code is not None and not self.proc.stderr.closed:
-            lines = self.proc.stderr.read().strip().splitlines()
+        if code is not None and not self._stderr.closed:
+            lines = self._stderr.read().strip().splitlines()
             said = f": {lines[-1]}" if lines else ""
         if code is None:
             return f"reader process on {self.target} closed its output"
@@ -223,7 +226,7 @@ class ReaderProcess:
         """End the reader (its input closes; killed if it has not ended `timeout` s later, or
         `STOP_GRACE_S` once it has failed) and return every fall it recorded."""
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass  # it died already; what it printed is in `changes`
         try:
@@ -238,7 +241,7 @@ class ReaderProcess:
         if self.proc.returncode != 0:  # it died on its own, whether or not a sync noticed
             self._failed(self._dead())
         self._pump.join(READY_TIMEOUT_S)
-        self.proc.stderr.close()
+        self._stderr.close()
         return [Fall(c.wall, c.before, c.after) for c in self.changes if c.after < c.before]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import labkit.catalog.versions as catalog
 import labkit.remote.knobs as knobs
-from labkit import backend
+from labkit import validation
 from labkit.db import connect
 from labkit.designs.registry import check_design
 from labkit.remote.control import check_loopback
@@ -65,7 +65,7 @@ def _check_mix(mix: Any) -> tuple[tuple[str, int], ...]:
     for i, pair in enumerate(pairs):
         if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise TypeError(
-                f"load(): mix[{i}] must be a (design, window) pair, got {backend.shown(pair)}"
+                f"load(): mix[{i}] must be a (design, window) pair, got {validation.shown(pair)}"
             )
         window = knobs.count(pair[1], f"load(): mix[{i}] window", high=knobs.MAX_WINDOW)
         out.append((check_design(pair[0]), window))
@@ -88,7 +88,7 @@ def load(
     url = check_loopback(url)
     loops = knobs.count(loops, "load(): loops", high=knobs.MAX_LOOPS)
     seconds = knobs.seconds(seconds, "load(): seconds")
-    ticks = backend.int_arg(ticks, "load(): ticks", low=1)
+    ticks = validation.int_arg(ticks, "load(): ticks", low=1)
     mix = _check_mix(mix)
     poll = knobs.interval(poll, "load(): poll")
     if store_dir is not None:

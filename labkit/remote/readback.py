@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import labkit.catalog.versions as catalog
 import labkit.remote.head_row as head_row
 from labkit.db import connect_readonly
+from labkit.designs.registry import SPECS
 from labkit.remote.driver import RemoteRun
 
-ROW_DESIGNS = ("callback", "lww", "cas")  # one overwritten head row, no log
+# One overwritten head row, no log: the designs with no ballot store (`callback`, `lww`, `cas`).
+ROW_DESIGNS: tuple[str, ...] = tuple(s.key for s in SPECS if not s.stored)
 
 
 @dataclass(frozen=True)

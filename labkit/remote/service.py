@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 import labkit.remote.knobs as knobs
-from labkit import backend
+from labkit import validation
 from labkit.catalog.loop import Response
 from labkit.designs.design import Request
 from labkit.designs.planner import draw_latency, host_skews, respond
@@ -253,7 +253,7 @@ def _app(planner: Planner) -> web.Application:
             check_loopback(callback)
         except ValueError as exc:
             raise web.HTTPBadRequest(text=str(exc)) from None
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if not validation.is_int(seed):
             raise web.HTTPBadRequest(text=f"'seed' must be an integer, got {seed!r}")
         name = request.match_info["name"]
         if body.get("fresh") and name in planner.loops:  # a new run under an old name
@@ -285,12 +285,12 @@ def _app(planner: Planner) -> web.Application:
         return web.json_response({"faults": sorted(sw.faults), "seed": sw.seed})
 
     @routes.put("/faults")
-    async def switch(request: web.Request) -> web.Response:
+    async def switch(request: web.Request) -> web.StreamResponse:
         body = await body_of(request)
         heads = {name: loop.head for name, loop in planner.loops.items()}
         try:
             seed = body.get("seed", planner.switch.seed)
-            if isinstance(seed, bool) or not isinstance(seed, int):
+            if not validation.is_int(seed):
                 raise ValueError(f"'seed' must be an integer, got {seed!r}")
             planner.switch.arm(body.get("faults", ()), seed, heads)
         except ValueError as exc:
@@ -390,12 +390,12 @@ def serve(
     `redeliver_for` seconds (0: tried once). The server stops when the block ends, by an error
     or an interrupt too. A bad knob is refused in one line naming it, before anything starts.
     """
-    seed = backend.int_arg(seed, "serve(): seed")
+    seed = validation.int_arg(seed, "serve(): seed")
     hosts = knobs.count(hosts, "serve(): hosts", high=knobs.MAX_HOSTS)
     span = knobs.count(span, "serve(): span")
     latency = knobs.seconds(latency, "serve(): latency")
-    sigma = backend.number_arg(sigma, "serve(): sigma", at_least=0.0, at_most=MAX_SIGMA)
-    duplicate_rate = backend.number_arg(
+    sigma = validation.number_arg(sigma, "serve(): sigma", at_least=0.0, at_most=MAX_SIGMA)
+    duplicate_rate = validation.number_arg(
         duplicate_rate, "serve(): duplicate_rate", at_least=0.0, at_most=1.0
     )
     if clock_skew is not None:

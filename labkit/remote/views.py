@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from labkit import backend
+from labkit import validation
 from labkit.remote.driver import RemoteRun
 from labkit.remote.head_watch import Fall
 
@@ -149,7 +149,7 @@ def falls_text(falls: Sequence[Fall], most: int | None = None) -> str:
     """The falls a reader process saw, as "v5 → v2, v7 → v6" ("none" if it saw none); with
     `most`, the first `most` and how many more."""
     if most is not None:
-        most = backend.int_arg(most, "falls_text(): most", low=0)
+        most = validation.int_arg(most, "falls_text(): most", low=0)
     shown = falls if most is None else falls[:most]
     text = ", ".join(f"v{f.before} → v{f.after}" for f in shown) or "none"
     return text + (f" and {len(falls) - len(shown)} more" if len(falls) > len(shown) else "")

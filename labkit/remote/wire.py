@@ -7,20 +7,27 @@ plus the host that computed it and the fault it carries. The loop trusts nothing
 service is as strict with a plan request (`load_json`, `read_request`). Both parse strictly:
 UTF-8, standard JSON (no NaN, no Infinity) and nested at most `MAX_DEPTH` deep, a depth found
 by a scan of the text before the parser recurses into it.
+
+The two bodies are msgspec structs (`labkit.typed_json`): msgspec parses and checks them in
+one pass, and a refusal names the field path and the bad value. Fields a body does not
+define are ignored, as they always were (a newer peer may send more).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 import labkit.catalog.versions as catalog
+from labkit import typed_json
 from labkit.catalog.loop import Response
 from labkit.designs.design import Request
+from labkit.typed_json import Int64, NonEmptyText
 
 MAX_ANSWER_BYTES = 256 * 1024  # a planner answer larger than this is refused unread
 MAX_DEPTH = 32  # JSON nested deeper than this is refused before it is parsed
@@ -30,6 +37,8 @@ MAX_DEPTH = 32  # JSON nested deeper than this is refused before it is parsed
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+# An escaped UTF-16 surrogate: the standard library reads a lone one, msgspec refuses it.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class AnswerError(ValueError):
@@ -44,6 +53,40 @@ class Answer:
     response: Response
     host: int | None
     fault: str | None
+
+
+class _PlanBody(msgspec.Struct, frozen=True):
+    """The body of `POST /plan` (`request_body` writes it)."""
+
+    loop: NonEmptyText
+    request_id: Int64
+    observed_watermark: Int64
+    base_version: Int64
+    tools: list[Any]
+    ballot_id: Int64 | None = None
+    replay_of: Int64 | None = None
+
+
+class _AnswerBody(msgspec.Struct, frozen=True):
+    """The body of one answer (`answer_body` writes it). `updated_at` is finite: standard
+    JSON has no NaN or infinity, and msgspec refuses a number past a float's range."""
+
+    request_id: Int64
+    ballot_id: Int64
+    observed_watermark: Int64
+    base_version: Int64
+    tools: list[Any]
+    updated_at: float | None = None
+    base_hash: str | None = None
+    host: Int64 | None = None
+    fault: str | None = None
+
+
+_ANSWER = msgspec.json.Decoder(_AnswerBody)
+# Any JSON: a float past a float's range reads as an infinity, as the standard library reads
+# it (msgspec's own refusal of it has no reliable path inside an untyped object); the field that
+# holds it refuses it by name (`read_request`: 'tools' cannot be stored).
+_ANY = msgspec.json.Decoder(float_hook=float)
 
 
 def request_body(loop: str, req: Request) -> dict[str, Any]:
@@ -68,44 +111,78 @@ def deeper_than(text: str, limit: int) -> bool:
     return any(depth > limit for depth in itertools.accumulate(map(_STEP.__getitem__, brackets)))
 
 
+def _decode(raw: bytes, decoder: msgspec.json.Decoder, what: str) -> Any:
+    """`raw` decoded strictly by `decoder`; `ValueError` in one line that starts with `what`."""
+    # No text holds more nesting than opening brackets, so most bodies (a flat tool list has
+    # two) skip the scan; a deeper one is checked before msgspec recurses into it.
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        if deeper_than(_text(raw, what), MAX_DEPTH):
+            raise ValueError(f"{what}: JSON nested more than {MAX_DEPTH} deep")
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:  # JSON, but not the body: name the field
+        raise ValueError(_field_error(exc, _readable(raw), what)) from None
+    except msgspec.DecodeError as exc:  # not JSON at all: say where, as the standard library does
+        raise ValueError(_not_json(raw, what, exc)) from None
+
+
+def _text(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what}: not JSON (not UTF-8 at byte {exc.start})") from None
+
+
+def _not_json(raw: bytes, what: str, exc: msgspec.DecodeError) -> str:
+    """Why `raw` is not JSON, in the standard library's words (line and column), which read
+    it again: a refusal is rare, and those words say more than msgspec's byte offset."""
+    text = _text(raw, what)
+    try:
+        json.loads(text, parse_constant=_no_constant)
+    except ValueError as err:
+        return f"{what}: not JSON ({str(err).splitlines()[0]})"
+    if _SURROGATE_ESCAPE.search(text):
+        return f"{what}: not JSON (a string holds a lone UTF-16 surrogate, not Unicode text)"
+    return f"{what}: not JSON ({exc})"
+
+
+def _readable(raw: bytes) -> Any:
+    """`raw` read leniently, for showing the bad value of a field (`ABSENT` if unreadable)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return typed_json.ABSENT
+
+
+def _field_error(exc: msgspec.ValidationError, data: Any, what: str) -> str:
+    why = typed_json.refusal(exc, data)
+    where = f"'{typed_json.dotted(why.path)}': " if why.path else ""
+    return f"{what}: {where}{why.problem}"
+
+
 def load_json(raw: bytes, what: str) -> Any:
     """`raw` parsed as strict JSON (see the module docstring); `ValueError` in one line that
     starts with `what` otherwise."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{what}: not JSON (not UTF-8 at byte {exc.start})") from None
-    if deeper_than(text, MAX_DEPTH):
-        raise ValueError(f"{what}: JSON nested more than {MAX_DEPTH} deep")
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except ValueError as exc:
-        raise ValueError(f"{what}: not JSON ({str(exc).splitlines()[0]})") from None
+    return _decode(raw, _ANY, what)
 
 
 def read_request(body: Any) -> tuple[str, Request]:
     """The loop name and `Request` in a `POST /plan` body; `ValueError` in one line if bad."""
-    if not isinstance(body, dict):
-        raise ValueError(f"plan request must be a JSON object, got {type(body).__name__}")
-    loop = body.get("loop")
-    if not isinstance(loop, str) or not loop:
-        raise ValueError("plan request: 'loop' must be a non-empty string")
-    ints = {
-        k: _int(body, k, "plan request")
-        for k in ("request_id", "observed_watermark", "base_version")
-    }
-    ballot = None if body.get("ballot_id") is None else _int(body, "ballot_id", "plan request")
-    replay = None if body.get("replay_of") is None else _int(body, "replay_of", "plan request")
-    tools = _tools(body, "plan request")
+    try:
+        plan = msgspec.convert(body, _PlanBody, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ValueError(_field_error(exc, body, "plan request")) from None
+    except UnicodeEncodeError:  # a key msgspec cannot even look up
+        raise ValueError("plan request: a key is not Unicode text (a lone surrogate)") from None
     req = Request(
-        ints["request_id"],
-        ballot,
-        ints["observed_watermark"],
-        ints["base_version"],
-        tuple(tools),
-        replay,
+        plan.request_id,
+        plan.ballot_id,
+        plan.observed_watermark,
+        plan.base_version,
+        _tools(plan.tools, "plan request"),
+        plan.replay_of,
     )
-    return loop, req
+    return plan.loop, req
 
 
 def answer_body(request_id: int, resp: Response, host: int | None, fault: str | None) -> bytes:
@@ -130,60 +207,30 @@ def parse_answer(raw: bytes) -> Answer:
     if len(raw) > MAX_ANSWER_BYTES:
         raise AnswerError(f"answer refused: {len(raw)} bytes is over the {MAX_ANSWER_BYTES} limit")
     try:
-        body = load_json(raw, "answer refused")
+        body: _AnswerBody = _decode(raw, _ANSWER, "answer refused")
     except ValueError as exc:
         raise AnswerError(str(exc)) from None
-    if not isinstance(body, dict):
-        raise AnswerError(f"answer refused: a JSON object is expected, got {type(body).__name__}")
-    try:
-        fields = {
-            k: _int(body, k, "answer")
-            for k in ("request_id", "ballot_id", "observed_watermark", "base_version")
-        }
-        tools = _tools(body, "answer")
-        stamp = body.get("updated_at")
-        if stamp is not None and (
-            isinstance(stamp, bool)
-            or not isinstance(stamp, int | float)
-            or not math.isfinite(stamp)
-        ):
-            raise ValueError(f"answer: 'updated_at' must be a number or null, got {stamp!r}")
-        host = None if body.get("host") is None else _int(body, "host", "answer")
-        for name in ("base_hash", "fault"):
-            if body.get(name) is not None and not isinstance(body[name], str):
-                raise ValueError(f"answer: '{name}' must be a string or null")
-    except ValueError as exc:
-        raise AnswerError(f"answer refused: {exc}") from None
+    # The catalog's rule for tools (`catalog.tools_json`: standard JSON) holds for anything
+    # msgspec decoded from bytes: no NaN or infinity, no lone surrogate, no integer past the
+    # digits Python prints, nesting checked above. Checking it again cost half the parse.
     resp = Response(
-        fields["ballot_id"],
-        fields["observed_watermark"],
-        fields["base_version"],
-        tuple(tools),
-        None if stamp is None else float(stamp),
-        body.get("base_hash"),
+        body.ballot_id,
+        body.observed_watermark,
+        body.base_version,
+        tuple(body.tools),
+        body.updated_at,
+        body.base_hash,
     )
-    return Answer(fields["request_id"], resp, host, body.get("fault"))
+    return Answer(body.request_id, resp, body.host, body.fault)
 
 
-def _tools(body: dict[str, Any], what: str) -> list[Any]:
-    """The tool list of `body`, if the catalog could store it (its own rule: standard JSON)."""
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        raise ValueError(f"{what}: 'tools' must be a list, got {type(tools).__name__}")
+def _tools(tools: list[Any], what: str) -> tuple[Any, ...]:
+    """`tools` as a tuple, if the catalog could store them (its own rule: standard JSON)."""
     try:
         catalog.tools_json(tools)
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{what}: 'tools' cannot be stored ({exc})") from None
-    return tools
-
-
-def _int(body: dict[str, Any], key: str, what: str) -> int:
-    value = body.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what}: '{key}' must be an integer, got {value!r}")
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(f"{what}: '{key}' is out of range")
-    return value
+    return tuple(tools)
 
 
 def _no_constant(name: str) -> Any:

@@ -9,7 +9,7 @@ import html
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import ipywidgets as widgets
 import pandas as pd
@@ -19,6 +19,7 @@ from IPython.display import Image
 
 WIDGET_DPI = 80
 W = TypeVar("W", bound=widgets.DOMWidget)
+S = TypeVar("S", bound=Hashable)  # one step of a `WorkAhead`
 
 
 def png_output(out: widgets.Output, png: bytes) -> None:
@@ -32,7 +33,9 @@ def _display_formatter() -> DisplayFormatter:
     `InteractiveShell.instance()` there would make a whole shell, with a history file it
     writes at exit, to encode one image."""
     if InteractiveShell.initialized():
-        return InteractiveShell.instance().display_formatter
+        formatter = InteractiveShell.instance().display_formatter
+        if formatter is not None:  # a shell always has one; the trait merely allows None
+            return formatter
     return _plain_formatter()
 
 
@@ -103,7 +106,7 @@ class BatchedApp:
             self.update()
 
 
-class WorkAhead:
+class WorkAhead(Generic[S]):
     """Steps done while the kernel's event loop is idle, one per turn, so that a user's next
     change waits for one step at most and finds the rest ready.
 
@@ -112,16 +115,16 @@ class WorkAhead:
     Without a running loop (a script, a test) there is no idle time, and nothing is done.
     """
 
-    def __init__(self, do: Callable[[Hashable], bool]) -> None:
+    def __init__(self, do: Callable[[S], bool]) -> None:
         self._do = do
-        self._queue: deque[Hashable] = deque()
+        self._queue: deque[S] = deque()
         self.done = 0  # steps that did work
 
     def __len__(self) -> int:
         """Steps still waiting."""
         return len(self._queue)
 
-    def start(self, steps: Iterable[Hashable], delay: float, first: float | None = None) -> None:
+    def start(self, steps: Iterable[S], delay: float, first: float | None = None) -> None:
         """Do `steps` (repeats dropped) in order, `delay` seconds apart, the first after
         `first` (default `delay`): time for the update just sent to reach the page."""
         try:
@@ -131,7 +134,7 @@ class WorkAhead:
         self._queue = deque(dict.fromkeys(steps))
         loop.call_later(delay if first is None else first, self._step, self._queue, delay)
 
-    def _step(self, queue: deque[Hashable], delay: float) -> None:
+    def _step(self, queue: deque[S], delay: float) -> None:
         while queue and queue is self._queue:  # else a newer update replaced the queue
             if self._do(queue.popleft()):
                 self.done += 1

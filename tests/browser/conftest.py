@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from benchmarks.lab import browser_missing
+from harness.lab import browser_missing
 
 from .jlab import (
     ARTIFACTS,

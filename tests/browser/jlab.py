@@ -25,7 +25,7 @@ starts; the tests of one notebook run one after another (conftest.ORDER), so eac
 Run All'ed once: a test that changes what a later one looks at asks for that app `fresh`.
 Every wait defaults to 60 s.
 Playwright is imported only inside functions so that plain `pytest` runs without it. The server
-and the notebook tab live in `benchmarks/lab.py`, which the browser benchmark drives too; this
+and the notebook tab live in `harness/lab.py`, which the browser benchmark drives too; this
 module hands them on and adds the widget helpers.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.lab import (
+from harness.lab import (
     CHROMIUM,
     ROOT,
     WAIT_MS,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbrun import starts_postgres
 from notebook_results import check_shows_its_result
+
+from harness.nbrun import starts_postgres
 
 from .test_widgets_fit import NOTEBOOKS
 

@@ -9,7 +9,7 @@ from .jlab import WAIT_MS, image_src, screenshot, wait_image
 from .test_widgets_fit import _CUT, _OPEN_FILE_BROWSER, OWN_SCROLL_MAX_PX, VIEWPORT
 
 CELL = """from labkit.designs.registry import ALL_DESIGNS
-from labkit.widgets.part2_catalog import ArrivalWorkbench
+from labkit.widgets.catalog import ArrivalWorkbench
 
 workbench = ArrivalWorkbench(preset=None, focus="lww", designs=ALL_DESIGNS)
 workbench.ui"""

@@ -173,7 +173,8 @@ def screenshot(page: Page, name: str) -> None:
 
 
 IMAGES_JS = """() => Array.from(document.images).map(i => ({
-    src: i.currentSrc.slice(0, 80), complete: i.complete, w: i.naturalWidth, h: i.naturalHeight}))"""
+    src: i.currentSrc.slice(0, 80), complete: i.complete,
+    w: i.naturalWidth, h: i.naturalHeight}))"""
 
 
 def test_every_page_loads_offline_with_no_error_and_every_image_decodes(

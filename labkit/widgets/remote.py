@@ -5,7 +5,7 @@ switched on and off while the run goes.
 on 127.0.0.1 (so nothing outlives the run, and a later cell can never close what the widget
 needs); a fault box ticked during the run switches the service's faults at once through
 `labkit.remote.control.set_faults`. A second thread redraws the lanes
-(`labkit.plots.part3_remote.lanes_figure`) a few times a second from the rows the loop reports;
+(`labkit.plots.remote.lanes_figure`) a few times a second from the rows the loop reports;
 when the run ends, the head the reader process saw is drawn under the loop's own. Each run
 keeps its own state (`_Run`), handed to its two threads, so a run started right after another
 never reads or draws the old one's.
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 import ipywidgets as widgets
 
-from labkit import backend
-from labkit.designs.design import DESIGNS
-from labkit.plots.part2_canvases import DESIGN_LABELS
-from labkit.plots.part3_remote import lanes_figure
+from labkit import validation
+from labkit.designs.registry import DESIGNS
+from labkit.plots.canvases import DESIGN_LABELS
+from labkit.plots.remote import lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.remote.control import PlannerUnreachable, set_faults
 from labkit.remote.driver import RemoteRun, run
@@ -290,9 +290,10 @@ class RealPlannerApp(BatchedApp):
         """Why `control` ("design", "ticks", "latency", "window", "seed", "start", "stop")
         does nothing now, in words ("" when it does something)."""
         if control == "stop":
-            if not self._busy:
+            cur = self._run_now
+            if not self._busy or cur is None:  # busy means a run
                 return "no run is going"
-            return "the run is stopping" if self._run_now.stop.is_set() else ""
+            return "the run is stopping" if cur.stop.is_set() else ""
         if control == "window" and self.design.value not in HEDGED:
             return "only the hedged design (fenced) keeps several ballots in flight"
         if self._busy:
@@ -399,11 +400,11 @@ class RealPlannerApp(BatchedApp):
             self.message.value = _problem("Not started: a run is going; stop it first.")
             return False
         try:
-            seed = backend.int_arg(self.seed.value, "random seed")
+            seed = validation.int_arg(self.seed.value, "random seed")
         except (TypeError, ValueError):
             self.message.value = _problem(
                 f"Not started: the random seed must be a whole number from "
-                f"{backend.INT64_MIN:,} to {backend.INT64_MAX:,}."
+                f"{validation.INT64_MIN:,} to {validation.INT64_MAX:,}."
             )
             return False
         faults = self.selected_faults
@@ -543,7 +544,7 @@ class RealPlannerApp(BatchedApp):
         committed and the falls the reader saw."""
         cur = cur or self._run_now
         r = None if cur is None else cur.result
-        if r is None:
+        if cur is None or r is None:
             return ""
         falls = r.reader_falls
         reader = f"saw {len(falls)} fall{'s' if len(falls) != 1 else ''}" + (
@@ -585,7 +586,8 @@ class RealPlannerApp(BatchedApp):
             refused = sum(1 for lane in view.lanes for _, o in lane.answers if o != COMMIT)
             self.status.value = html.escape(
                 f"{state}: head v{view.head}, {view.in_flight} in flight, {answered} answered, "
-                f"{refused} answers refused, {view.falls} fall{'s' if view.falls != 1 else ''} of the head; "
+                f"{refused} answers refused, "
+                f"{view.falls} fall{'s' if view.falls != 1 else ''} of the head; "
                 f"faults on: "
                 f"{', '.join(cur.faults_on if cur is not None else self._ticked) or 'none'}"
             )

@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from labkit.plots.part2_canvases import DESIGN_LABELS, REWIND_COLOR
+from labkit.plots.canvases import DESIGN_LABELS, REWIND_COLOR
 from labkit.plots.style import COLORS, RIGHT_LEGEND, new_figure, styled
 from labkit.remote.views import COMMIT, Lane, LaneView
 

@@ -54,7 +54,8 @@ def _normalize_reason(value: Any, label: str) -> str:
     if word is not None:
         return word
     raise Wrong(
-        f"{label}: {shown(value)} is not a decision; use 'commit' (or None) or one of {list(REASONS)}"
+        f"{label}: {shown(value)} is not a decision; "
+        f"use 'commit' (or None) or one of {list(REASONS)}"
     )
 
 
@@ -120,7 +121,8 @@ def _mistake(said: str, actual: str, resp: Response, head: int, inflight: dict, 
                 return f"ballot {b} is no longer in flight ({past[b]}); look at the first question"
             return f"ballot {b} is not in flight: it was never reserved"
         return (
-            f"ballot {b} is still in flight when this response arrives: nothing before it, a restart included, took "
+            f"ballot {b} is still in flight when this response arrives: nothing before it, "
+            "a restart included, took "
             "the ballot out of flight (a refusal does that only once the head has passed the "
             "ballot's watermark)"
         )
@@ -420,7 +422,7 @@ lww_rewind_ex = Exercise(
     name="Fool last-write-wins, skewed clocks",
     question=(
         "Two planner hosts: odd-numbered requests go to host A, whose clock runs 10 behind "
-        "(labkit.exercises.ex2_ballots.HOST_SKEWS); even ones to host B, on time. Find a "
+        "(labkit.exercises.HOST_SKEWS); even ones to host B, on time. Find a "
         "schedule ('deliver N', 'stale N', 'timeout [N]', 'crash'; requests numbered from 1) "
         "under which run_schedule('lww', steps, skews=HOST_SKEWS) rewinds: an independent "
         "reader sees the head fall. Answer a list of steps, shaped like ['deliver 2', "

@@ -179,7 +179,7 @@ def run_each(
         child = sqlite3.connect(":memory:", isolation_level=None)
         if image is not None:
             child.deserialize(image)
-        if hasattr(child, "setconfig"):  # Python 3.12+: switch the FTS3 tokenizer interface off
+        if sys.version_info >= (3, 12):  # setconfig: switch the FTS3 tokenizer interface off
             child.setconfig(sqlite3.SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, False)
         _cap_heap(HEAP_BYTES)
         try:
@@ -268,7 +268,7 @@ def _explain_failure(exc: Exception, what: str, tripped: str) -> Wrong:
 # limit alone. It is used when the SQLite library Python loaded exports it (else skipped: the
 # child's address-space cap in `walls` still holds).
 
-_HeapCalls = tuple[Callable[[int], int], Callable[[int], int]]
+_HeapCalls = tuple[Callable[[int], int], Callable[[], int]]  # (set the hard limit, bytes used)
 
 
 def _heap_calls() -> _HeapCalls | None:

@@ -1,6 +1,7 @@
-"""Test harness: run a notebook headless in a fresh kernel and read what it printed.
+"""Run a notebook headless in a fresh kernel (nbclient, as it is) and read what it printed.
 
-Only the tests use this (nbclient is a dev dependency); labkit itself never executes notebooks.
+The tests, `python -m harness.dry_run` and the site build use it (nbclient is a dev dependency);
+labkit itself never executes notebooks.
 """
 
 from __future__ import annotations
@@ -9,42 +10,8 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
-
-POLL_SLICE_S = 1.0
-
-
-def patch_zmq_get_msg() -> None:
-    """Poll kernel channels in slices of `POLL_SLICE_S` so a lost wake-up cannot stall a run.
-
-    Under CPU load nbclient was seen parked in `get_msg` although the kernel had replied
-    (voila#1428); re-polling in short slices until the real deadline avoids the hang. Like
-    the original, a deadline that passes with no message raises `queue.Empty`, which is what
-    jupyter_client's callers catch.
-    """
-    from queue import Empty
-
-    from jupyter_client.channels import AsyncZMQSocketChannel
-
-    if getattr(AsyncZMQSocketChannel.get_msg, "_sliced", False):
-        return
-    original = AsyncZMQSocketChannel.get_msg
-
-    async def get_msg(self: Any, timeout: float | None = None) -> dict[str, Any]:
-        slice_s = POLL_SLICE_S
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = slice_s if deadline is None else deadline - time.monotonic()
-            try:
-                return await original(self, timeout=max(0.0, min(slice_s, left)))
-            except Empty:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    get_msg._sliced = True  # type: ignore[attr-defined]
-    AsyncZMQSocketChannel.get_msg = get_msg  # type: ignore[method-assign]
 
 
 def execute_notebook(
@@ -58,7 +25,6 @@ def execute_notebook(
     import nbformat
     from nbclient import NotebookClient
 
-    patch_zmq_get_msg()
     nb = nbformat.read(path, as_version=4)
     sockets = tempfile.mkdtemp(prefix="nbk-")
     client = NotebookClient(

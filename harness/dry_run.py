@@ -1,6 +1,6 @@
 """The instructor page's dry run: execute notebooks headless, time every cell, count the prose.
 
-Run from the repository root: `.venv/bin/python tests/dry_run.py` (every lesson and solution
+Run from the repository root: `.venv/bin/python -m harness.dry_run` (every lesson and solution
 notebook) or name notebooks. For each it prints the markdown words (whitespace-separated), the
 non-blank code lines, the code cells, the kernel time summed over cells (nbclient's per-cell
 timestamps, kernel start-up excluded), the slowest cell, and the minutes a projected reading
@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbrun import execute_notebook
+from harness.nbrun import execute_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(

@@ -24,6 +24,7 @@ from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
     FrameCache,
+    figure_of,
     label_share_bars,
     single_axes,
     styled,
@@ -36,6 +37,9 @@ TRIGGER_LABELS = {
     "newly_covered": "newly covered (frontier)",
 }
 _FRONT_ORPHANS = POLICY_COLUMNS["frontier"].orphan_ids
+# The policies in the order they are drawn: the wrong rule first, the frontier over it.
+_DRAW_ORDER = tuple(reversed(POLICIES))
+_RINGS = tuple(zip(_DRAW_ORDER, (150, 230), strict=True))  # (policy, orphan ring size)
 TRIGGER_COLORS = {"after_checkpoint": COLORS["max"], "newly_covered": COLORS["frontier"]}
 
 
@@ -73,7 +77,7 @@ class TimelineCanvas:
 
     def _frame(self, last: int, top: int) -> Axes:
         ax = _axes(self.width, self.height, right=0.67)
-        self.fig = ax.figure
+        self.fig = figure_of(ax)
         ax.set_xlim(-0.5, last + 0.5)
         ax.set_ylim(-0.6, top + 0.8)
         ax.set_yticks(range(0, top + 1, 1 if top <= 10 else 2))
@@ -137,7 +141,7 @@ class TimelineCanvas:
             ax.set_title(f"{title}\nstep {upto}: {shown.iloc[-1]['event']}", fontsize=10)
         elif ax.get_title() != title:
             ax.set_title(title, fontsize=10)  # part of the frame (see `png`'s frame key)
-        return self.fig
+        return figure_of(ax)
 
     def png(self, dpi: int = 80) -> bytes:
         """PNG of the last `render`; the frame's pixels are reused while its shape holds."""
@@ -186,7 +190,7 @@ def _move_marks(marks_drawn: list, shown: pd.DataFrame, upto: int) -> None:
     steps = shown["step"].to_numpy()
     next(squares).set_data(steps, _max_line(shown))
     next(squares).set_data(steps, shown["frontier"].to_numpy(dtype=float))
-    for policy in ("max", "frontier"):  # the order `_timeline_marks` adds the rings in
+    for policy, _ in _RINGS:  # the order `_timeline_marks` adds the rings in
         if policy == "max" or rings["frontier"][0]:
             next(squares).set_offsets(np.column_stack(rings[policy]).reshape(-1, 2))
     next(squares).set_xdata([upto, upto])
@@ -224,7 +228,7 @@ def _timeline_marks(
         gid="frontier",
         zorder=4,
     )
-    for policy, size in (("max", 150), ("frontier", 230)):
+    for policy, size in _RINGS:
         xs, ys = rings[policy]
         if policy == "max" or xs:  # the frontier never orphans; an empty ring set is noise
             out.append(
@@ -294,7 +298,7 @@ def checkpoint_ranges_figure(
     """
     orphans = orphans or {}
     ax = _axes(width, height, right=0.68, bottom=0.2)
-    fig = ax.figure
+    fig = figure_of(ax)
     policies = [p for p in POLICIES if p in summaries]
     top = last_id or 0
     for y, policy in enumerate(policies):
@@ -392,9 +396,9 @@ def orphan_rates_figure(
 ) -> Figure:
     """`explorer.orphan_rates` as grouped bars: share of orders with >= 1 orphan per policy."""
     ax = _axes(width, height)
-    fig = ax.figure
+    fig = figure_of(ax)
     bar = 0.38
-    for k, policy in enumerate(("max", "frontier")):
+    for k, policy in enumerate(_DRAW_ORDER):
         part = rates[rates["policy"] == policy].sort_values("n")
         xs = part["n"].to_numpy() + (k - 0.5) * bar
         ax.bar(xs, part["share"], width=bar, color=COLORS[policy], label=POLICY_LABELS[policy])
@@ -438,7 +442,7 @@ def trigger_cost_figure(
     )
     suffix = "_s" if timed else "_steps"
     ax = _axes(width, height)
-    fig = ax.figure
+    fig = figure_of(ax)
     xs = cost["dormant_shards"]
     poll = cost[f"global_poll{suffix}"] * scale
     ax.plot(
@@ -513,7 +517,7 @@ def fanout_cost_figure(
         ylabel="SQLite VM steps per tick (log)",
     )
     ax.legend(**RIGHT_LEGEND)
-    return ax.figure
+    return figure_of(ax)
 
 
 @styled
@@ -525,8 +529,9 @@ def busy_loop_figure(
 ) -> Figure:
     """`triggers.busy_loop_trace`: the "ready" count each rule reads per tick; x = wasted run."""
     ax = _axes(width, height, right=0.68)
-    fig = ax.figure
-    for trigger, part in trace.groupby("trigger", sort=False):
+    fig = figure_of(ax)
+    for key, part in trace.groupby("trigger", sort=False):
+        trigger = str(key)
         color = TRIGGER_COLORS[trigger]
         dashed = trigger == "after_checkpoint"
         ax.step(

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from labkit.pg.ballots import BallotRun
 from labkit.pg.commit_order import RULES, LabState
 from labkit.pg.stress import StressResult
-from labkit.plots.style import COLORS, RIGHT_LEGEND, single_axes, styled
+from labkit.plots.style import COLORS, RIGHT_LEGEND, figure_of, single_axes, styled
 
 # The one name of each rule, in the legend and on notebook 07's widget message line.
 RULE_NAMES = {"id_order": "id order", "horizon": "xmin horizon wait"}
@@ -42,7 +42,7 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
     """Id against step: each row drawn from its insert (hollow) to its commit (filled), the
     delivery as a tick, each rule's coverage as a step line, orphans ringed in red."""
     ax = single_axes(8.4, 4.2, left=0.07, right=0.66, top=0.9, bottom=0.24)
-    fig = ax.figure
+    fig = figure_of(ax)
     last = max(len(state.events) - 1, 1)
     for row in state.rows:
         color = WRITER_COLORS.get(row.writer, "black")
@@ -126,14 +126,14 @@ def fixes_figure(outcomes: Sequence, title: str = "") -> Figure:
     ax.set_ylabel("orphaned rows")
     ax.set_ylim(0, max(lost + [1]) * 1.5 + 1)
     ax.set_title(title or "Same interleavings, three rules: who loses rows, and what it costs")
-    return ax.figure
+    return figure_of(ax)
 
 
 @styled
 def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figure:
     """Rows/s committed and summarized per rule in the stress test, orphans written on top."""
     ax = single_axes(6.8, 3.6, left=0.1, right=0.72, top=0.86, bottom=0.14)
-    fig = ax.figure
+    fig = figure_of(ax)
     xs = range(len(results))
     width = 0.38
     ax.bar(
@@ -188,7 +188,7 @@ def ballots_over_time_figure(run: BallotRun, title: str = "") -> Figure:
     filled dots in its colour, and its refused ballots as small crosses at the watermark they
     were reserved on."""
     ax = single_axes(8.4, 4.0, left=0.08, right=0.7, top=0.9, bottom=0.13)
-    fig = ax.figure
+    fig = figure_of(ax)
     end = max((t.t for t in run.ticks), default=0.0) * 1.05 + 1e-3
     ax.step(
         [t * 1e3 for t, _ in run.reader],

@@ -29,7 +29,7 @@ from labkit.designs.pipeline_study import (
     summary_row,
 )
 from labkit.designs.simulator import FAULTS, SimulationRun, run
-from labkit.plots.part2_pipelined import (
+from labkit.plots.pipelined import (
     END_LABELS,
     END_STYLE,
     HOLD_COLOR,
@@ -80,7 +80,7 @@ def idle_controls(window: int) -> list[str]:
 
 
 def legend_html() -> str:
-    """The lanes' legend (`labkit.plots.part2_pipelined.lane_handles`) as one line of HTML:
+    """The lanes' legend (`labkit.plots.pipelined.lane_handles`) as one line of HTML:
     it never changes, so the picture does not redraw it."""
 
     def item(mark: str, color: str, label: str) -> str:
@@ -95,9 +95,9 @@ def legend_html() -> str:
         item("&#9477;&#9477;", HOLD_COLOR, "answered, held"),
         item("&#9473;&#9473;", "black", "the head (a reader's view)"),
     ]
-    for outcome, style in END_STYLE.items():
-        color = str(style.get("color", "black"))
-        items.append(item(_MARKS[str(style["marker"])], color, END_LABELS[outcome]))
+    for outcome, end in END_STYLE.items():
+        color = str(end.get("color", "black"))
+        items.append(item(_MARKS[str(end["marker"])], color, END_LABELS[outcome]))
     items.append(item("&#9475;", COLORS["reject"], LATE_LABEL))
     style = "font-size:12px;line-height:1.5;white-space:normal;width:0;min-width:100%"
     return f"<div style='{style}'>{' '.join(items)}</div>"  # it wraps between items

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from labkit.designs.design import DISPLAY_NAMES
 from labkit.designs.pipeline_study import (
     COMMITTED,
     COMPARED,
@@ -33,11 +33,13 @@ from labkit.designs.pipeline_study import (
     Lane,
     lanes,
 )
+from labkit.designs.registry import DISPLAY_NAMES
 from labkit.plots.style import COLORS, FrameCache, new_figure, styled, workbook_style
 
 HOLD_COLOR = "#9ecae1"
 FLUSH_COLOR = "#e6550d"
-END_STYLE: dict[str, dict[str, object]] = {
+# Keyword arguments of `Axes.scatter` (and of a legend's `Line2D`), per way a lane ends.
+END_STYLE: dict[str, dict[str, Any]] = {
     COMMITTED: {"marker": "o", "s": 26, "color": COLORS["pipelined"]},
     REFUSED: {"marker": "X", "s": 46, "color": COLORS["reject"]},
     GAVE_UP: {"marker": "D", "s": 30, "facecolors": "none", "edgecolors": "black"},

@@ -12,8 +12,10 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import labkit.exercises.sandbox as sandbox
+import labkit.exercises.sandboxes.sqlite as sandbox
 import labkit.frontier.log as fr
+import labkit.frontier.rule as rule
+from labkit import validation
 from labkit.exercises.kit import Exercise, Wrong, learner_items, shown, whole
 from labkit.frontier.orders import model_run
 from labkit.frontier.scenario_format import scenario_from_dict
@@ -58,12 +60,7 @@ CREATE INDEX idx_shard_rows ON conversations(channel_key, id);
 def reference_frontier(rows: Sequence[tuple[int, str]], base: int) -> int:
     """The frontier by its definition, for a shard's `(id, status)` rows above `base` in id
     order: one less than the first open id; else the last id; else `base`."""
-    frontier = base
-    for row_id, status in rows:
-        if status in OPEN_STATUSES:
-            return row_id - 1
-        frontier = row_id
-    return frontier
+    return rule.frontier(base, ((row_id, status in OPEN_STATUSES) for row_id, status in rows))
 
 
 def _build_frontier_cases(seed: int = 0) -> tuple[sqlite3.Connection, list[tuple[str, str, int]]]:
@@ -136,7 +133,7 @@ def _explain_frontier_miss(rows: list[tuple[int, str]], base: int, got: Any, wan
             "it returned NULL; when no row above the base is open the rule still has an answer: "
             "look at the second part of the rule"
         )
-    if isinstance(got, bool) or not isinstance(got, int):
+    if not validation.is_int(got):
         return f"it returned a {type(got).__name__}, not a whole-number id"
     if got > want:
         first_open = next(((i, s) for i, s in rows if s in OPEN_STATUSES), None)
@@ -471,7 +468,7 @@ partial_index_ex = Exercise(
     name="Index for a two-column shard",
     question=(
         "A log where a shard is the pair (tenant, channel_key) and pending, running and "
-        "retrying rows are open. Its frontier seek is labkit.exercises.ex1_frontier.INDEX_QUERY. "
+        "retrying rows are open. Its frontier seek is labkit.exercises.INDEX_QUERY. "
         "With no index it plans as 'SEARCH conversations USING INTEGER PRIMARY KEY (rowid>?)'. "
         "Write the CREATE INDEX after which it is a SEARCH on your index that seeks the shard "
         "and the id range, and which holds open rows only. Answer a string holding one "

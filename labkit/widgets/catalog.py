@@ -16,15 +16,15 @@ import html
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import ipywidgets as widgets
 import pandas as pd
 
 from labkit.catalog.rule import REASON_WHY
 from labkit.designs.arrival_orders import ScheduleResult, StepOutcome, explore, run_schedule
-from labkit.designs.design import CAS_CONFLICT, CAS_CONFLICT_WHY, DESIGNS, DISPLAY_NAMES
-from labkit.designs.registry import WINDOWED
+from labkit.designs.design import CAS_CONFLICT, CAS_CONFLICT_WHY
+from labkit.designs.registry import DESIGNS, DISPLAY_NAMES, WINDOWED
 from labkit.designs.run_stats import RunSummary, summary_table
 from labkit.designs.schedule_builder import (
     EXPLORE_N,
@@ -38,14 +38,14 @@ from labkit.designs.schedule_builder import (
 )
 from labkit.designs.schedules import Kind, Step, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
-from labkit.plots.part2_canvases import (
+from labkit.plots.canvases import (
     AHEAD_HEIGHTS,
     DESIGN_LABELS,
     FiveDesignsCanvas,
     Prepared,
     WorkbenchCanvas,
 )
-from labkit.plots.part2_catalog import arrival_lanes_figure
+from labkit.plots.catalog import arrival_lanes_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import (
     WIDGET_DPI,
@@ -76,7 +76,10 @@ _MEMO_SIZE = 256
 PICTURES_KEPT = 4  # pictures drawn ahead (the next seed's and the one before's, ~16 KB each)
 AHEAD_DELAY_S = 0.05  # after an update is sent, when an idle kernel starts the work ahead
 AHEAD_STEP_S = 0.005  # between two steps of it (one simulated design, or one picture)
-AheadStep = tuple[object, ...]  # ("run", design, seed), ("picture", seed) or ("frame",)
+# ("run", design, seed), ("picture", seed) or ("frame",)
+AheadStep = (
+    tuple[Literal["run"], str, int] | tuple[Literal["picture"], int] | tuple[Literal["frame"]]
+)
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
@@ -472,7 +475,7 @@ class ArrivalWorkbench(BatchedApp):
     its button; `last_png` is the picture shown and `timings` each update's duration;
     `done_ahead` counts the steps done while the kernel was idle (tick marks made, a taller
     frame drawn: `WorkbenchCanvas.draw_ahead`). Every
-    design in `labkit.designs.design.DESIGNS` (read when the app is built), or in `designs`,
+    design in `labkit.designs.registry.DESIGNS` (read when the app is built), or in `designs`,
     runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
     """
 
@@ -498,7 +501,8 @@ class ArrivalWorkbench(BatchedApp):
         self.canvas = WorkbenchCanvas(self.designs)
         self.last_png = b""
         self.timings: list[float] = []
-        self._ahead = WorkAhead(lambda _step: self.canvas.draw_ahead(WIDGET_DPI))
+        # a step is one of the taller figures' heights (`AHEAD_HEIGHTS`)
+        self._ahead: WorkAhead[int] = WorkAhead(lambda _step: self.canvas.draw_ahead(WIDGET_DPI))
         self.broke: dict[str, list[Step] | None] = {}
         self._advance = True  # after a step, offer the oldest request still in flight
 
@@ -731,7 +735,7 @@ class ArrivalWorkbench(BatchedApp):
         self._advance = False
         if keep is None:
             flying = [rid for rid, ln in sorted(lanes.items()) if ln.status == "in flight"]
-            keep = (flying or builder.requests or [None])[0]
+            keep = next(iter(flying or builder.requests), None)
         # hold_sync: each widget's changes go to the page as one message, not one per property
         with self.hold(), self.request.hold_sync():
             self.request.options = options

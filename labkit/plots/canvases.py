@@ -1,5 +1,5 @@
 """Part two's stateful canvases, which widgets redraw in place, and the trace marks they share
-with the figures in `labkit.plots.part2_catalog`.
+with the figures in `labkit.plots.catalog`.
 
 `FiveDesignsCanvas` holds one `simulate` trace per design as small multiples; `WorkbenchCanvas`
 draws a `ScheduleBuilder`'s runs (the focus design's requests as lanes, every design's head).
@@ -24,13 +24,14 @@ from matplotlib.collections import Collection, LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
-from labkit.designs.design import DESIGNS, DISPLAY_NAMES
+from labkit.designs.registry import DESIGNS, DISPLAY_NAMES
 from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, SETTLED, DesignRun
 from labkit.designs.schedules import Step
 from labkit.plots.style import COLORS, FrameCache, new_figure, workbook_style
 
-# Legend labels; `DISPLAY_NAMES` (labkit.designs.design) are the short names panel titles use.
+# Legend labels; `DISPLAY_NAMES` (labkit.designs.registry) are the short names panel titles use.
 DESIGN_LABELS = {
     "callback": "write in callback",
     "lww": "last-write-wins (updated_at)",
@@ -396,7 +397,7 @@ _LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
 _LANES_STEP, _STEPS_STEP = 3, 4  # the rooms for lanes (a taller figure) and steps grow so
 AHEAD_HEIGHTS = 2  # taller figures whose frame an idle kernel draws ahead (a 15-step schedule)
 KEPT_PNGS = 32  # workbench pictures kept per canvas, by what they show
-_LANE_MARKS = {  # key -> Line2D style for one kind of lane marker
+_LANE_MARKS: dict[str, dict[str, Any]] = {  # key -> Line2D style for one kind of lane marker
     "commit": {"marker": "o", "ms": 8},
     "dup": {"marker": "P", "ms": 9, "mec": "white"},
     "reject": {"marker": "X", "ms": 8, "color": COLORS["reject"]},
@@ -416,7 +417,8 @@ class _TextPool:
     """Reusable Text artists on one axes: creating text is dear, moving it is not."""
 
     def __init__(self, ax: Axes, **style: Any) -> None:
-        self.ax, self.style, self.texts, self.used = ax, style, [], 0
+        self.ax, self.style, self.used = ax, style, 0
+        self.texts: list[Text] = []
 
     def reset(self) -> None:
         for text in self.texts:
@@ -440,7 +442,7 @@ def _draws_nothing(artist: Any) -> bool:
     if not artist.get_visible():
         return True
     if isinstance(artist, Line2D):
-        return len(artist.get_xdata()) == 0
+        return np.size(artist.get_xdata()) == 0
     if isinstance(artist, Collection):
         return len(artist.get_paths()) == 0
     return False
@@ -540,12 +542,15 @@ class WorkbenchCanvas:
     def _grow(self, lanes_room: int) -> None:
         """Make the figure tall enough for `lanes_room` lanes in place: the same picture as a
         `_build`, without building six axes and every artist again (~40% of a cold update)."""
+        assert self.fig is not None, "only a built figure grows"
         height, ratios = self._heights(lanes_room)
         self.fig.set_size_inches(self.width, height)
         self._grid.set_height_ratios(ratios)
         self._grid.update(top=1 - _TOP / height, bottom=_BOTTOM / height)
         for ax in self.fig.axes:
-            ax.set_subplotspec(ax.get_subplotspec())  # puts the axes where the grid now says
+            spec = ax.get_subplotspec()  # every axes here sits on the grid
+            if spec is not None:
+                ax.set_subplotspec(spec)  # puts the axes where the grid now says
         self.lanes_ax.set_ylim(lanes_room - 0.4, -0.7)
 
     def _set_rooms(self, steps_room: int, head_room: int) -> None:

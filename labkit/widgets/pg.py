@@ -1,7 +1,7 @@
 """Widget app for notebook 07: step two real writer connections and a summarizer by hand.
 
 Each button runs one step of `labkit.pg.commit_order.CommitOrderLab` on the server, then redraws
-the timeline with `labkit.plots.part3_postgres`. A step that cannot be taken now is greyed out
+the timeline with `labkit.plots.pg`. A step that cannot be taken now is greyed out
 with the reason beside it; a refused step, a closed connection or a server that is gone goes to
 the message line in one sentence, never a traceback. A closed connection (a later cell closed
 the app, or the server restarted) is replaced by a fresh lab on its own.
@@ -16,7 +16,7 @@ import ipywidgets as widgets
 
 from labkit.pg.commit_order import RULES, WRITERS, CommitOrderLab
 from labkit.pg.instance import PgUnavailable, mask_dsn
-from labkit.plots.part3_postgres import RULE_NAMES, commit_order_timeline_figure
+from labkit.plots.pg import RULE_NAMES, commit_order_timeline_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, classed, png_output
 
@@ -117,12 +117,13 @@ class CommitOrderApp:
     def step(self, actor: str, action: str) -> None:
         """Run one step on the server and redraw; refuse an impossible step in words."""
         why = self.why_not(actor, action)
-        if why:
+        lab = self.lab
+        if why or lab is None:  # why_not names a server gone too
             self.message.value = _problem(f"Not done: {actor} {action}: {why}.")
             return
-        before = dict(self.lab.coverage)
+        before = dict(lab.coverage)
         try:
-            self.lab.step(actor, action)
+            lab.step(actor, action)
         except ValueError as exc:
             self.message.value = _problem(f"Not done: {exc}.")
             return
@@ -131,7 +132,7 @@ class CommitOrderApp:
                 raise
             self._reconnect(exc)
             return
-        self.update(_no_change(self.lab, action, before))
+        self.update(_no_change(lab, action, before))
 
     def reset(self) -> None:
         """Drop the lab's schema and start again with empty writers."""
@@ -174,8 +175,12 @@ class CommitOrderApp:
 
     def update(self, note: str = "") -> None:
         """Redraw the timeline and the one-line summary of both rules (after `note`)."""
+        lab = self.lab
+        if lab is None:
+            self._server_gone()
+            return
         try:
-            state = self.lab.state()
+            state = lab.state()
         except Exception as exc:
             if not _db_error(exc):
                 raise
@@ -185,10 +190,10 @@ class CommitOrderApp:
         for rule in RULES:
             lost = state.orphans[rule]
             parts.append(
-                f"{RULE_NAMES[rule]}: coverage {self.lab.coverage[rule]}, "
+                f"{RULE_NAMES[rule]}: coverage {lab.coverage[rule]}, "
                 f"orphans {', '.join(map(str, lost)) if lost else 'none'}"
             )
-        open_rows = {w: ids for w, ids in self.lab.open.items() if ids}
+        open_rows = {w: ids for w, ids in lab.open.items() if ids}
         pending = "; ".join(f"{w} holds {ids} uncommitted" for w, ids in open_rows.items())
         self.message.value = html.escape(note + " | ".join(parts + ([pending] if pending else [])))
         self._refresh_buttons()

@@ -210,7 +210,8 @@ def connect_as(dsn: str, learner: Learner | None, role: str | None = None, **kw:
         if "authentication" in reason or "pg_hba" in reason or "password" in reason:
             raise LearnerLoginRefused(
                 f"the PostgreSQL server at {pg.mask_dsn(dsn)} refused a login as the check's own "
-                f"role {role} ({reason}); let new roles log in with a password there (pg_hba.conf), "
+                f"role {role} ({reason}); let new roles log in with a password there "
+                "(pg_hba.conf), "
                 "or unset LABKIT_PG_DSN to use the embedded server"
             ) from None
         raise pg.PgUnavailable(

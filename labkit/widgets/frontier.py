@@ -2,7 +2,7 @@
 puzzle (notebook 01), and the edge-case browser (notebook 02).
 
 Each control change runs the scenario through `labkit.frontier.scenarios` on a fresh SQLite log,
-redraws with `labkit.plots.part1_frontier` and shows the PNG in an Output widget. Bad input goes
+redraws with `labkit.plots.frontier` and shows the PNG in an Output widget. Bad input goes
 to a message line, never a traceback. Controls that do nothing in the current mode are disabled,
 with the reason beside them.
 """
@@ -23,7 +23,7 @@ import labkit.frontier.scenario_format as fmt
 import labkit.frontier.scenarios as sc
 import labkit.frontier.summarizer as sm
 from labkit.frontier.log import POLICIES
-from labkit.plots.part1_frontier import TimelineCanvas, checkpoint_ranges_figure
+from labkit.plots.frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
 
@@ -375,6 +375,7 @@ class FrontierTimelineApp(BatchedApp):
         self.timings.append(time.perf_counter() - start)
 
     def _describe(self, described: str) -> str:
+        assert self.state is not None, "update() runs the scenario before it describes it"
         final = self.state.iloc[-1]["statuses"]
         pending = [i for i, status in final.items() if status == "pending"]
         redrives = "".join(
@@ -389,6 +390,7 @@ class FrontierTimelineApp(BatchedApp):
         )
 
     def _draw(self) -> None:
+        assert self.state is not None, "update() runs the scenario before anything draws it"
         step = self.step_slider.value
         row = self.state[self.state["step"] == step].iloc[0]
         lost_max, lost_front = row[_MAX.orphan_ids], row[_FRONTIER.orphan_ids]
@@ -518,21 +520,21 @@ class PredictOrphansApp:
             return self.verdict
         predicted = tuple(i for i, box in enumerate(self.guesses, 1) if box.value)
         order = sc.dispatched_order(self.priorities)
-        self.state = sc.run_scenario(sc.scenario_from_steps(self.priorities, sc.order_steps(order)))
-        self.verdict = Verdict(predicted, tuple(self.state.iloc[-1][_MAX.orphan_ids]))
+        state = sc.run_scenario(sc.scenario_from_steps(self.priorities, sc.order_steps(order)))
+        verdict = Verdict(predicted, tuple(state.iloc[-1][_MAX.orphan_ids]))
+        self.state, self.verdict = state, verdict
         for box in self.guesses:
             box.disabled = True
         self.reveal_button.disabled = True
         self.new_button.disabled = False
         self.why_new.value = ""
-        self.verdict_html.value = self._explain(order)
-        self.canvas.render(self.state)
+        self.verdict_html.value = self._explain(order, verdict, state)
+        self.canvas.render(state)
         self.last_png = self.canvas.png(dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
-        return self.verdict
+        return verdict
 
-    def _explain(self, order: Sequence[int]) -> str:
-        verdict = self.verdict
+    def _explain(self, order: Sequence[int], verdict: Verdict, rows: pd.DataFrame) -> str:
         if verdict.right:
             head = (
                 "<b style='color:#1b7f3b'>&#10004; Right.</b> "
@@ -546,7 +548,6 @@ class PredictOrphansApp:
                 + (f" Not orphaned: {_ids(verdict.extra)}." if verdict.extra else "")
             )
         lines = [head, f"The dispatcher's order was {_ids(order)}."]
-        rows = self.state
         for row_id in verdict.actual:
             first = rows[rows[_MAX.orphan_ids].map(lambda lost, i=row_id: i in lost)].iloc[0]
             lines.append(
@@ -617,11 +618,13 @@ class EdgeCaseApp(BatchedApp):
         shard = self.shard.value
         if shard is None:
             return
+        state = self.state
+        assert state is not None, "a case is picked (and run) before the first update"
         conn = sc.replay_scenario(self.scenario)
         try:
             ranges = {p: sm.summaries(conn, shard, p) for p in POLICIES}
             lost = {p: sm.orphans(conn, shard, p) for p in POLICIES}
-            ids = [i for s in self.state[self.state["shard"] == shard]["statuses"] for i in s]
+            ids = [i for s in state[state["shard"] == shard]["statuses"] for i in s]
         finally:
             conn.close()
         fig = checkpoint_ranges_figure(

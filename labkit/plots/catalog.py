@@ -6,7 +6,7 @@ Each function draws what labkit computed (a `simulator.simulate` trace, an
 `arrival_orders.ScheduleResult`, an `arrival_orders.explore_all` table) and returns a Figure
 with a title, labelled axes and a legend. No layout engine: widget redraws place axes with
 `subplots_adjust`. The two figures a widget redraws in place are drawn by the canvases of
-`labkit.plots.part2_canvases`. Markers carry a `gid` (``rewind:<design>``,
+`labkit.plots.canvases`. Markers carry a `gid` (``rewind:<design>``,
 ``reject:<design>``) so tests can find them.
 """
 
@@ -22,10 +22,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from labkit.designs.arrival_orders import ScheduleResult
-from labkit.designs.design import DISPLAY_NAMES
+from labkit.designs.registry import DISPLAY_NAMES
 from labkit.designs.schedule_builder import DesignRun
 from labkit.designs.schedules import Kind, Step
-from labkit.plots.part2_canvases import (
+from labkit.plots.canvases import (
     DESIGN_LABELS,
     REWIND_COLOR,
     FiveDesignsCanvas,
@@ -38,6 +38,7 @@ from labkit.plots.part2_canvases import (
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
+    figure_of,
     label_share_bars,
     new_figure,
     single_axes,
@@ -60,7 +61,7 @@ def version_trace_figure(
     """
     shown = as_traces(traces)
     ax = single_axes(width, height, left=0.08, right=0.66)
-    fig = ax.figure
+    fig = figure_of(ax)
     for design, trace in shown.items():
         draw_trace(ax, trace, design, faint=highlight is not None and design != highlight)
     ax.set_xlabel("simulated time (mean planner latency = 1)")
@@ -179,7 +180,7 @@ def arrival_lanes_figure(
         ax.grid(False, axis="y")
         for k in range(len(lanes)):
             ax.axhline(k, color="#dddddd", lw=0.8, zorder=1)
-    steps = runs[0].steps or [""] * n_steps
+    steps = [str(s) for s in runs[0].steps] or [""] * n_steps
     labels = [f"{i}\n{s}" for i, s in enumerate(steps, start=1)]
     axes[-1].set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
     axes[-1].set_xlim(0.4, n_steps + 0.6)
@@ -228,24 +229,19 @@ def explorer_figure(
     """
     fig = new_figure(width, height, layout="constrained")
     ax = fig.add_subplot()
-    rows = list(table.itertuples(index=False))
-    shares = [r.rewinding / r.orders if r.orders else 0.0 for r in rows]
-    for x, (row, share) in enumerate(zip(rows, shares, strict=True)):
+    designs = [str(d) for d in table["design"]]
+    rewinding = [int(n) for n in table["rewinding"]]
+    orders = [int(n) for n in table["orders"]]
+    shares = [r / o if o else 0.0 for r, o in zip(rewinding, orders, strict=True)]
+    for x, (design, share) in enumerate(zip(designs, shares, strict=True)):
         ax.bar(
             x,
             share,
             width=0.6,
-            color=COLORS.get(row.design, "#444444"),
-            label=f"{row.design}: {DISPLAY_NAMES.get(row.design, row.design)}",
+            color=COLORS.get(design, "#444444"),
+            label=f"{design}: {DISPLAY_NAMES.get(design, design)}",
         )
-    label_share_bars(
-        ax,
-        range(len(rows)),
-        shares,
-        [r.rewinding for r in rows],
-        [r.orders for r in rows],
-        fontsize=8.5,
-    )
+    label_share_bars(ax, range(len(designs)), shares, rewinding, orders, fontsize=8.5)
     ax.set_xticks(range(len(table)), list(table["design"]))
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("design")
@@ -268,7 +264,7 @@ def restarts_figure(
     """
     shown = as_traces(traces)
     ax = single_axes(width, height, left=0.08, right=0.66)
-    fig = ax.figure
+    fig = figure_of(ax)
     for design, trace in shown.items():
         draw_trace(ax, trace, design)
         ax.step(
