@@ -199,8 +199,15 @@ def dialect(conn: object) -> Dialect:
     try:
         return _DIALECT_OF_TYPE[type(conn)]
     except KeyError:
-        found = _DIALECT_OF_TYPE[type(conn)] = _dialect_of_type(type(conn))
-        return found
+        return dialect_of_type(type(conn))
+
+
+def dialect_of_type(kind: type) -> Dialect:
+    """`dialect` for a connection of type `kind`, worked out the first time the type is seen."""
+    found = _DIALECT_OF_TYPE.get(kind)
+    if found is None:
+        found = _DIALECT_OF_TYPE[kind] = _dialect_of_type(kind)
+    return found
 
 
 def _dialect_of_type(kind: type) -> Dialect:

@@ -81,25 +81,27 @@ def of(conn: Connection | Store) -> Store:
     return conn if isinstance(conn, Store) else Store(conn)
 
 
-def by_backend(**versions: Callable[..., R]) -> Callable[..., R]:
-    """One operation written per backend, side by side (`sqlite=`, `postgres=`), as one function
-    of a connection or a `Store` and its other arguments: the version for its backend runs with
-    the connection. For a hot path: the version is found once per connection type, as
-    `labkit.backend.dialect` is, with no handle made on each call."""
-    if set(versions) != set(BACKENDS):
-        raise TypeError(f"by_backend needs one version per backend: {', '.join(BACKENDS)}")
-    by_type: dict[type, Callable[..., R]] = {}
+class ByBackend(dict[type, Callable[..., R]]):
+    """One operation written per backend, side by side (`sqlite=`, `postgres=`), for a hot path:
+    `op[type(conn)](conn, *args)` runs the version for the backend of `conn` (a connection, or a
+    `Store`, which is unwrapped), with no handle made and one dict lookup per call. The version
+    for a connection's type is found the first time the type is seen, as
+    `labkit.backend.dialect` finds a dialect; anything else is refused in one line."""
 
-    def run(conn: Connection | Store, *args: Any) -> R:
-        version = by_type.get(type(conn))
-        if version is not None:
-            return version(conn, *args)
-        handle = of(conn)  # a Store, or a connection of a type not seen yet
-        if handle is not conn:
-            by_type[type(conn)] = versions[handle.name]
-        return versions[handle.name](handle.conn, *args)
+    def __init__(self, **versions: Callable[..., R]) -> None:
+        if set(versions) != set(BACKENDS):
+            raise TypeError(f"ByBackend needs one version per backend: {', '.join(BACKENDS)}")
+        super().__init__()
+        self.versions = versions
+        self[Store] = self._unwrapped
 
-    return run
+    def _unwrapped(self, handle: Store, *args: Any) -> R:
+        """The version for a handle's backend, run with its connection."""
+        return self.versions[handle.dialect.name](handle.conn, *args)
+
+    def __missing__(self, kind: type) -> Callable[..., R]:
+        version = self[kind] = self.versions[backend.dialect_of_type(kind).name]
+        return version
 
 
 def require(conn: Connection | Store, function: str, *supported: BackendName) -> Store:

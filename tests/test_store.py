@@ -91,17 +91,20 @@ def test_require_names_the_function_and_accepts_a_handle() -> None:
 
 def test_by_backend_runs_the_version_of_the_connection_s_backend_with_the_connection() -> None:
     seen: list[tuple[str, Any, int]] = []
-    both = store.by_backend(
+    both = store.ByBackend(
         sqlite=lambda conn, n: seen.append(("sqlite", conn, n)) or n + 1,
         postgres=lambda conn, n: seen.append(("postgres", conn, n)) or n - 1,
     )
     conn = sqlite3.connect(":memory:")
-    assert both(conn, 1) == 2 and both(conn, 2) == 3 and both(Store(conn), 3) == 4
+    s = Store(conn)
+    assert both[type(conn)](conn, 1) == 2 and both[type(conn)](conn, 2) == 3
+    assert both[type(s)](s, 3) == 4
     assert seen == [("sqlite", conn, 1), ("sqlite", conn, 2), ("sqlite", conn, 3)]
-    with pytest.raises(backend.UnsupportedBackend):
-        both({}, 1)
+    assert both[sqlite3.Connection] is both.versions["sqlite"]  # found once for the type
+    with pytest.raises(backend.UnsupportedBackend, match=r"got builtins\.dict"):
+        both[dict]
     with pytest.raises(TypeError, match="one version per backend"):
-        store.by_backend(sqlite=len)
+        store.ByBackend(sqlite=len)
 
 
 def test_each_public_entry_point_chooses_the_dialect_once(

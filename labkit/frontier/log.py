@@ -195,11 +195,11 @@ def fetch(
 ) -> list[tuple[Any, ...]]:
     """Every row of one read written once (SQLite's placeholder style), on either backend. On
     PostgreSQL a transaction the read opened is ended, so the session never idles inside one."""
-    return _FETCH(conn, statement, params)
+    return _FETCH[type(conn)](conn, statement, params)
 
 
 # A read on each backend (its dialect's), found by the connection's type: lookups ask it.
-_FETCH = store.by_backend(sqlite=backend.SQLITE.fetchall, postgres=backend.POSTGRES.fetchall)
+_FETCH = store.ByBackend(sqlite=backend.SQLITE.fetchall, postgres=backend.POSTGRES.fetchall)
 
 
 def enqueue(
@@ -334,7 +334,7 @@ def delivered_frontier(
     """
     channel_key = shard_key(channel_key, "delivered_frontier")
     coverage_base = whole(coverage_base, "coverage_base", "delivered_frontier")
-    return _FRONTIER(conn, channel_key, coverage_base)
+    return _FRONTIER[type(conn)](conn, channel_key, coverage_base)
 
 
 def _frontier_on_sqlite(conn: sqlite3.Connection, channel_key: str, base: int) -> int:
@@ -358,7 +358,7 @@ def _frontier_on_postgres(conn: psycopg.Connection[Any], channel_key: str, base:
 
 # `delivered_frontier` on each backend, side by side, found by the connection's type (the hot
 # path makes no handle).
-_FRONTIER = store.by_backend(sqlite=_frontier_on_sqlite, postgres=_frontier_on_postgres)
+_FRONTIER = store.ByBackend(sqlite=_frontier_on_sqlite, postgres=_frontier_on_postgres)
 
 
 def max_delivered_watermark(conn: backend.Connection | store.Store, channel_key: str) -> int | None:

@@ -55,6 +55,7 @@ from labkit.widgets.common import (
     html_table,
     png_output,
     scrolling,
+    seed_box,
 )
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
@@ -181,15 +182,7 @@ class FiveDesignsApp(BatchedApp):
             "wb-window",
         )
         self.why_duplicate = classed(widgets.HTML(), "wb-why-duplicate-rate")
-        self.seed = classed(
-            widgets.IntText(
-                value=seed,
-                description="random seed",
-                style={"description_width": "initial"},
-                layout=widgets.Layout(width="190px"),
-            ),
-            "wb-seed",
-        )
+        self.seed = seed_box(seed, "wb-seed")
         self.message = classed(
             widgets.HTML(layout=widgets.Layout(min_height="1.6em")), "wb-message"
         )

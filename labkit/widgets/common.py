@@ -84,6 +84,19 @@ def classed(widget: W, css: str) -> W:
     return widget
 
 
+def seed_box(seed: int, css: str, width: str = "190px") -> widgets.IntText:
+    """The "random seed" box every app shows, classed `css` for the browser tests."""
+    return classed(
+        widgets.IntText(
+            value=seed,
+            description="random seed",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width=width),
+        ),
+        css,
+    )
+
+
 class BatchedApp:
     """Base of the widget apps: `update()` once per user change, not once per control."""
 

@@ -25,7 +25,7 @@ import labkit.frontier.summarizer as sm
 from labkit.frontier.log import POLICIES
 from labkit.plots.frontier import TimelineCanvas, checkpoint_ranges_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output, seed_box
 
 _MAX, _FRONTIER = sc.POLICY_COLUMNS["max"], sc.POLICY_COLUMNS["frontier"]
 
@@ -192,15 +192,7 @@ class FrontierTimelineApp(BatchedApp):
             for i, p in enumerate(priorities, 1)
         ]
         self.why_priority = classed(widgets.HTML(), "wb-why-priority")
-        self.seed_text = classed(
-            widgets.IntText(
-                value=seed,
-                description="random seed",
-                style={"description_width": "initial"},
-                layout=widgets.Layout(width="180px"),
-            ),
-            "wb-seed",
-        )
+        self.seed_text = seed_box(seed, "wb-seed", width="180px")
         self.why_seed = classed(widgets.HTML(), "wb-why-seed")
         self.custom_text = classed(
             widgets.Text(

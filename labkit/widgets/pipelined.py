@@ -44,6 +44,7 @@ from labkit.widgets.common import (
     classed,
     html_table,
     png_output,
+    seed_box,
 )
 
 MAX_DEPTH = 8
@@ -169,15 +170,7 @@ class PipelineDepthApp(BatchedApp):
             ),
             "wb-pipe-fault",
         )
-        self.seed = classed(
-            widgets.IntText(
-                value=seed,
-                description="random seed",
-                style={"description_width": "initial"},
-                layout=widgets.Layout(width="170px"),
-            ),
-            "wb-pipe-seed",
-        )
+        self.seed = seed_box(seed, "wb-pipe-seed", width="170px")
         self.idle = classed(widgets.HTML(layout=widgets.Layout(min_height="2.6em")), "wb-pipe-idle")
         self.state = classed(widgets.HTML(), "wb-pipe-state")
         self.out = classed(widgets.Output(), "wb-pipe-lanes")

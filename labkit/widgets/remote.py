@@ -34,7 +34,7 @@ from labkit.remote.driver import RemoteRun, run
 from labkit.remote.faults import SERVICE_FAULTS
 from labkit.remote.service import serve
 from labkit.remote.views import COMMIT, Lanes, falls_text, reader_trace
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output
+from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output, seed_box
 
 REFRESH_S = 0.5  # between redraws while a run goes: live enough, and the loop keeps its cores
 DEADLINE_S = 60.0  # a widget run is cut off after this long
@@ -205,15 +205,7 @@ class RealPlannerApp(BatchedApp):
             widgets.IntSlider(value=window, min=2, max=6, description="window (hedged)", **slider),
             "wb-rp-window",
         )
-        self.seed = classed(
-            widgets.IntText(
-                value=seed,
-                description="random seed",
-                style={"description_width": "initial"},
-                layout=widgets.Layout(width="190px"),
-            ),
-            "wb-rp-seed",
-        )
+        self.seed = seed_box(seed, "wb-rp-seed")
         self.start_button = classed(
             widgets.Button(description="start a run", layout=_BUTTON, button_style="primary"),
             "wb-rp-start",
