@@ -108,11 +108,7 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 # PYTEST_ARGS reach pytest, e.g. `make test PYTEST_ARGS=--cpu-report=30` (CPU seconds per file).
-test: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(VENV)/bin/lint-imports
-	$(PY) -m mypy
+test: lint
 	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).

@@ -156,7 +156,10 @@ def test_pipelined_on_postgresql_holds_early_answers_and_never_falls(pg_dsn: str
         dsn = make_conninfo(pg_dsn, options=pg.search_path_option(schema))
         result = run("pipelined", url, ticks=TICKS, window=WINDOW, dsn=dsn, name="pg-pipelined")
         trace = result.trace
-        assert (trace["reason"] == "held").any() and (trace["event"] == "settle").any()
+        assert (trace["reason"] == "held").any()
+        # A held answer leaves the hold by a settle, or with its ballot when a timeout gives it
+        # up (a loaded machine's timers fire first); either way nothing stays held (below).
+        assert trace["event"].isin(["settle", "timeout"]).any()
         assert result.reader_falls == [] and result.summary.rewinds == 0
         assert result.summary.kept == TICKS
         with pg.connect(dsn) as conn:
