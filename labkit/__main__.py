@@ -1,4 +1,4 @@
-"""Command line: `python -m labkit figures [--out DIR]`, `exercises`, `strip PATH...`.
+"""Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `strip PATH...`.
 
 A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
 nothing written.
@@ -17,8 +17,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m labkit")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    fig = sub.add_parser("figures", help="regenerate every docs figure (SVG + PNG)")
+    fig = sub.add_parser("figures", help="regenerate the docs figures (SVG + PNG)")
+    fig.add_argument("names", nargs="*", metavar="NAME", help="only these figures (see --list)")
+    fig.add_argument("--list", action="store_true", help="print each figure's name and caption")
     fig.add_argument("--out", type=Path, default=Path("docs/figures"))
+    fig.add_argument("--format", default="svg,png", help="comma-separated: svg, png")
+    fig.add_argument("--dpi", type=int, default=100, help="PNG resolution (pixels per inch)")
+    fig.add_argument("--theme", default="light", help="light or dark")
+    fig.add_argument("--scenario", type=Path, help="your scenario file, for the part-one figures")
+    fig.add_argument("--spec", type=Path, action="append", default=[], help="a saved figure spec")
+    fig.add_argument(
+        "--spec-dir",
+        type=Path,
+        default=Path("figures/specs"),
+        help="saved specs built with every figure (default figures/specs)",
+    )
 
     ex = sub.add_parser("exercises", help="generate student copies of the exercise notebooks")
     ex.add_argument("--src", type=Path, default=Path("exercises/solutions"))
@@ -34,16 +47,41 @@ def _fail(command: str, message: str) -> int:
     return USAGE_ERROR
 
 
+def _figures(args: argparse.Namespace) -> int:
+    """`figures`: a subset or all, in the formats, resolution and theme asked, with saved specs."""
+    from labkit.docs.figures import (
+        BuildRequest,
+        FigureOutputError,
+        FigureRequestError,
+        build_all,
+        figure_list,
+        spec_files,
+    )
+
+    if args.list:
+        print("\n".join(figure_list()))
+        return 0
+    whole = not args.names and not args.spec
+    request = BuildRequest(
+        names=None if whole else tuple(args.names),
+        specs=tuple(args.spec) or (spec_files(args.spec_dir) if whole else ()),
+        formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+        dpi=args.dpi,
+        theme=args.theme,
+        scenario=args.scenario,
+    )
+    try:
+        build_all(args.out, request=request)
+    except (FigureOutputError, FigureRequestError) as exc:
+        return _fail(args.command, str(exc))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "figures":
-            from labkit.docs.figures import FigureOutputError, build_all
-
-            try:
-                build_all(args.out)
-            except FigureOutputError as exc:
-                return _fail(args.command, str(exc))
+            return _figures(args)
         else:
             from labkit.docs.nbfiles import NotebookFileError, make_student_copies, strip_paths
 

@@ -1,7 +1,8 @@
 """Build the static site of the executed workbook (`make site`): stage, execute, render.
 
 1. Stage into OUT/src what the site shows, laid out as in the repository so every relative
-   link resolves: the README (the front page), CONTRIBUTING, the docs pages and figures,
+   link resolves: the README (the front page), CONTRIBUTING, the docs pages and figures (each
+   docs figure built again in the dark theme, which Furo shows in dark mode),
    notebooks/NN_*.ipynb, the exercise solution notebooks and their student copies (answers
    blanked, as `make exercises` writes them; shown as a learner gets them, not executed). The
    solutions are pages in no navigation, linked from the instructor page only.
@@ -45,6 +46,9 @@ PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
 # The reference pages: these docs first, in this order, then any other docs/*.md by name.
 REFERENCE_DOCS = ("glossary", "instructor", "benchmarks", "figures")
 NUMBER = re.compile(r"^(?:ex)?(\d\d)_")
+# A docs page's figure on a line of its own; its dark twin is built into figures/DARK/.
+FIGURE_LINE = re.compile(r"^!\[(?P<alt>[^\]\n]*)\]\(figures/(?P<name>[\w-]+)\.svg\)[ \t]*$", re.M)
+DARK = "dark"
 SITE_LINK = re.compile(r"\[([^\]]+)\]\(build/site/[^)]*\)")  # the README's link to this site
 
 
@@ -93,6 +97,40 @@ def stage(src: Path) -> list[Path]:
     readme = SITE_LINK.sub(r"`\1`", (ROOT / "README.md").read_text(encoding="utf-8"))
     (src / "index.md").write_text(readme + _toctrees(src, lessons, exercises), encoding="utf-8")
     return [*lessons.values(), *exercises.values()]  # student copies are shown unexecuted
+
+
+def theme_figures(src: Path) -> None:
+    """Give each staged docs page's figures a dark twin that Furo shows in dark mode: build
+    them (`dark_figures`), then point the pages at both (`themed_images`)."""
+    dark = dark_figures(src / "docs" / "figures" / DARK)
+    for page in sorted((src / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        page.write_text(themed_images(text, dark), encoding="utf-8")
+
+
+def dark_figures(out: Path) -> set[str]:
+    """Build every docs figure again in the dark theme into `out` (SVG, as the pages embed
+    them); return their names. The light ones are the committed `docs/figures`."""
+    from labkit.docs.figures import BuildRequest, build_all
+
+    manifest = build_all(out, request=BuildRequest(formats=("svg",), theme="dark"))
+    return set(manifest["figures"])
+
+
+def themed_images(page: str, dark: set[str]) -> str:
+    """Each `![alt](figures/NAME.svg)` line whose figure has a dark twin, as two images that
+    Furo shows one at a time: the light one in light mode, the dark one in dark mode."""
+
+    def both(match: re.Match[str]) -> str:
+        alt, name = match.group("alt"), match.group("name")
+        if name not in dark:
+            return match.group(0)
+        return "\n".join(
+            f"```{{image}} figures/{folder}{name}.svg\n:alt: {alt}\n:class: {shown}\n```"
+            for folder, shown in (("", "only-light"), (f"{DARK}/", "only-dark"))
+        )
+
+    return FIGURE_LINE.sub(both, page)
 
 
 def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -> str:
@@ -260,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     try:
         notebooks = stage(out / "src")
+        theme_figures(out / "src")
         print(f"staged {len(notebooks)} notebooks in {time.monotonic() - t0:.1f} s", flush=True)
         t1 = time.monotonic()
         execute(notebooks, args.jobs, args.timeout, out / "kernels.log")

@@ -119,7 +119,7 @@ def _bench_figure(name: str) -> Callable[[], Figure]:
 
 
 FIGURE_BUILDS: dict[str, Callable[[], Figure]] = {
-    **{spec.name: (lambda spec=spec: spec.build()[0]) for spec in SPECS},
+    **{spec.name: (lambda spec=spec: spec.draw()[0]) for spec in SPECS},
     **{f"bench_{name}": _bench_figure(name) for name in BENCHMARKS},
 }
 

@@ -22,35 +22,45 @@ from labkit.designs.lessons import (
     SHOWCASE_SEED,
 )
 from labkit.designs.registry import DESIGNS
+from labkit.frontier.scenario_format import Scenario, load_scenario
 
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """A docs figure: its file stem, a one-line caption and a builder -> (figure, data)."""
+    """A docs figure: its file stem, a one-line caption and a builder -> (figure, data).
+
+    A part-one figure drawn from a delivery scenario has `scenario` set: its builder takes the
+    scenario (the bundled "seed" unless the reader gives their own, `--scenario FILE`)."""
 
     name: str
     caption: str
-    build: Callable[[], tuple[Figure, Any]]
+    build: Callable[..., tuple[Figure, Any]]
+    scenario: bool = False
+
+    def draw(self, scenario: Scenario | None = None) -> tuple[Figure, Any]:
+        """Build this figure; a scenario figure from `scenario` (default: the bundled seed)."""
+        if not self.scenario:
+            return self.build()
+        return self.build(scenario or load_scenario("seed"))
 
 
-def _timeline() -> tuple[Figure, Any]:
-    import labkit.frontier.scenario_format as fmt
+def _timeline(scenario: Scenario) -> tuple[Figure, Any]:
     import labkit.frontier.scenarios as sc
     from labkit.plots.frontier import timeline_figure
 
-    timeline = sc.run_scenario(fmt.load_scenario("seed"))
+    timeline = sc.run_scenario(scenario)
     table = timeline.drop(columns=["statuses"]).astype(str)
-    return timeline_figure(timeline, title="Article 1's scenario: MAX watermark vs frontier"), table
+    whose = "Article 1's scenario" if scenario.name == "seed" else f"Scenario {scenario.name!r}"
+    return timeline_figure(timeline, title=f"{whose}: MAX watermark vs frontier"), table
 
 
-def _checkpoints() -> tuple[Figure, Any]:
+def _checkpoints(scenario: Scenario) -> tuple[Figure, Any]:
     import labkit.frontier.log as fr
-    import labkit.frontier.scenario_format as fmt
     import labkit.frontier.scenarios as sc
     import labkit.frontier.summarizer as sm
     from labkit.plots.frontier import checkpoint_ranges_figure
 
-    conn = sc.replay_scenario(fmt.load_scenario("seed"))
+    conn = sc.replay_scenario(scenario)
     ranges = {p: sm.summaries(conn, "main", p) for p in fr.POLICIES}
     lost = {p: sm.orphans(conn, "main", p) for p in fr.POLICIES}
     last_id = conn.execute("SELECT MAX(id) FROM conversations").fetchone()[0]
@@ -185,8 +195,12 @@ def _fixes_compared() -> tuple[Figure, Any]:
 
 
 SPECS: tuple[FigureSpec, ...] = (
-    FigureSpec("frontier_timeline", "MAX jumps past pending rows; the frontier waits.", _timeline),
-    FigureSpec("checkpoint_ranges", "Chained summaries per policy, orphans ringed.", _checkpoints),
+    FigureSpec(
+        "frontier_timeline", "MAX jumps past pending rows; the frontier waits.", _timeline, True
+    ),
+    FigureSpec(
+        "checkpoint_ranges", "Chained summaries per policy, orphans ringed.", _checkpoints, True
+    ),
     FigureSpec("orphan_rates", "Delivery orders that orphan rows, n = 3..8.", _orphan_rates),
     FigureSpec(
         "trigger_work", "Per-shard trigger vs global poll, in SQLite VM steps.", _trigger_work

@@ -29,7 +29,14 @@ from matplotlib.text import Text
 from labkit.designs.registry import DESIGNS, DISPLAY_NAMES
 from labkit.designs.schedule_builder import DUPLICATE, GAVE_UP, SETTLED, DesignRun
 from labkit.designs.schedules import Step
-from labkit.plots.style import COLORS, FrameCache, new_figure, workbook_style
+from labkit.plots.style import (
+    COLORS,
+    DESIGN_MARKS,
+    FrameCache,
+    design_style,
+    new_figure,
+    workbook_style,
+)
 
 # Legend labels; `DISPLAY_NAMES` (labkit.designs.registry) are the short names panel titles use.
 DESIGN_LABELS = {
@@ -40,7 +47,7 @@ DESIGN_LABELS = {
     "cas": "compare-and-set, no ballot",
     "pipelined": "W ballots in flight, in order",
 }
-REWIND_COLOR = "#b00020"
+REWIND_COLOR = COLORS["rewind"]
 
 Traces = Mapping[str, pd.DataFrame]
 Limits = tuple[float, float]
@@ -77,6 +84,7 @@ def _trace_artists(ax: Axes, design: str) -> dict[str, Any]:
         [],
         where="post",
         color=color,
+        ls=DESIGN_MARKS.get(design, {}).get("ls", "-"),
         lw=2.0,
         label=DESIGN_LABELS.get(design, design),
         gid=f"trace:{design}",
@@ -220,7 +228,7 @@ class FiveDesignsCanvas:
             ax.set_ylabel("head version")
         fig.suptitle(title, fontsize=11)
         design_handles = [
-            Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=DESIGN_LABELS.get(d, d))
+            Line2D([], [], lw=2, label=DESIGN_LABELS.get(d, d), **design_style(d))
             for d in self.designs
         ]
         handles = [*design_handles, *marker_handles()]
@@ -473,11 +481,14 @@ class WorkbenchCanvas:
     no drawing.
     """
 
-    def __init__(self, designs: Sequence[str], width: float = 8.8) -> None:
+    def __init__(
+        self, designs: Sequence[str], width: float = 8.8, rooms: tuple[int, int, int] = (0, 0, 0)
+    ) -> None:
+        """`rooms`: the room to start from (another canvas's `rooms`, to draw as it did)."""
         self.designs = list(designs)
         self.width = width
         self.fig: Figure | None = None
-        self._rooms = (0, 0, 0)  # lanes, steps, versions the axes have room for
+        self._rooms = rooms  # lanes, steps, versions the axes have room for
         self._frames = FrameCache(bases=1 + AHEAD_HEIGHTS)
         self.pngs: OrderedDict[tuple, bytes] = OrderedDict()
         self.kept_pngs = KEPT_PNGS
@@ -767,6 +778,11 @@ class WorkbenchCanvas:
             art["fall"].set_text(f"reader saw v{fall.seen} \u2192 v{fall.head}")
             art["fall"].xy = (fall.step, fall.head)
             art["fall"].set_position((fall.step + 0.4, fall.seen + 0.15))
+
+    @property
+    def rooms(self) -> tuple[int, int, int]:
+        """The room (lanes, steps, versions) the axes have grown to."""
+        return self._rooms
 
     def rescale(self) -> None:
         """Forget the room the axes grew to: the next update sizes them for its own schedule

@@ -38,6 +38,7 @@ from labkit.plots.canvases import (
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
+    design_style,
     figure_of,
     label_share_bars,
     new_figure,
@@ -389,7 +390,7 @@ def rewind_panels_figure(
     axes[-1].set_xlabel(xlabel)
     fig.suptitle(title, fontsize=10.5)
     handles = [
-        *(Line2D([], [], color=COLORS.get(d, "#444444"), lw=2, label=d) for d in shown),
+        *(Line2D([], [], lw=2, label=d, **design_style(d)) for d in shown),
         Line2D([], [], color="#555555", ls=":", label="highest version already seen"),
         Patch(color=REWIND_COLOR, alpha=0.25, label="reader sees an older catalog"),
     ]

@@ -23,6 +23,7 @@ from labkit.frontier.summarizer import Summary
 from labkit.plots.style import (
     COLORS,
     RIGHT_LEGEND,
+    STATUS_MARKS,
     FrameCache,
     figure_of,
     label_share_bars,
@@ -84,7 +85,10 @@ class TimelineCanvas:
         ax.set_xlabel("step (one event each)")
         ax.set_ylabel("message id")
         handles = [
-            *(Line2D([], [], ls="", marker="s", color=COLORS[s], label=s) for s in STATUSES),
+            *(
+                Line2D([], [], ls="", marker=STATUS_MARKS[s], color=COLORS[s], label=s)
+                for s in STATUSES
+            ),
             Line2D([], [], color=COLORS["max"], lw=2.0, ls="--", label=POLICY_LABELS["max"]),
             Line2D([], [], color=COLORS["frontier"], lw=2.4, label=POLICY_LABELS["frontier"]),
             Line2D(
@@ -202,7 +206,7 @@ def _timeline_marks(
     """Status squares, both watermark step lines, orphan rings and the orphan note."""
     marks, rings = _mark_points(shown)
     out: list = [
-        ax.scatter(*marks[s], s=46, marker="s", color=COLORS[s], label=s, zorder=3)
+        ax.scatter(*marks[s], s=46, marker=STATUS_MARKS[s], color=COLORS[s], label=s, zorder=3)
         for s in STATUSES
     ]
     steps = shown["step"].to_numpy()

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from labkit.pg.ballots import BallotRun
 from labkit.pg.commit_order import RULES, LabState
 from labkit.pg.stress import StressResult
-from labkit.plots.style import COLORS, RIGHT_LEGEND, figure_of, single_axes, styled
+from labkit.plots.style import COLORS, OKABE_ITO, RIGHT_LEGEND, figure_of, single_axes, styled
 
 # The one name of each rule, in the legend and on notebook 07's widget message line.
 RULE_NAMES = {"id_order": "id order", "horizon": "xmin horizon wait"}
@@ -22,7 +22,7 @@ RULE_STYLE = {
     "id_order": (COLORS["max"], RULE_NAMES["id_order"]),
     "horizon": (COLORS["frontier"], RULE_NAMES["horizon"]),
 }
-WRITER_COLORS = {"A": "#7b3294", "B": "#008837"}
+WRITER_COLORS = {"A": COLORS["writer_a"], "B": COLORS["writer_b"]}
 STEP_WORDS = {
     "insert": "inserts",
     "commit": "commits",
@@ -170,16 +170,7 @@ def throughput_figure(results: Sequence[StressResult], title: str = "") -> Figur
     return fig
 
 
-WORKER_PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
-)
+WORKER_PALETTE = tuple(OKABE_ITO.values())
 
 
 @styled

@@ -34,10 +34,17 @@ from labkit.designs.pipeline_study import (
     lanes,
 )
 from labkit.designs.registry import DISPLAY_NAMES
-from labkit.plots.style import COLORS, FrameCache, new_figure, styled, workbook_style
+from labkit.plots.style import (
+    COLORS,
+    FrameCache,
+    design_style,
+    new_figure,
+    styled,
+    workbook_style,
+)
 
-HOLD_COLOR = "#9ecae1"
-FLUSH_COLOR = "#e6550d"
+HOLD_COLOR = COLORS["hold"]
+FLUSH_COLOR = COLORS["flush"]
 # Keyword arguments of `Axes.scatter` (and of a legend's `Line2D`), per way a lane ends.
 END_STYLE: dict[str, dict[str, Any]] = {
     COMMITTED: {"marker": "o", "s": 26, "color": COLORS["pipelined"]},
@@ -168,10 +175,9 @@ class PipelinedCanvas:
             (self.curves[design],) = depth_ax.plot(
                 [],
                 [],
-                marker="o",
                 ms=4,
-                color=COLORS[design],
                 label=DISPLAY_NAMES[design],
+                **design_style(design),
                 gid=f"depth:{design}",
             )
             self.rings[design] = depth_ax.scatter(

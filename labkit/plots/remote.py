@@ -20,7 +20,7 @@ from labkit.plots.style import COLORS, RIGHT_LEGEND, new_figure, styled
 from labkit.remote.views import COMMIT, Lane, LaneView
 
 IN_FLIGHT_COLOR = COLORS["running"]
-FAULT_COLOR = "#8b1e3f"
+FAULT_COLOR = COLORS["fault"]
 MAX_LANES = 16
 
 

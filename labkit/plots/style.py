@@ -8,15 +8,23 @@ import io
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import matplotlib
+import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import Collection
+from matplotlib.colors import to_rgb, to_rgba_array
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 from PIL import Image as PILImage
 
@@ -26,23 +34,125 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# One palette for the whole workbook so a colour means the same thing everywhere.
-COLORS = {
-    "pending": "#c7c7c7",
-    "running": "#f2b134",
-    "delivered": "#2e8b57",
-    "failed": "#8b1e3f",
-    "orphan": "#d62728",
-    "max": "#d62728",
-    "frontier": "#1f4e9c",
-    "callback": "#d62728",
-    "lww": "#ff7f0e",
-    "ballot": "#1f4e9c",
-    "fenced": "#2ca02c",
-    "pipelined": "#17becf",
-    "cas": "#9467bd",
-    "reject": "#7f7f7f",
+# One palette for the whole workbook so a colour means the same thing everywhere. Okabe-Ito hues:
+# every pair of meanings shown together stays `colorblind.MIN_DELTA_E` apart for deuteranopes,
+# protanopes and tritanopes (tests/test_palette.py), on the light and the dark background.
+OKABE_ITO = {
+    "orange": "#e69f00",
+    "sky_blue": "#56b4e9",
+    "bluish_green": "#009e73",
+    "yellow": "#f0e442",
+    "blue": "#0072b2",
+    "vermillion": "#d55e00",
+    "reddish_purple": "#cc79a7",
 }
+COLORS = {
+    "pending": "#bbbbbb",
+    "running": OKABE_ITO["orange"],
+    "delivered": OKABE_ITO["bluish_green"],
+    "failed": OKABE_ITO["reddish_purple"],
+    "orphan": OKABE_ITO["vermillion"],
+    "max": OKABE_ITO["vermillion"],
+    "frontier": OKABE_ITO["blue"],
+    "callback": OKABE_ITO["vermillion"],
+    "lww": OKABE_ITO["orange"],
+    "ballot": OKABE_ITO["blue"],
+    "fenced": OKABE_ITO["bluish_green"],
+    "pipelined": OKABE_ITO["sky_blue"],
+    "cas": OKABE_ITO["reddish_purple"],
+    "reject": "#666666",
+    "rewind": OKABE_ITO["vermillion"],
+    "fault": OKABE_ITO["reddish_purple"],
+    "hold": OKABE_ITO["sky_blue"],
+    "flush": OKABE_ITO["orange"],
+    "writer_a": OKABE_ITO["reddish_purple"],
+    "writer_b": OKABE_ITO["sky_blue"],
+}
+
+# Which meanings a figure shows side by side: each group must stay apart for every reader.
+SHOWN_TOGETHER: dict[str, tuple[str, ...]] = {
+    "designs": ("callback", "lww", "ballot", "fenced", "pipelined", "cas", "reject"),
+    "statuses": ("pending", "running", "delivered", "failed", "orphan"),
+    "watermarks": ("max", "frontier", "pending", "running", "delivered", "failed"),
+    "writers": ("writer_a", "writer_b", "max", "frontier", "delivered"),
+    "pipelined": ("pipelined", "ballot", "fenced", "flush", "reject"),
+    "remote": ("running", "fault", "rewind", "reject"),
+}
+
+# Meaning never by colour alone: each design also has its own marker and line style, used by
+# every plot that shows designs together.
+DESIGN_MARKS: dict[str, dict[str, Any]] = {
+    "callback": {"marker": "v", "ls": (0, (7, 2))},
+    "lww": {"marker": "D", "ls": "--"},
+    "ballot": {"marker": "o", "ls": "-"},
+    "fenced": {"marker": "s", "ls": "-."},
+    "pipelined": {"marker": "^", "ls": (0, (5, 1, 1, 1))},
+    "cas": {"marker": "P", "ls": (0, (3, 1, 1, 1, 1, 1))},
+}
+
+# The statuses of part one's timeline, also told apart by shape.
+STATUS_MARKS = {"pending": "s", "running": "D", "delivered": "o", "failed": "X", "orphan": "o"}
+
+
+def design_style(design: str) -> dict[str, Any]:
+    """Colour, marker and line style of a design (grey and no mark for an unknown one)."""
+    return {"color": COLORS.get(design, "#444444"), **DESIGN_MARKS.get(design, {})}
+
+
+@dataclass(frozen=True)
+class Theme:
+    """A figure background and the colours of its ink (text, ticks, spines) and grid."""
+
+    background: str
+    ink: str
+    grid: str
+    edge: str
+
+    def rc(self) -> dict[RcKeyType, Any]:
+        """The rcParams that apply this theme (every figure, through `workbook_style`)."""
+        return {
+            "figure.facecolor": self.background,
+            "figure.edgecolor": self.background,
+            "axes.facecolor": self.background,
+            "savefig.facecolor": self.background,
+            "savefig.edgecolor": self.background,
+            "axes.edgecolor": self.edge,
+            "axes.labelcolor": self.ink,
+            "text.color": self.ink,
+            "xtick.color": self.ink,
+            "ytick.color": self.ink,
+            "grid.color": self.grid,
+            "legend.labelcolor": self.ink,
+            "patch.edgecolor": self.ink,
+            "hatch.color": self.ink,
+        }
+
+
+# Light is the committed figures' look; dark matches Furo's dark page (#131416).
+THEMES = {
+    "light": Theme(background="#ffffff", ink="#000000", grid="#b0b0b0", edge="#000000"),
+    "dark": Theme(background="#131416", ink="#e8e8e8", grid="#6a6a6a", edge="#c8c8c8"),
+}
+# Each palette colour stays at least this far (ΔE76, every reader) from the theme's background.
+MIN_BACKGROUND_DELTA_E = 20.0
+_THEME: ContextVar[str] = ContextVar("labkit_theme", default="light")
+
+
+@contextmanager
+def use_theme(name: str) -> Iterator[Theme]:
+    """Draw and save every figure made inside this block in the theme `name` (see `THEMES`)."""
+    token = _THEME.set(name)
+    try:
+        with workbook_style():
+            yield THEMES[name]
+    finally:
+        _THEME.reset(token)
+
+
+def current_theme() -> Theme:
+    """The theme figures are drawn in now (light unless inside `use_theme`)."""
+    return THEMES[_THEME.get()]
+
 
 RC: dict[RcKeyType, Any] = {
     "figure.dpi": 100,
@@ -69,7 +179,7 @@ _PNG_METADATA = {"Software": None}
 @contextmanager
 def workbook_style() -> Iterator[None]:
     """Apply the workbook's rcParams for the duration of a plot call."""
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context({**RC, **current_theme().rc()}):
         yield
 
 
@@ -119,7 +229,9 @@ def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def save_figure(fig: Figure, stem: Path, formats: tuple[str, ...] = ("svg", "png")) -> list[Path]:
+def save_figure(
+    fig: Figure, stem: Path, formats: tuple[str, ...] = ("svg", "png"), dpi: int | None = None
+) -> list[Path]:
     """Save `fig` as `stem.svg` / `stem.png` with fixed metadata so reruns are byte-identical;
     each file is rendered in memory and written by replace (`labkit.files`), never in place."""
     from labkit.files import replace_file
@@ -127,14 +239,51 @@ def save_figure(fig: Figure, stem: Path, formats: tuple[str, ...] = ("svg", "png
     stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     with workbook_style():
+        retint(fig)
         for fmt in formats:
             path = stem.with_suffix(f".{fmt}")
             metadata = _SVG_METADATA if fmt == "svg" else _PNG_METADATA
             buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, metadata=metadata)
+            fig.savefig(buf, format=fmt, metadata=metadata, dpi=dpi or RC["savefig.dpi"])
             replace_file(path, buf.getvalue())
             written.append(path)
     return written
+
+
+def retint(fig: Figure) -> None:
+    """Repaint the greys a plot names itself (black lines, grey notes, white fills) in the
+    current theme: black becomes its ink, white its background, greys fall between. Hues stay."""
+    theme = current_theme()
+    if theme == THEMES["light"]:
+        return
+    ink, paper = np.array(to_rgb(theme.ink)), np.array(to_rgb(theme.background))
+    # the theme's own greys come from its rc; the palette's (pending, reject) keep their meaning
+    own = [to_rgb(c) for c in (theme.ink, theme.background, theme.grid, theme.edge)]
+    own += [to_rgb(c) for c in COLORS.values()]
+
+    def tint(color: Any) -> Any:
+        if isinstance(color, str) and color.lower() in ("none", "auto", "face"):
+            return color
+        rgba = to_rgba_array(color)
+        for row in rgba:
+            grey = row[:3].max() - row[:3].min() < 0.02  # no hue to keep
+            if grey and tuple(row[:3]) not in own:
+                row[:3] = ink + (paper - ink) * row[:3].mean()
+        return rgba if len(rgba) != 1 else tuple(rgba[0])
+
+    frames = {id(fig.patch), *(id(ax.patch) for ax in fig.axes)}
+    for artist in fig.findobj():
+        if id(artist) in frames or isinstance(artist, Legend):
+            continue
+        if isinstance(artist, Line2D):
+            artist.set_color(tint(artist.get_color()))
+            artist.set_markeredgecolor(tint(artist.get_markeredgecolor()))
+            artist.set_markerfacecolor(tint(artist.get_markerfacecolor()))
+        elif isinstance(artist, Collection | Patch):
+            artist.set_facecolor(tint(artist.get_facecolor()))
+            artist.set_edgecolor(tint(artist.get_edgecolor()))
+        elif isinstance(artist, Text):
+            artist.set_color(tint(artist.get_color()))
 
 
 def styled(fn: Callable[P, R]) -> Callable[P, R]:

@@ -36,7 +36,7 @@ from labkit.designs.schedule_builder import (
     as_first_and_again,
     break_search,
 )
-from labkit.designs.schedules import Kind, Step, format_schedule
+from labkit.designs.schedules import Kind, Step, as_steps, format_schedule
 from labkit.designs.simulator import FAULTS, SimulationRun, run
 from labkit.plots.canvases import (
     AHEAD_HEIGHTS,
@@ -46,10 +46,12 @@ from labkit.plots.canvases import (
     WorkbenchCanvas,
 )
 from labkit.plots.catalog import arrival_lanes_figure
+from labkit.plots.saved import ArrivalLanes, FiveDesigns, Workbench
 from labkit.plots.style import png_bytes
 from labkit.widgets.common import (
     WIDGET_DPI,
     BatchedApp,
+    SavesFigure,
     WorkAhead,
     classed,
     html_table,
@@ -59,6 +61,7 @@ from labkit.widgets.common import (
 )
 
 NONE, ALL, CUSTOM = "none", "all", "custom"
+STEPPER_TICKS = 1000  # the stepper's planner never runs out of ticks on a short schedule
 FAULT_PRESETS: dict[str, tuple[str, ...]] = {
     NONE: (),
     **{f: (f,) for f in FAULTS},
@@ -316,7 +319,21 @@ class FiveDesignsApp(BatchedApp):
         self.traces = {d: r.trace for d, r in self.runs.items()}
         self.summaries = {d: r.summary for d, r in self.runs.items()}
         label = ", ".join(faults) if faults else "no faults"
+        drawing = self._drawing()
+        floor = self.canvas.start_limits(drawing["scale"], drawing["at_least"])
         self.last_png = self._picture(faults, seed)
+        width, height = self.canvas.fig.get_size_inches()
+        self.shown = FiveDesigns(
+            self.designs,
+            list(faults),
+            seed,
+            {d: self._params(d, faults) for d in self.designs},
+            self.design.value,
+            (float(floor[0]), float(floor[1])),
+            float(width),
+            float(height),
+            self.canvas.live_titles,
+        )
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
@@ -410,7 +427,7 @@ class FiveDesignsApp(BatchedApp):
         )
 
 
-class InvertedArrivalStepper:
+class InvertedArrivalStepper(SavesFigure):
     """A step slider over Article 2's inverted arrival, played on every design.
 
     `results` holds the `run_schedule` result per design; `last_png` the lane diagram up to
@@ -424,8 +441,10 @@ class InvertedArrivalStepper:
         designs: Sequence[str] = DESIGNS,
     ) -> None:
         self.results: dict[str, ScheduleResult] = {
-            d: run_schedule(d, steps, first_request=first_request, ticks=1000) for d in designs
+            d: run_schedule(d, steps, first_request=first_request, ticks=STEPPER_TICKS)
+            for d in designs
         }
+        self._played = ([str(s) for s in as_steps(steps)], first_request, list(designs))
         self.outcomes: dict[str, StepOutcome] = {}
         self.last_png = b""
         self.timings: list[float] = []
@@ -449,6 +468,8 @@ class InvertedArrivalStepper:
             fig = arrival_lanes_figure(list(self.results.values()), upto=k)
             self._pngs[k] = png_bytes(fig, dpi=WIDGET_DPI)
         self.last_png = self._pngs[k]
+        texts, first_request, designs = self._played
+        self.shown = ArrivalLanes(texts, first_request, designs, upto=k, ticks=STEPPER_TICKS)
         png_output(self.out, self.last_png)
         first = next(iter(self.results.values()))
         self.outcomes = {d: r.outcomes[k - 1] for d, r in self.results.items()}
@@ -776,6 +797,16 @@ class ArrivalWorkbench(BatchedApp):
         # the picture first: its message reaches the page before the controls' and tables'
         self.last_png = self.canvas.png(
             builder.runs, builder.steps, self.focus.value, dpi=WIDGET_DPI
+        )
+        self.shown = Workbench(
+            self.designs,
+            builder.window,
+            builder.depth,
+            builder.ticks,
+            [str(step) for step in builder.steps],
+            self.focus.value,
+            self.canvas.rooms,
+            self.canvas.width,
         )
         png_output(self.out, self.last_png)
         self._refresh_controls()

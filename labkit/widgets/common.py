@@ -9,6 +9,7 @@ import html
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import ipywidgets as widgets
@@ -16,6 +17,8 @@ import pandas as pd
 from IPython.core.formatters import DisplayFormatter
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import Image
+
+from labkit.plots.saved import State, write_spec
 
 WIDGET_DPI = 80
 W = TypeVar("W", bound=widgets.DOMWidget)
@@ -97,7 +100,21 @@ def seed_box(seed: int, css: str, width: str = "190px") -> widgets.IntText:
     )
 
 
-class BatchedApp:
+class SavesFigure:
+    """An app that can write what it shows as a figure spec (`labkit.plots.saved`): each draw
+    sets `shown` to the state that redraws that picture."""
+
+    shown: State | None = None
+
+    def save_figure(self, path: Path | str) -> Path:
+        """Write the picture on screen as a figure spec at `path`;
+        `python -m labkit figures --spec PATH` redraws it."""
+        if self.shown is None:
+            raise RuntimeError(f"{type(self).__name__} has drawn nothing to save yet")
+        return write_spec(path, self.shown)
+
+
+class BatchedApp(SavesFigure):
     """Base of the widget apps: `update()` once per user change, not once per control."""
 
     _holding = False

@@ -21,11 +21,17 @@ import pandas as pd
 
 import labkit.frontier.scenario_format as fmt
 import labkit.frontier.scenarios as sc
-import labkit.frontier.summarizer as sm
-from labkit.frontier.log import POLICIES
-from labkit.plots.frontier import TimelineCanvas, checkpoint_ranges_figure
+from labkit.plots.frontier import TimelineCanvas
+from labkit.plots.saved import CheckpointRanges, FrontierTimeline, checkpoint_ranges_of
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output, seed_box
+from labkit.widgets.common import (
+    WIDGET_DPI,
+    BatchedApp,
+    SavesFigure,
+    classed,
+    png_output,
+    seed_box,
+)
 
 _MAX, _FRONTIER = sc.POLICY_COLUMNS["max"], sc.POLICY_COLUMNS["frontier"]
 
@@ -126,6 +132,18 @@ def _note(reason: str) -> str:
 
 def _problem(text: str) -> str:
     return f"<span style='color:#b00020'>&#9888; {html.escape(text, quote=False)}</span>"
+
+
+def _timeline_spec(
+    canvas: TimelineCanvas,
+    priorities: Sequence[int],
+    steps: Sequence[sc.OrderStep],
+    step: int | None,
+) -> FrontierTimeline:
+    """The figure spec of what `canvas` shows: the priorities, the order played, the step."""
+    order = sc.format_delivery_order(steps)
+    live = canvas.live_text
+    return FrontierTimeline(list(priorities), order, step, canvas.width, canvas.height, live)
 
 
 class FrontierTimelineApp(BatchedApp):
@@ -388,6 +406,7 @@ class FrontierTimelineApp(BatchedApp):
         lost_max, lost_front = row[_MAX.orphan_ids], row[_FRONTIER.orphan_ids]
         self.orphan_count, self.frontier_orphan_count = len(lost_max), len(lost_front)
         self.canvas.render(self.state, step=step)
+        self.shown = _timeline_spec(self.canvas, self.priorities, self.steps, step)
         self.last_png = self.canvas.png(dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
         ids = f" (ids {_ids(lost_max)})" if lost_max else ""
@@ -431,7 +450,7 @@ def _some(ids: Sequence[int]) -> str:
     return f"id {ids[0]}" if len(ids) == 1 else f"ids {_ids(ids)}"
 
 
-class PredictOrphansApp:
+class PredictOrphansApp(SavesFigure):
     """Predict, then reveal: which ids will the MAX rule orphan for these priorities?
 
     The reader ticks ids and locks the answer in; only then does labkit run the scenario
@@ -504,7 +523,7 @@ class PredictOrphansApp:
         self.why_new.value = _note("answer this puzzle first")
         self.verdict_html.value = "<i>The timeline appears here once you lock in an answer.</i>"
         self.out.outputs = ()
-        self.verdict, self.state, self.last_png = None, None, b""
+        self.verdict, self.state, self.last_png, self.shown = None, None, b"", None
 
     def reveal(self) -> Verdict:
         """Lock in the ticked ids, run the scenario in labkit, show the verdict and timeline."""
@@ -522,6 +541,7 @@ class PredictOrphansApp:
         self.why_new.value = ""
         self.verdict_html.value = self._explain(order, verdict, state)
         self.canvas.render(state)
+        self.shown = _timeline_spec(self.canvas, self.priorities, sc.order_steps(order), None)
         self.last_png = self.canvas.png(dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
         return verdict
@@ -612,19 +632,8 @@ class EdgeCaseApp(BatchedApp):
             return
         state = self.state
         assert state is not None, "a case is picked (and run) before the first update"
-        conn = sc.replay_scenario(self.scenario)
-        try:
-            ranges = {p: sm.summaries(conn, shard, p) for p in POLICIES}
-            lost = {p: sm.orphans(conn, shard, p) for p in POLICIES}
-            ids = [i for s in state[state["shard"] == shard]["statuses"] for i in s]
-        finally:
-            conn.close()
-        fig = checkpoint_ranges_figure(
-            ranges,
-            lost,
-            last_id=max(ids, default=None),
-            title=f"Chained checkpoints of shard {shard!r}",
-        )
+        fig = checkpoint_ranges_of(self.scenario, shard, state)
+        self.shown = CheckpointRanges(scenario=self.case.value, shard=shard)
         self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
         png_output(self.out, self.last_png)
         self.timings.append(time.perf_counter() - start)

@@ -17,8 +17,9 @@ import ipywidgets as widgets
 from labkit.pg.commit_order import RULES, WRITERS, CommitOrderLab
 from labkit.pg.instance import PgUnavailable, mask_dsn
 from labkit.plots.pg import RULE_NAMES, commit_order_timeline_figure
+from labkit.plots.saved import CommitOrderTimeline
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import WIDGET_DPI, classed, png_output
+from labkit.widgets.common import WIDGET_DPI, SavesFigure, classed, png_output
 
 STEPS = (
     *((w, "insert", f"{w} inserts") for w in WRITERS),
@@ -50,7 +51,7 @@ def _no_change(lab: CommitOrderLab, action: str, coverage_before: dict[str, int]
     return ""
 
 
-class CommitOrderApp:
+class CommitOrderApp(SavesFigure):
     """Buttons in, the id-against-step timeline and each rule's coverage and orphans out.
 
     `ui` is the container to display; `lab` the live lab (None while the server is gone);
@@ -198,6 +199,7 @@ class CommitOrderApp:
         self.message.value = html.escape(note + " | ".join(parts + ([pending] if pending else [])))
         self._refresh_buttons()
         fig = commit_order_timeline_figure(state, title="Your interleaving")
+        self.shown = CommitOrderTimeline(state, "Your interleaving")
         self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
         png_output(self.image, self.last_png)
 

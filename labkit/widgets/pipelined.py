@@ -36,6 +36,7 @@ from labkit.plots.pipelined import (
     LATE_LABEL,
     PipelinedCanvas,
 )
+from labkit.plots.saved import PipelineDepth
 from labkit.plots.style import COLORS
 from labkit.widgets.common import (
     WIDGET_DPI,
@@ -122,6 +123,7 @@ class _View:
     png: bytes
     state: str
     metrics: str
+    title: str
 
 
 class PipelineDepthApp(BatchedApp):
@@ -252,6 +254,7 @@ class PipelineDepthApp(BatchedApp):
                 self.canvas.png(WIDGET_DPI),
                 self._state_line(setting, shown, trace),
                 html_table(table[SHOWN_COLUMNS], PIPELINED_NAME),
+                title,
             )
             _keep(self._views, setting, view)
         return self._views[setting]
@@ -309,6 +312,10 @@ class PipelineDepthApp(BatchedApp):
             + ".</div>"
         )
         self.state.value = view.state
+        width, height = self.canvas.fig.get_size_inches()
+        self.shown = PipelineDepth(
+            *setting, TICKS, view.title, float(width), float(height), self.canvas.depth_top
+        )
         if view.png != self.last_png:
             self.last_png = view.png
             png_output(self.out, view.png)

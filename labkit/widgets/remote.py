@@ -28,6 +28,7 @@ from labkit import validation
 from labkit.designs.registry import DESIGNS
 from labkit.plots.canvases import DESIGN_LABELS
 from labkit.plots.remote import lanes_figure
+from labkit.plots.saved import RemoteLanes, table_of
 from labkit.plots.style import png_bytes
 from labkit.remote.control import PlannerUnreachable, set_faults
 from labkit.remote.driver import RemoteRun, run
@@ -572,6 +573,8 @@ class RealPlannerApp(BatchedApp):
             state = "finished" if view.done else ("running" if cur is not None else "no run yet")
             title = f"{design}: {DESIGN_LABELS.get(design, design)}, {state}"
             fig = lanes_figure(view, design, reader=reader, title=title)
+            recorded = None if reader is None else table_of(reader)
+            self.shown = RemoteLanes(view, design, title, recorded)
             self.last_png = png_bytes(fig, dpi=WIDGET_DPI)
             png_output(self.out, self.last_png)
             answered = sum(1 for lane in view.lanes if lane.answers)

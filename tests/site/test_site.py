@@ -376,3 +376,41 @@ def test_the_navigation_follows_the_learning_path(site: Path) -> None:
     instructor = (site / "docs" / "instructor.html").read_text(encoding="utf-8")
     for page in sorted((site / "exercises" / "solutions").glob("ex*.html")):
         assert f'href="../exercises/solutions/{page.name}"' in instructor, page.name
+
+
+# Each figure the reader sees, drawn on a canvas: its class and the brightness (0-1) and
+# opacity of its top-left pixel, the figure's own background.
+SHOWN_FIGURES_JS = """() => Array.from(document.querySelectorAll('article img'))
+    .filter(i => i.getClientRects().length > 0 && i.closest('.cell') === null)
+    .map(i => {
+        const c = document.createElement('canvas');
+        c.width = i.naturalWidth; c.height = i.naturalHeight;
+        const g = c.getContext('2d');
+        g.drawImage(i, 0, 0);
+        const [r, gr, b, a] = g.getImageData(2, 2, 1, 1).data;
+        return {cls: i.className, light: (0.2126 * r + 0.7152 * gr + 0.0722 * b) / 255, a: a,
+                alt: i.alt};
+    })"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_figures_page_shows_the_figures_of_the_readers_theme(
+    site: Path, base_url: str, browser: Browser, scheme: str
+) -> None:
+    """Under `prefers-color-scheme` light or dark, every docs figure shown is its twin in that
+    theme (its background dark on a dark page: no white slab), and the other is hidden."""
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(base_url + "docs/figures.html", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        shown = page.evaluate(SHOWN_FIGURES_JS)
+        hidden = page.locator(f"article img.only-{'light' if scheme == 'dark' else 'dark'}")
+        assert hidden.count() == len(shown) >= 13  # one twin of each, hidden
+        for figure in shown:
+            assert f"only-{scheme}" in figure["cls"].split(), figure
+            assert figure["a"] == 255, figure  # an opaque background, drawn by the figure
+            assert (figure["light"] < 0.2) if scheme == "dark" else (figure["light"] > 0.9), figure
+        screenshot(page, f"figures-{scheme}")
+    finally:
+        context.close()
