@@ -38,7 +38,7 @@ PORT ?= 8888
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Open on the first notebook rather than an empty launcher.
-START_AT := --LabApp.default_url=/lab/tree/00_start_here.ipynb
+START_AT := --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 # pytest-xdist: two workers per core, since many tests wait (on kernels, servers, sleeping
 # writers) rather than compute: on 2 cores 4 workers run `make test`'s pytest in 174 s, 3 in
 # 183-186 s, 5 in 182 s. Measured on 2 cores only; each worker starts its own PostgreSQL
@@ -84,18 +84,23 @@ $(SITE_STAMP): pyproject.toml | $(INSTALL_TOOL)
 	$(INSTALL) -e '.[notebooks,site]'
 	@touch $(LAB_STAMP) $(SITE_STAMP)
 
-# With a screen, JupyterLab opens on notebooks/. Without one (no DISPLAY/WAYLAND_DISPLAY, e.g. a
-# server or CI) the main job is the figure build; `make serve` starts the server headless anyway.
+# With a screen, JupyterLab opens on workshop/ (`python -m labkit workspace`: the lessons, the
+# student exercises and the docs they link to, laid out as in the repository, git-ignored, files
+# already there kept), so every lesson link works and the tracked notebooks never change.
+# Without a screen (no DISPLAY/WAYLAND_DISPLAY, e.g. a server or CI) the main job is the figure
+# build; `make serve` starts the server headless anyway.
 lab: $(LAB_STAMP)
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-		$(PY) -m jupyterlab $(ROOT_FLAG) --notebook-dir=notebooks --port=$(PORT) $(START_AT); \
+		$(PY) -m labkit workspace && \
+		$(PY) -m jupyterlab $(ROOT_FLAG) --notebook-dir=workshop --port=$(PORT) $(START_AT); \
 	else \
 		echo "no screen found: building the docs figures (use 'make serve' for a headless JupyterLab)"; \
 		$(PY) -m labkit figures; \
 	fi
 
 serve: $(LAB_STAMP)
-	$(PY) -m jupyterlab $(ROOT_FLAG) --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=notebooks $(START_AT)
+	$(PY) -m labkit workspace
+	$(PY) -m jupyterlab $(ROOT_FLAG) --no-browser --ip=127.0.0.1 --port=$(PORT) --notebook-dir=workshop $(START_AT)
 
 figures: $(LAB_STAMP)
 	$(PY) -m labkit figures

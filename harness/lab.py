@@ -100,11 +100,11 @@ class LabServer:
 
 
 def copy_workbook(dest: Path) -> Path:
-    """Copy notebooks/ and data/ into `dest` (same layout, so `../data` paths still work)."""
-    skip = shutil.ignore_patterns(".ipynb_checkpoints", "*.sqlite", "*.db", "__pycache__")
-    for name in ("notebooks", "data"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, dest / name, ignore=skip, dirs_exist_ok=True)
+    """The workshop folder `make lab` serves, made in `dest` (lessons, student exercises, the
+    docs they link to, the scenarios; same layout as the repository)."""
+    from labkit.docs.workspace import make_workspace
+
+    make_workspace(dest, repo=ROOT)
     (dest / "notebooks").mkdir(parents=True, exist_ok=True)
     return dest
 

@@ -1,4 +1,5 @@
-"""Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `strip PATH...`.
+"""Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `workspace`,
+`strip PATH...`.
 
 A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
 nothing written.
@@ -36,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("exercises", help="generate student copies of the exercise notebooks")
     ex.add_argument("--src", type=Path, default=Path("exercises/solutions"))
     ex.add_argument("--out", type=Path, default=Path("exercises/student"))
+
+    ws = sub.add_parser(
+        "workspace", help="make the workshop folder make lab opens (keeps files already there)"
+    )
+    ws.add_argument("--out", type=Path, default=None, help="default: workshop/ in the repository")
 
     strip = sub.add_parser("strip", help="strip outputs from notebooks in place")
     strip.add_argument("paths", nargs="+", type=Path)
@@ -77,6 +83,17 @@ def _figures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace(out: Path | None) -> None:
+    """`workspace`: the missing files of the workshop folder, one line on what was made."""
+    from labkit.docs.workspace import DEFAULT_OUT, START, make_workspace
+
+    made = make_workspace(out or DEFAULT_OUT)
+    print(
+        f"workshop folder {made.root}: {len(made.made)} files made, {len(made.kept)} kept "
+        f"(yours: delete one to get a fresh copy); start at {START}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -88,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if args.command == "exercises":
                     make_student_copies(args.src, args.out)
+                elif args.command == "workspace":
+                    _workspace(args.out)
                 else:
                     strip_paths(args.paths)
             except NotebookFileError as exc:

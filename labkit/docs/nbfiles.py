@@ -179,22 +179,34 @@ def _check_copy_paths(src: Path, out: Path) -> list[Path]:
     return sources
 
 
+def student_copy(path: Path) -> str:
+    """The text of the student copy of solution notebook `path`: outputs stripped, each
+    solution block left as a blank for the learner."""
+    import nbformat
+
+    _, nb = read_notebook(path)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and SOLUTION_START in cell.source:
+            cell.source = studentize_source(cell.source)
+    return str(nbformat.writes(strip_notebook(nb))) + "\n"
+
+
+def stripped_copy(path: Path) -> str:
+    """The text of notebook `path` with its outputs stripped (what a reader starts from)."""
+    import nbformat
+
+    _, nb = read_notebook(path)
+    return str(nbformat.writes(strip_notebook(nb))) + "\n"
+
+
 def make_student_copies(src: Path, out: Path) -> list[Path]:
     """Write a stripped student copy of every solution notebook in `src` into `out`.
 
     All notebooks are read and rewritten in memory before anything is written; `out` may not be
     `src` (the blanks would overwrite the solutions).
     """
-    import nbformat
-
     src, out = Path(src), Path(out)
-    copies = []
-    for path in _check_copy_paths(src, out):
-        _, nb = read_notebook(path)
-        for cell in nb.cells:
-            if cell.cell_type == "code" and SOLUTION_START in cell.source:
-                cell.source = studentize_source(cell.source)
-        copies.append((out / path.name, nbformat.writes(strip_notebook(nb)) + "\n"))
+    copies = [(out / path.name, student_copy(path)) for path in _check_copy_paths(src, out)]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

