@@ -605,6 +605,24 @@ def test_the_student_copy_starts_not_attempted_and_the_solution_is_all_correct(
     student.cells, solution.cells = ran.cells[:k], ran.cells[k + 1 :]
     assert_every_check_says(student, BLANK, lesson_of(copy))
     assert_every_check_says(solution, CORRECT, lesson_of(path))
+    if path.name in REVEALS:  # Run All on the blank copy shows nothing a prediction asks for
+        answer = REVEALS[path.name]
+        assert answer not in _printed(student) and "Predict first" in _printed(student)
+        assert answer in _printed(solution)
+
+
+# Text a cell prints only once the learner has predicted (the answer to that prediction).
+REVEALS = {"ex07_commit_order.ipynb": "orphaned by id order"}
+
+
+def _printed(nb: Any) -> str:
+    """Everything the code cells of executed notebook `nb` printed."""
+    return "".join(
+        out.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    )
 
 
 def test_deleting_what_is_named_does_not_find_the_orphans() -> None:
