@@ -157,13 +157,15 @@ def server() -> Iterator[str]:
         return
     dsn, handle, pgdata = _start_embedded()
     stop = atexit.register(_stop_embedded, handle, pgdata)
-    dog = watchdog.watch(pgdata)  # a hard kill of this process leaves no server behind
+    # a hard kill of this process leaves no server behind (POSIX: the watchdog signals it)
+    dog = watchdog.watch(pgdata) if os.name == "posix" else None
     try:
         yield dsn
     finally:
         atexit.unregister(stop)
         _stop_embedded(handle, pgdata)
-        watchdog.reap(dog)
+        if dog is not None:
+            watchdog.reap(dog)
 
 
 _shared: dict[str, Any] = {}

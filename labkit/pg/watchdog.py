@@ -33,20 +33,23 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    """Whether process `pid` still runs (POSIX: signal 0 probes without sending)."""
+    if os.name == "posix":
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
+    return False
 
 
 def stop_server(pgdata: Path, wait_s: float = SHUTDOWN_S) -> None:
     """Fast shutdown of the server in `pgdata` (SIGINT), a kill after `wait_s`, then its data
-    directory removed."""
+    directory removed. The watchdog runs on POSIX systems only (`instance.server`)."""
     pid = postmaster_pid(pgdata)
-    if pid is not None and _alive(pid):
+    if os.name == "posix" and pid is not None and _alive(pid):
         os.kill(pid, signal.SIGINT)
         end = time.monotonic() + wait_s
         while _alive(pid) and time.monotonic() < end:
