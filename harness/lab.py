@@ -105,7 +105,6 @@ def copy_workbook(dest: Path) -> Path:
     from labkit.docs.workspace import make_workspace
 
     make_workspace(dest, repo=ROOT)
-    (dest / "notebooks").mkdir(parents=True, exist_ok=True)
     return dest
 
 

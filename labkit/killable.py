@@ -30,14 +30,20 @@ class ChildEnd:
     last_error: str
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment with this labkit first on PYTHONPATH (plus `extra`), so a
+    `python -m labkit...` child imports the same labkit, installed or not."""
+    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), **extra}
+
+
 def run_child(
     module: str, args: Sequence[str], on_line: Callable[[str], Verdict], *, timeout: float
 ) -> ChildEnd:
     """Run `python -m module *args` with this labkit importable and hand each line it prints
     to `on_line`, which answers "kill" (kill it now), "stop" (read no more; let it exit) or
     None. A child still running after `timeout` seconds is killed by a watchdog."""
-    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    env = child_env()
     killed = False
     with subprocess.Popen(
         [sys.executable, "-m", module, *args],

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from labkit.killable import child_env
+
 POLL_S = 0.5
 SHUTDOWN_S = 10.0
 
@@ -63,6 +65,7 @@ def watch(pgdata: Path) -> subprocess.Popen[bytes]:
     """Start the watchdog for the server in `pgdata`, owned by this process."""
     return subprocess.Popen(
         [sys.executable, "-m", "labkit.pg.watchdog", str(os.getpid()), str(pgdata)],
+        env=child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -35,12 +35,12 @@ import labkit.catalog.versions as catalog
 import labkit.catalog.versions_pg as versions_pg
 import labkit.remote.head_row as head_row
 from labkit.db import connect_readonly
+from labkit.killable import child_env
 
 KINDS = ("catalog", "mirror")
 DSN_VARIABLE = "LABKIT_READER_DSN"
 READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 0.25  # how much longer a sync waits once its caller is stopped
-_PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds labkit/
 
 
 class ReaderFailure(RuntimeError):
@@ -116,12 +116,7 @@ class ReaderProcess:
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown reader kind {kind!r}; expected one of {', '.join(KINDS)}")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
-        if dsn is not None:
-            env[DSN_VARIABLE] = dsn
+        env = child_env(**({DSN_VARIABLE: dsn} if dsn is not None else {}))
         self.target = "-" if dsn is not None else str(store)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "labkit.remote.head_watch", kind, self.target, repr(poll)],
