@@ -53,7 +53,7 @@ FAST := not browser and not postgres and not notebooks and not slow
 # PYTHONDONTWRITEBYTECODE, so each one does not compile labkit and the tests again.
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip site site-test clean
+.PHONY: lab serve figures test test-fast lint exercises bench bench-smoke strip site site-instructor site-test clean
 
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -136,13 +136,19 @@ bench-smoke: $(LAB_STAMP)
 strip: $(LAB_STAMP)
 	$(PY) -m labkit strip notebooks exercises/solutions
 
-# The static site of the executed workbook, into $(SITE_OUT)/html (how and why: README, "Read it online").
+# The static site of the executed workbook, into $(SITE_OUT)/html (how and why: CONTRIBUTING, "The website").
+# `site` is the student edition: no instructor page, no worked answer, no link to either.
+# `site-instructor` adds both (into build/site-instructor unless SITE_OUT is given).
 site: $(SITE_STAMP)
 	$(PY) site/build.py --out $(SITE_OUT)
+
+site-instructor: SITE_OUT := build/site-instructor
+site-instructor: $(SITE_STAMP)
+	$(PY) site/build.py --instructor --out $(SITE_OUT)
 
 # The site's crawl in headless Chromium (needs the test stack and a built site).
 site-test: $(STAMP) $(SITE_STAMP)
 	$(PY) -m pytest -m site tests/site
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis artifacts build/site
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis artifacts build/site build/site-instructor

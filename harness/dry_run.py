@@ -5,7 +5,8 @@ notebook) or name notebooks. For each it prints the markdown words (whitespace-s
 non-blank code lines, the code cells, the kernel time summed over cells (nbclient's per-cell
 timestamps, kernel start-up excluded), the slowest cell, and the minutes a projected reading
 would take at `--wpm` words a minute plus `--secs-per-line` seconds per code line.
-Not a test: docs/instructor.md quotes its output; timing belongs outside the test suite.
+Not a test: `--write` keeps the kernel seconds in docs/measured.json, which the instructor page
+reads (`python -m labkit.docs.instructor_page`); timing belongs outside the test suite.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.nbrun import execute_notebook
+from labkit.docs.day_plans import save_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
@@ -75,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, default=DEFAULT)
     parser.add_argument("--wpm", type=float, default=130.0, help="projected words a minute")
     parser.add_argument("--secs-per-line", type=float, default=10.0, help="seconds per code line")
+    parser.add_argument(
+        "--write", action="store_true", help="keep the kernel seconds in docs/measured.json"
+    )
     args = parser.parse_args(argv)
+    kernel: dict[str, float] = {}
     print("| notebook | words | code lines | code cells | kernel s | slowest cell | minutes |")
     print("|---|---:|---:|---:|---:|---|---:|")
     for path in args.notebooks:
@@ -86,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             f"`{run.slowest_first_line[:40]}` | {run.minutes(args.wpm, args.secs_per_line):.0f} |",
             flush=True,
         )
+        kernel[run.name] = run.kernel_seconds
+    if args.write:
+        save_measured("kernel_seconds", kernel)
     return 0
 
 

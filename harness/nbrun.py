@@ -35,8 +35,10 @@ def execute_notebook(
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(cwd or path.parent)}},
     )
+    # A progress file is the learner's: a run on a learner's behalf records nowhere unless told.
+    env = {**os.environ, "LABKIT_PROGRESS": os.environ.get("LABKIT_PROGRESS", "off")}
     try:
-        client.execute()
+        client.execute(env=env)
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
     return nb

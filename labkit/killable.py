@@ -12,10 +12,9 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-_PACKAGE_PARENT = Path(__file__).resolve().parents[1]  # the folder that holds labkit/
+from labkit.paths import REPO
 
 Verdict = Literal["kill", "stop"] | None
 
@@ -33,7 +32,7 @@ class ChildEnd:
 def child_env(**extra: str) -> dict[str, str]:
     """This process's environment with this labkit first on PYTHONPATH (plus `extra`), so a
     `python -m labkit...` child imports the same labkit, installed or not."""
-    pythonpath = [str(_PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), **extra}
 
 

@@ -1,18 +1,26 @@
 """Build the static site of the executed workbook (`make site`): stage, execute, render.
 
+Two editions from one build, told apart by one switch (`--instructor`):
+- the student site (`make site`, build/site): the lessons, the exercises with answers blanked,
+  the reference pages. No worked answer and no instructor page is in it, and no link that
+  pointed at either is left as a link.
+- the instructor site (`make site-instructor`, build/site-instructor): the same, plus the
+  instructor page (the day plans) and the worked answers, which are pages in no navigation
+  that the instructor page links.
+
 1. Stage into OUT/src what the site shows, laid out as in the repository so every relative
-   link resolves: the README (the front page), CONTRIBUTING, the docs pages and figures (each
-   docs figure built again in the dark theme, which Furo shows in dark mode),
-   notebooks/NN_*.ipynb, the exercise solution notebooks and their student copies (answers
-   blanked, as `make exercises` writes them; shown as a learner gets them, not executed). The
-   solutions are pages in no navigation, linked from the instructor page only.
-2. Execute the lessons and the solutions in place, a few kernels at a time; part three's share
-   one PostgreSQL server (`labkit.pg.server()`, passed on as LABKIT_PG_DSN). Each widget's
-   output becomes its first view, drawn from the widget state as its cell left it
+   link resolves: the front page (site/pages/index.md, else the README), CONTRIBUTING, the docs
+   pages and figures (each docs figure built again in the dark theme, which Furo shows in dark
+   mode), the lessons notebooks/NN_*.ipynb, the student copies of the exercises (answers
+   blanked, as `make lab` puts them in workshop/; shown as a learner gets them, not executed)
+   and, in the instructor edition, the solution notebooks.
+2. Execute the lessons (and the solutions) in place, a few kernels at a time; part three's
+   share one PostgreSQL server (`labkit.pg.server()`, passed on as LABKIT_PG_DSN). Each
+   widget's output becomes its first view, drawn from the widget state as its cell left it
    (site/widget_view.py).
 3. Sphinx renders OUT/html: MyST-NB reads the executed notebooks as they are, Furo the theme.
 
-Usage: python site/build.py [--out build/site] [--jobs 3] [--timeout 180]
+Usage: python site/build.py [--instructor] [--out build/site] [--jobs 3] [--timeout 180]
 """
 
 from __future__ import annotations
@@ -32,42 +40,54 @@ SITE = Path(__file__).resolve().parent
 ROOT = SITE.parent
 sys.path.insert(0, str(ROOT))  # labkit and the shared harness (harness/) from this checkout
 
-from widget_view import WIDGET_MIME, replace_widget_outputs  # noqa: E402
+from conf import html_title  # noqa: E402
+from widget_view import WIDGET_MIME, WidgetViewError, replace_widget_outputs  # noqa: E402
 
-# The learning path, by notebook number: each part's lessons, each followed by its exercises.
-PARTS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("Start here", (0,)),
-    ("Part one · the gap-free delivery frontier", (1, 2, 3)),
-    ("Part two · the catalog watermark with ballots", (4, 5, 6)),
-    ("Part three · the same lessons on real servers", (7, 8, 9)),
-)
-# The worked answers' section: last in the navigation, after the reference, and linked from no
-# page a learner works through (a student page says where the answers are but does not link).
 # The reference pages: these docs first, in this order, then any other docs/*.md by name.
 REFERENCE_DOCS = ("glossary", "instructor", "benchmarks", "figures")
-NUMBER = re.compile(r"^(?:ex)?(\d\d)_")
+# A notebook's number: two digits and an optional letter (`05_`, `05b_`, `ex05_`), so that
+# sorted numbers follow the learning path (05b after 05).
+NUMBER = re.compile(r"^(?:ex)?(\d\d[a-z]?)_")
+# What only the instructor edition has: the day plans and the worked answers (paths in OUT/src).
+INSTRUCTOR_PAGE = "docs/instructor.md"
+ANSWERS = "exercises/solutions/"
+# A Markdown link (not an image): its text and its target.
+MD_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]+)\]\((?P<target>[^)\s]+)\)")
 # A docs page's figure on a line of its own; its dark twin is built into figures/DARK/.
 FIGURE_LINE = re.compile(r"^!\[(?P<alt>[^\]\n]*)\]\(figures/(?P<name>[\w-]+)\.svg\)[ \t]*$", re.M)
 DARK = "dark"
 SITE_LINK = re.compile(r"\[([^\]]+)\]\(build/site/[^)]*\)")  # the README's link to this site
+INSTRUCTOR_EDITION = "for instructors"  # said after the title of the instructor site
 
 
 class BuildError(RuntimeError):
     """The site cannot be built as the sources stand; the message says what to fix."""
 
 
-def numbered(folder: Path) -> dict[int, Path]:
-    """The notebooks of `folder` by their two-digit number (`01_...`, `ex01_...`)."""
+def numbered(folder: Path) -> dict[str, Path]:
+    """The notebooks of `folder` by their number (`01`, `05b`), in the learning path's order."""
     found = {}
     for path in sorted(folder.glob("*.ipynb")):
         match = NUMBER.match(path.name)
         if match:
-            found[int(match.group(1))] = path
-    return found
+            found[match.group(1)] = path
+    return dict(sorted(found.items()))
 
 
-def stage(src: Path) -> list[Path]:
-    """Copy and prepare the site's sources in `src`; return the notebooks to execute."""
+def learning_path() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The parts of the navigation and each part's lesson stems, in learning order: the
+    outline's `PARTS` (labkit/docs/outline.py), the one list the docs pages use too."""
+    from labkit.docs.outline import PARTS
+
+    return PARTS
+
+
+def stage(src: Path, instructor: bool = False) -> list[Path]:
+    """Copy and prepare the site's sources in `src`; return the notebooks to execute.
+
+    `instructor` is the one switch between the editions: with it, the instructor page and the
+    worked answers; without it, neither, and no link left that pointed at them.
+    """
     from labkit.docs import nbfiles
 
     if src.exists():
@@ -76,7 +96,8 @@ def stage(src: Path) -> list[Path]:
     shutil.copy(SITE / "pages" / "run-it-yourself.md", src)
     shutil.copy(ROOT / "CONTRIBUTING.md", src)
     for page in sorted((ROOT / "docs").glob("*.md")):
-        shutil.copy(page, src / "docs")
+        if instructor or page.relative_to(ROOT).as_posix() != INSTRUCTOR_PAGE:
+            shutil.copy(page, src / "docs")
     for figure in sorted((ROOT / "docs" / "figures").iterdir()):
         if figure.suffix in {".svg", ".png"}:
             shutil.copy(figure, src / "docs" / "figures")
@@ -85,18 +106,68 @@ def stage(src: Path) -> list[Path]:
         src / "notebooks",
         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.sqlite", "*.db"),
     )
-    shutil.copytree(
-        ROOT / "exercises" / "solutions",
-        src / "exercises" / "solutions",
-        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
-    )
-    nbfiles.make_student_copies(ROOT / "exercises" / "solutions", src / "exercises" / "student")
+    solutions = ROOT / "exercises" / "solutions"
+    nbfiles.make_student_copies(solutions, src / "exercises" / "student")
     lessons = numbered(src / "notebooks")
-    exercises = numbered(src / "exercises" / "solutions")
-    _link_exercise_pairs(exercises, src / "exercises" / "student")
-    readme = SITE_LINK.sub(r"`\1`", (ROOT / "README.md").read_text(encoding="utf-8"))
-    (src / "index.md").write_text(readme + _toctrees(src, lessons, exercises), encoding="utf-8")
-    return [*lessons.values(), *exercises.values()]  # student copies are shown unexecuted
+    exercises = numbered(src / "exercises" / "student")
+    _note_student_pages(exercises)
+    answers: dict[str, Path] = {}
+    if instructor:
+        shutil.copytree(
+            solutions, src / ANSWERS, ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+        )
+        answers = numbered(src / ANSWERS)
+        _note_answer_pages(answers)
+    front = front_page()
+    text = SITE_LINK.sub(r"`\1`", front.read_text(encoding="utf-8"))
+    (src / "index.md").write_text(text + _toctrees(src, lessons, exercises), encoding="utf-8")
+    if not instructor:
+        _unlink_instructor_material(src)
+    return [*lessons.values(), *answers.values()]  # student copies are shown unexecuted
+
+
+def front_page() -> Path:
+    """The site's front page: the reader's landing page when there is one, else the README."""
+    landing = SITE / "pages" / "index.md"
+    return landing if landing.is_file() else ROOT / "README.md"
+
+
+def _unlink_instructor_material(src: Path) -> None:
+    """Turn each Markdown link to the instructor page or a worked answer, in every staged page
+    and notebook, into its plain text: the student edition has neither page to link to."""
+    for page in sorted(src.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        unlinked = unlink_answers(text, page.parent.relative_to(src))
+        if unlinked != text:
+            page.write_text(unlinked, encoding="utf-8")
+    import nbformat
+
+    for path in sorted(src.rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        changed = False
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                unlinked = unlink_answers(cell.source, path.parent.relative_to(src))
+                changed |= unlinked != cell.source
+                cell.source = unlinked
+        if changed:
+            nbformat.write(nb, path)
+
+
+def unlink_answers(text: str, folder: Path) -> str:
+    """`text` (a page in `folder`, relative to the site root) with every Markdown link whose
+    target is the instructor page or a worked answer replaced by the link's text."""
+
+    def plain(match: re.Match[str]) -> str:
+        target = match.group("target").split("#", 1)[0]
+        if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            return match.group(0)  # an anchor on the page itself, or another site
+        path = os.path.normpath((folder / target).as_posix())
+        if path == INSTRUCTOR_PAGE or path.startswith(ANSWERS):
+            return match.group("text")
+        return match.group(0)
+
+    return MD_LINK.sub(plain, text)
 
 
 def theme_figures(src: Path) -> None:
@@ -133,28 +204,34 @@ def themed_images(page: str, dark: set[str]) -> str:
     return FIGURE_LINE.sub(both, page)
 
 
-def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -> str:
-    """The site's navigation: the learning path, then the reference pages. The worked answers
-    are in no navigation (orphan pages): only the instructor page links them."""
-    placed = {n for _, numbers in PARTS for n in numbers}
-    if set(lessons) - placed:
-        raise BuildError(
-            f"notebooks {sorted(set(lessons) - placed)} are in no part of "
-            "site/build.py's PARTS: place them on the learning path"
-        )
+def _toctrees(src: Path, lessons: dict[str, Path], exercises: dict[str, Path]) -> str:
+    """The site's navigation: the learning path (each lesson followed by the exercises of its
+    number; a stem the outline names before its notebook exists is passed over), then the
+    reference pages. The worked answers are in no navigation (orphan pages): only the
+    instructor page links them."""
 
     def doc(path: Path) -> str:
         return path.relative_to(src).with_suffix("").as_posix()
 
+    by_stem = {path.stem: key for key, path in lessons.items()}
     blocks = []
-    for caption, numbers in PARTS:
+    placed: list[str] = []
+    for caption, stems in learning_path():
         entries = []
-        for n in numbers:
-            if n in lessons:
-                entries.append(doc(lessons[n]))
-            if n in exercises:
-                entries.append(doc(src / "exercises" / "student" / exercises[n].name))
+        for key in [by_stem[stem] for stem in stems if stem in by_stem]:
+            placed.append(key)
+            entries.append(doc(lessons[key]))
+            if key in exercises:
+                entries.append(doc(exercises[key]))
         blocks.append((caption, entries))
+    if set(lessons) - set(placed) or set(exercises) - set(placed):
+        missing = sorted((set(lessons) | set(exercises)) - set(placed))
+        raise BuildError(
+            f"notebooks {missing} are in no part of the learning path (PARTS in "
+            "labkit/docs/outline.py): place each lesson, and a lesson of each exercise's number"
+        )
+    if len(placed) != len(set(placed)):
+        raise BuildError(f"the learning path places a notebook twice: {placed}")
     docs = sorted(p.stem for p in (src / "docs").glob("*.md"))
     docs = [d for d in REFERENCE_DOCS if d in docs] + [d for d in docs if d not in REFERENCE_DOCS]
     blocks.append(("Reference", ["run-it-yourself", *(f"docs/{d}" for d in docs), "CONTRIBUTING"]))
@@ -164,36 +241,48 @@ def _toctrees(src: Path, lessons: dict[int, Path], exercises: dict[int, Path]) -
     )
 
 
-def _link_exercise_pairs(solutions: dict[int, Path], student_dir: Path) -> None:
-    """Title each solution page as such and link it to its student page; the student page
-    names the hints and where the answers are, without a link to them."""
+def student_note(name: str) -> str:
+    """What a student exercise page says under its title: where the learner works it."""
+    return (
+        "To work these exercises, run `make lab` in a clone of the repository: it opens "
+        "JupyterLab on your own `workshop/` folder (git-ignored; your edits stay there), which "
+        f"holds the lessons, the docs and these exercises, answers blanked, as `exercises/student/"
+        f"{name}`. Write each answer where the code says `____` and run the check cell under it; "
+        "when stuck, climb `.hint(1)` to `.hint(3)` before `.solution()`. Delete the file to get "
+        "a fresh copy at the next `make lab`."
+    )
+
+
+def _note_student_pages(exercises: dict[str, Path]) -> None:
+    """Put the student note (`student_note`) under each exercise page's title."""
     import nbformat
     from nbformat.v4 import new_markdown_cell
 
-    for n, solution in solutions.items():
-        student = student_dir / solution.name
-        for path, note in (
-            (
-                student,
-                "Check each answer with `.check()`; when stuck, climb `.hint(1)` to "
-                "`.hint(3)` before `.solution()`. The worked answers are for "
-                "instructors: the instructor page links them, and nothing a learner follows does.",
-            ),
-            (
-                solution,
-                "These are the worked answers, for instructors. The exercises without "
-                f"them: [Exercises {n:02d}](../student/{solution.name}).",
-            ),
-        ):
-            nb = nbformat.read(path, as_version=4)
-            if path == solution:
-                nb.metadata["orphan"] = True  # in no navigation: only the instructor page links it
-                first = nb.cells[0]
-                first.source = re.sub(r"^# Exercises\b", "# Solutions", first.source, count=1)
-                if not first.source.startswith("# Solutions"):
-                    first.source = re.sub(r"^# ", "# Solutions · ", first.source, count=1)
-            nb.cells.insert(1, new_markdown_cell(f"```{{note}}\n{note}\n```"))
-            nbformat.write(nb, path)
+    for path in exercises.values():
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.insert(1, new_markdown_cell(f"```{{note}}\n{student_note(path.name)}\n```"))
+        nbformat.write(nb, path)
+
+
+def _note_answer_pages(answers: dict[str, Path]) -> None:
+    """Title each worked-answer page as such, keep it out of every navigation (an orphan page
+    the instructor page links) and link it to its student page."""
+    import nbformat
+    from nbformat.v4 import new_markdown_cell
+
+    for key, path in answers.items():
+        nb = nbformat.read(path, as_version=4)
+        nb.metadata["orphan"] = True
+        first = nb.cells[0]
+        first.source = re.sub(r"^# Exercises\b", "# Solutions", first.source, count=1)
+        if not first.source.startswith("# Solutions"):
+            first.source = re.sub(r"^# ", "# Solutions · ", first.source, count=1)
+        note = (
+            "These are the worked answers, for instructors. The exercises without them: "
+            f"[Exercises {key}](../student/{path.name})."
+        )
+        nb.cells.insert(1, new_markdown_cell(f"```{{note}}\n{note}\n```"))
+        nbformat.write(nb, path)
 
 
 def execute(paths: Iterable[Path], jobs: int, timeout: int, log: Path) -> None:
@@ -243,6 +332,8 @@ async def _execute_all(paths: list[Path], jobs: int, timeout: int, kernel_log: A
                 await client.async_execute(stderr=kernel_log)
             except CellExecutionError as exc:
                 raise BuildError(f"{path.relative_to(path.parents[1])} failed:\n{exc}") from exc
+            except WidgetViewError as exc:
+                raise BuildError(f"{path.name}: a widget has no static view: {exc}") from exc
             nb.metadata.pop("widgets", None)  # drawn already; no widget manager on the page
             left = [
                 i
@@ -263,12 +354,14 @@ async def _execute_all(paths: list[Path], jobs: int, timeout: int, kernel_log: A
     await asyncio.gather(*(run(p) for p in sorted(paths, key=lambda p: p.name, reverse=True)))
 
 
-def render(src: Path, html: Path, doctrees: Path) -> None:
-    """Sphinx with this folder's conf.py; any warning (a broken link, an orphan page) fails."""
+def render(src: Path, html: Path, doctrees: Path, instructor: bool = False) -> None:
+    """Sphinx with this folder's conf.py; any warning (a broken link, an orphan page) fails.
+    The instructor edition says so in its title."""
     from sphinx.cmd.build import build_main
 
     if html.exists():
         shutil.rmtree(html)
+    title = ["-D", f"html_title={html_title} · {INSTRUCTOR_EDITION}"] if instructor else []
     code = build_main(
         [
             "-b",
@@ -280,6 +373,7 @@ def render(src: Path, html: Path, doctrees: Path) -> None:
             str(SITE),
             "-d",
             str(doctrees),
+            *title,
             str(src),
             str(html),
         ]
@@ -289,22 +383,32 @@ def render(src: Path, html: Path, doctrees: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The worked answers' checks run on no learner's behalf: their kernels record no progress.
+    os.environ.setdefault("LABKIT_PROGRESS", "off")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site")
+    parser.add_argument(
+        "--instructor",
+        action="store_true",
+        help="the instructor edition: add the instructor page and the worked answers",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="default build/site, build/site-instructor with --instructor"
+    )
     parser.add_argument("--jobs", type=int, default=3, help="kernels at a time (default 3)")
     parser.add_argument("--timeout", type=int, default=180, help="seconds per cell (default 180)")
     args = parser.parse_args(argv)
-    out = args.out.resolve()
+    edition = "site-instructor" if args.instructor else "site"
+    out = (args.out or ROOT / "build" / edition).resolve()
     t0 = time.monotonic()
     try:
-        notebooks = stage(out / "src")
+        notebooks = stage(out / "src", instructor=args.instructor)
         theme_figures(out / "src")
         print(f"staged {len(notebooks)} notebooks in {time.monotonic() - t0:.1f} s", flush=True)
         t1 = time.monotonic()
         execute(notebooks, args.jobs, args.timeout, out / "kernels.log")
         print(f"executed them in {time.monotonic() - t1:.1f} s", flush=True)
         t2 = time.monotonic()
-        render(out / "src", out / "html", out / "doctrees")
+        render(out / "src", out / "html", out / "doctrees", instructor=args.instructor)
         print(f"rendered in {time.monotonic() - t2:.1f} s", flush=True)
     except BuildError as exc:
         print(f"site build failed: {exc}", file=sys.stderr)

@@ -34,8 +34,11 @@ RUN_PAGE = "run-it-yourself"
 
 
 def repo_path(source: str) -> str:
-    """The repository path of a staged source file (the front page is the README)."""
-    return "README.md" if source == "index.md" else source
+    """The repository path of a staged source file (the front page is site/pages/index.md,
+    else the README, as site/build.py's `front_page` picks)."""
+    if source != "index.md":
+        return source
+    return "site/pages/index.md" if (HERE / "pages" / "index.md").is_file() else "README.md"
 
 
 def run_yourself_banner(
@@ -46,17 +49,22 @@ def run_yourself_banner(
         return
     source = repo_path(app.env.doc2path(pagename, False).as_posix())
     how = f'<a href="{app.builder.get_relative_uri(pagename, RUN_PAGE)}">Run it yourself</a>'
-    if source.endswith(".ipynb"):
-        made = " (written by <code>make exercises</code>)" if "/student/" in source else ""
+    if source.startswith("exercises/solutions/"):
+        text = (
+            f"This page is <code>{source}</code> in the repository (the workshop folder holds only"
+            f" the copy with answers blanked); <code>make test</code> runs it. {how}."
+        )
+    elif source.endswith(".ipynb"):
         text = (
             f"▶ Run this notebook yourself: in a clone of the repository, <code>make lab</code>"
-            f" opens JupyterLab; open <code>{source}</code>{made}. <code>make test</code> runs"
-            f" it with every test. {how}."
+            f" opens JupyterLab on your own <code>workshop/</code> folder; open <code>{source}"
+            f"</code> there. <code>make test</code> runs it with every test. {how}."
         )
     else:
         text = (
-            f"This page is <code>{source}</code> in the repository. {how}: <code>make lab"
-            f"</code> opens the notebooks in JupyterLab, <code>make test</code> runs every test."
+            f"This page is <code>{source}</code> in the repository. {how}: <code>make lab</code>"
+            " opens the workbook in JupyterLab on your own <code>workshop/</code> folder,"
+            " <code>make test</code> runs every test."
         )
     banner = f'<p class="wb-run-yourself">{text}</p>'
     body = context["body"]

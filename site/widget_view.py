@@ -81,6 +81,42 @@ def _box(direction: str) -> Callable[[States, Mapping[str, Any]], str]:
     return draw
 
 
+def _titled(states: States, state: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
+    """Each child of a Tab or an Accordion: its title, its view, and whether it is the one
+    open (`selected_index`; None, an Accordion all closed, opens none)."""
+    refs = state.get("children", ())
+    titles = list(state.get("titles", ())) + [""] * len(refs)
+    selected = state.get("selected_index")
+    return [
+        (
+            titles[i] or f"{i + 1}",
+            _draw(states, ref[len(REF) :]) if i == selected else "",
+            i == selected,
+        )
+        for i, ref in enumerate(refs)
+    ]
+
+
+def _tab(states: States, state: Mapping[str, Any]) -> str:
+    """The tab row, the open tab marked, and only that tab's view, as JupyterLab shows it."""
+    tabs = _titled(states, state)
+    row = "".join(
+        f'<span class="wb-w-tab{" wb-w-tab-open" if shown else ""}">{escape(title)}</span>'
+        for title, _, shown in tabs
+    )
+    views = "".join(view for _, view, _ in tabs)
+    return f'<div class="wb-w-tabs"><div class="wb-w-tab-row">{row}</div>{views}</div>'
+
+
+def _accordion(states: States, state: Mapping[str, Any]) -> str:
+    """Each section's header, ▸ closed or ▾ open, with the open one's view under it."""
+    return "".join(
+        f'<div class="wb-w-section"><div class="wb-w-section-title">{"▾" if shown else "▸"} '
+        f"{escape(title)}</div>{view}</div>"
+        for title, view, shown in _titled(states, state)
+    )
+
+
 def _label(state: Mapping[str, Any]) -> str:
     text = state.get("description", "")
     return f'<span class="wb-w-label">{escape(text)}</span>' if text else ""
@@ -186,4 +222,6 @@ _DRAWERS: dict[str, Callable[[States, Mapping[str, Any]], str]] = {
     "HTMLMathModel": _html,
     "LabelModel": _plain,
     "OutputModel": _output,
+    "TabModel": _tab,
+    "AccordionModel": _accordion,
 }

@@ -31,6 +31,17 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _progress_in_a_temporary_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every exercise check records progress (labkit.exercises.progress): in tests, and in the
+    notebook kernels and servers they start (which inherit this environment), it goes to a
+    temporary file, never to the repository's workshop/ or the home folder."""
+    with pytest.MonkeyPatch.context() as mp:
+        folder = tmp_path_factory.mktemp("progress")
+        mp.setenv("LABKIT_PROGRESS", str(folder / "progress.jsonl"))
+        yield
+
+
 # --- garbage collection in a test process ------------------------------------------------------
 
 

@@ -9,7 +9,8 @@ opened, each feedback line), the code lines typed or run, the checks run, and th
 answer needs traced by hand. Minutes = words at --wpm + lines at --secs-per-line + steps at
 --secs-per-step; the first two paces are the instructor page's, the last is an assumption the
 page states. Run from the repository root: `.venv/bin/python tests/learner_pass.py`.
-Not a test: docs/instructor.md quotes its output.
+Not a test: `--write` keeps the minutes in docs/measured.json, which the instructor page's
+plans read (`python -m labkit.docs.instructor_page`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from apply_rules import decide
 from worked_answers import AFTER_RESTART, CLOSING, FRONTIER_SQL, OPEN, PARTIAL_INDEX, VERDICTS
 
 from labkit import exercises as exs
+from labkit.docs.day_plans import save_measured
 from labkit.docs.nbfiles import studentize_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wpm", type=float, default=130.0, help="words read a minute")
     parser.add_argument("--secs-per-line", type=float, default=10.0, help="seconds per code line")
     parser.add_argument("--secs-per-step", type=float, default=20.0, help="seconds per traced step")
+    parser.add_argument(
+        "--write", action="store_true", help="keep the minutes in docs/measured.json"
+    )
     args = parser.parse_args(argv)
+    measured: dict[str, float] = {}
     given = sections()
     print("| exercise | words read | code lines | checks | hints | steps | minutes |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -182,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
             f"| `{name}` | {read} | {lines} | {len(done.attempts)} | {len(done.hints)} | "
             f"{done.steps} | {minutes:.1f} |"
         )
+        measured[name] = minutes
+    if args.write:
+        save_measured("exercise_minutes", measured)
     return 0
 
 

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.figure import Figure
 
 from labkit.docs.figure_specs import SPECS, FigureSpec
+from labkit.paths import REPO
 
 if TYPE_CHECKING:
     from labkit.plots.saved import SavedFigure
 
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "figures"
+DEFAULT_OUT = REPO / "docs" / "figures"
 MANIFEST = "MANIFEST.json"
 
 

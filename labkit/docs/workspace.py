@@ -14,9 +14,9 @@ from pathlib import Path
 
 from labkit.docs.nbfiles import NotebookFileError, stripped_copy, student_copy
 from labkit.files import UnsafeTarget, check_target, replace_file
+from labkit.paths import REPO, WORKSHOP
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = REPO / "workshop"
+DEFAULT_OUT = WORKSHOP
 START = "notebooks/00_start_here.ipynb"
 
 
@@ -36,7 +36,8 @@ def _planned(repo: Path) -> Iterator[tuple[str, Path]]:
     for path in sorted((repo / "exercises" / "solutions").glob("*.ipynb")):
         yield f"exercises/student/{path.name}", path
     for path in sorted((repo / "docs").glob("*.md")):
-        yield f"docs/{path.name}", path
+        if path.name != "instructor.md":  # the day plans and answer links are not the room's
+            yield f"docs/{path.name}", path
     for path in sorted((repo / "docs" / "figures").glob("*.*")):
         yield f"docs/figures/{path.name}", path
     for path in sorted((repo / "data").rglob("*.json")):  # the scenarios 01 and 02 point at

@@ -38,7 +38,7 @@ the supervisor (same user) and then leaves the session outlives the wall, as a p
 from a notebook cell would. Elsewhere than Linux there is no subreaper: the process group is
 killed, a process that left it is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
-output capped; the README says so.
+output capped; CONTRIBUTING.md (Platforms) says so.
 """
 
 from __future__ import annotations

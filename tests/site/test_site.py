@@ -1,10 +1,12 @@
 """The built static site, opened in headless Chromium with every other host blocked.
 
-Uses the site `make site` built (build/site, or LABKIT_SITE_DIR) and builds it first when there
-is none. Every page must load with no console error and no failed request, every image must
-decode, every internal link and anchor must resolve, the search must find the workbook's two
-ideas, and no page may show a traceback or a raw widget repr. Screenshots of the front page and
-one page per part land in artifacts/site/.
+Uses the student site `make site` built (build/site, or LABKIT_SITE_DIR) and builds it first
+when there is none. Every page must load with no console error and no failed request, every
+image must decode, every internal link and anchor must resolve, the search must find the
+workbook's two ideas, and no page may show a traceback or a raw widget repr. No file, link or
+search entry of it may reach a worked answer or the instructor page; both editions, rendered
+from their staged sources without executing them, are checked for that too. Screenshots of the
+front page and one page per part land in artifacts/site/.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+import zlib
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -40,6 +43,11 @@ RAW_REPRS = re.compile(r"\b(?:H|V|Grid)?Box\(children=|Output\(outputs=|\w+Slide
 TRACEBACK = "Traceback (most recent call last)"
 # One page per part of the learning path, by notebook number (names may change, numbers stay).
 PART_PAGES = {"part-one": "01", "part-two": "04", "part-three": "07"}
+# What only the instructor edition holds, as paths in the built html folder.
+ANSWER_PATHS = ("exercises/solutions/", "docs/instructor.html")
+
+sys.path.insert(0, str(ROOT / "site"))
+import build  # noqa: E402  (site/build.py, importable once its folder is on the path)
 
 
 def _in_ci() -> bool:
@@ -296,17 +304,84 @@ def test_every_page_says_how_to_run_it_yourself(site: Path) -> None:
     assert not missing, "\n".join(missing)
 
 
-def test_student_pages_hold_no_answer_and_no_link_to_it(site: Path) -> None:
+def test_student_pages_hold_no_answer_and_say_how_to_work_them(site: Path) -> None:
     students = [p for p in pages(site) if p.startswith("exercises/student/")]
-    assert len(students) >= 6
+    assert len(students) >= 8
     for name in students:
         html = (site / name).read_text(encoding="utf-8")
-        solution = name.replace("/student/", "/solutions/")
         assert "BEGIN SOLUTION" not in html and "____" in html, name
-        assert "../solutions/" not in html and "the instructor page links them" in html, name
-        back = f'href="../student/{Path(name).name}"'
-        assert back in (site / solution).read_text(encoding="utf-8"), solution
-        assert "BEGIN SOLUTION" in (site / solution).read_text(encoding="utf-8"), solution
+        note = re.search(r'<div class="admonition note">(.*?)</div>', html, re.DOTALL)
+        assert note, f"{name}: no note under the title"
+        text = re.sub(r"<[^>]+>", "", note[1])
+        assert "make lab" in text and "workshop/" in text, name
+        assert f"exercises/student/{Path(name).with_suffix('.ipynb').name}" in text, name
+
+
+def answer_references(html: Path) -> list[str]:
+    """Every file, link, search-index or inventory entry of a built site that is or reaches a
+    worked answer or the instructor page."""
+    found = [
+        f"{p.relative_to(html).as_posix()}: a page of the instructor edition"
+        for p in html.rglob("*")
+        if p.is_file() and p.relative_to(html).as_posix().startswith(ANSWER_PATHS)
+    ]
+    for name in pages(html):
+        links = Links()
+        links.feed((html / name).read_text(encoding="utf-8"))
+        for url in links.urls:
+            path = unquote(urlsplit(url).path)
+            target = os.path.normpath((Path(name).parent / path).as_posix()) if path else name
+            if target.startswith(ANSWER_PATHS):
+                found.append(f"{name}: links {url}")
+    search = (html / "searchindex.js").read_text(encoding="utf-8")
+    inventory = (html / "objects.inv").read_bytes().split(b"\n", 4)[4]
+    for where, text in (("searchindex.js", search), ("objects.inv", zlib.decompress(inventory))):
+        for path in ("exercises/solutions/", "docs/instructor"):
+            text = text.decode() if isinstance(text, bytes) else text
+            if path in text:
+                found.append(f"{where}: names {path}")
+    return found
+
+
+def test_the_student_site_has_no_answer_and_no_path_to_one(site: Path) -> None:
+    """No solution page, no instructor page, and no link (navigation, page body) or search
+    entry that reaches either, in any file of the built student site."""
+    assert len(pages(site)) > 20
+    assert answer_references(site) == []
+
+
+@pytest.fixture(scope="module")
+def editions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both editions staged and rendered, notebooks not executed: what each links, quickly."""
+    built = {}
+    for edition in ("student", "instructor"):
+        out = tmp_path_factory.mktemp(edition)
+        build.stage(out / "src", instructor=edition == "instructor")
+        build.render(out / "src", out / "html", out / "doctrees", edition == "instructor")
+        built[edition] = out / "html"
+    return built
+
+
+def test_one_switch_tells_the_editions_apart(editions: dict[str, Path]) -> None:
+    """The student edition reaches no answer; the instructor edition has the instructor page in
+    its navigation and every worked answer, each linked from the instructor page only."""
+    assert answer_references(editions["student"]) == []
+    html = editions["instructor"]
+    found = answer_references(html)
+    solutions = sorted((ROOT / "exercises" / "solutions").glob("*.ipynb"))
+    assert len(solutions) >= 8
+    instructor = (html / "docs" / "instructor.html").read_text(encoding="utf-8")
+    for path in solutions:
+        page = f"exercises/solutions/{path.stem}.html"
+        assert (html / page).is_file(), page
+        assert f'href="../{page}"' in instructor, page
+        linked_from = {f.split(":")[0] for f in found if f.endswith(f"{path.stem}.html")}
+        assert linked_from <= {"docs/instructor.html", "search.html"}, linked_from
+    index = (html / "index.html").read_text(encoding="utf-8")
+    assert 'href="docs/instructor.html"' in index.split('class="sidebar-tree"', 1)[1]
+    assert build.INSTRUCTOR_EDITION in index.split("<title>", 1)[1].split("</title>", 1)[0]
+    student_index = (editions["student"] / "index.html").read_text(encoding="utf-8")
+    assert build.INSTRUCTOR_EDITION not in student_index.split("</title>", 1)[0]
 
 
 def test_widgets_show_their_first_view_and_say_they_come_alive_in_jupyterlab(
@@ -348,34 +423,29 @@ def test_screenshots_of_the_front_page_and_one_page_per_part(
 
 
 def test_the_navigation_follows_the_learning_path(site: Path) -> None:
-    """Parts in order, each lesson followed by its exercises; the worked answers in no
-    navigation, linked from the instructor page."""
+    """Parts in order, each lesson followed by its exercises; no worked answer and no
+    instructor page in it."""
     html = (site / "index.html").read_text(encoding="utf-8")
     captions = re.findall(
         r'<p class="caption" role="heading"><span class="caption-text">(.*?)<', html
     )
-    assert captions[:4] == [
-        "Start here",
-        "Part one · the gap-free delivery frontier",
-        "Part two · the catalog watermark with ballots",
-        "Part three · the same lessons on real servers",
-    ]
-    assert captions[4:] == ["Reference"]
+    parts = [caption for caption, _ in build.learning_path()]
+    assert captions == [*(c.replace("&", "&amp;") for c in parts), "Reference"]
     tree = html.split('class="sidebar-tree"', 1)[1]
-    nav = [
-        re.sub(r"\.html$", "", h)
-        for h in re.findall(r'class="reference internal" href="([^"#]+)"', tree)
-    ]
-    lessons = [h for h in nav if h.startswith("notebooks/")]
-    assert [h.split("/")[1][:2] for h in lessons] == [f"{n:02d}" for n in range(len(lessons))]
-    assert len(lessons) >= 9
+    nav = list(  # each page once: a page's sections link it again, with an anchor
+        dict.fromkeys(
+            re.sub(r"\.html$", "", h)
+            for h in re.findall(r'class="reference internal" href="([^"#]+)', tree)
+        )
+    )
+    lessons = [h.split("/")[1].split("_")[0] for h in nav if h.startswith("notebooks/")]
+    assert lessons == sorted(lessons) and len(lessons) >= 10
+    numbers = sorted({n[:2] for n in lessons})
+    assert numbers == [f"{n:02d}" for n in range(len(numbers))]
     for i, h in enumerate(nav):
         if h.startswith("exercises/student/ex"):
             assert nav[i - 1].startswith(f"notebooks/{h.split('/')[-1][2:4]}_"), nav
-    assert not [h for h in nav if "solutions/" in h], "a worked answer is in the navigation"
-    instructor = (site / "docs" / "instructor.html").read_text(encoding="utf-8")
-    for page in sorted((site / "exercises" / "solutions").glob("ex*.html")):
-        assert f'href="../exercises/solutions/{page.name}"' in instructor, page.name
+    assert not [h for h in nav if h.startswith(("exercises/solutions/", "docs/instructor"))]
 
 
 # Each figure the reader sees, drawn on a canvas: its class and the brightness (0-1) and

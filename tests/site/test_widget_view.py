@@ -88,3 +88,25 @@ def test_a_widget_that_cannot_be_drawn_fails_the_build_with_its_name(
 ) -> None:
     with pytest.raises(wv.WidgetViewError, match=problem):
         wv.static_view(states, "root")
+
+
+def test_a_tab_shows_its_titles_and_only_the_open_tabs_view() -> None:
+    states = {
+        "tabs": model(
+            "TabModel",
+            children=["IPY_MODEL_one", "IPY_MODEL_two"],
+            titles=["lanes <and> heads", "verdicts"],
+            selected_index=1,
+        ),
+        "one": model("HTMLModel", value="<b>first view</b>"),
+        "two": model("HTMLModel", value="<b>second view</b>"),
+        "shut": model(
+            "AccordionModel", children=["IPY_MODEL_one"], titles=["shortest"], selected_index=None
+        ),
+    }
+    html = wv.static_view(states, "tabs")
+    assert "lanes &lt;and&gt; heads" in html and "second view" in html
+    assert "first view" not in html
+    assert '<span class="wb-w-tab wb-w-tab-open">verdicts</span>' in html
+    closed = wv.static_view(states, "shut")
+    assert "▸ shortest" in closed and "first view" not in closed
