@@ -1,5 +1,5 @@
 """Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `workspace`,
-`strip PATH...`.
+`strip PATH...`, `progress DIR`, `audit log|catalog FILE`.
 
 A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
 nothing written.
@@ -43,9 +43,54 @@ def _parser() -> argparse.ArgumentParser:
     )
     ws.add_argument("--out", type=Path, default=None, help="default: workshop/ in the repository")
 
+    prog = sub.add_parser(
+        "progress", help="gather participants' progress files: where the room is stuck"
+    )
+    prog.add_argument("folder", type=Path, metavar="DIR", help="the collected *.jsonl files")
+    prog.add_argument("--csv", type=Path, help="also write one row per participant and exercise")
+    prog.add_argument(
+        "--figure", type=Path, help="the picture, .svg or .png (default DIR/room.svg)"
+    )
+
+    _audit_parser(sub)
+
     strip = sub.add_parser("strip", help="strip outputs from notebooks in place")
     strip.add_argument("paths", nargs="+", type=Path)
     return parser
+
+
+def _audit_parser(sub: argparse._SubParsersAction) -> None:
+    """`audit log STATUS --checkpoints CKPT` and `audit catalog EVENTS` (labkit.audit.cli)."""
+    audit = sub.add_parser("audit", help="audit your own message log or catalog event log")
+    which = audit.add_subparsers(dest="audit", required=True)
+    log = which.add_parser("log", help="part one: orphans, chain gaps, lag behind the frontier")
+    log.add_argument("status", type=Path, metavar="STATUS", help="status rows: id,shard,status,at")
+    log.add_argument("--checkpoints", type=Path, required=True, metavar="CKPT")
+    log.add_argument("--terminal", default="delivered,failed,cancelled", help="comma-separated")
+    log.add_argument("--delivered", default="delivered", help="the status MAX(id) reads")
+    log.add_argument("--map", help="your status columns: id=msg_id,at=updated_at,...")
+    log.add_argument("--checkpoints-map", help="your checkpoint columns: start=lo,end=hi,...")
+    log.add_argument("--table", help="the status table, when STATUS is a SQLite file")
+    log.add_argument("--checkpoints-table", help="the checkpoint table, when CKPT is SQLite")
+    cat = which.add_parser("catalog", help="part two: falls each observer saw, bad commits")
+    cat.add_argument("events", type=Path, metavar="EVENTS")
+    cat.add_argument("--map", help="your event columns: at=ts,event=kind,...")
+    cat.add_argument("--table", help="the event table, when EVENTS is a SQLite file")
+    for one in (log, cat):
+        one.add_argument("--json", action="store_true", help="JSON Lines, then a summary")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """`audit`: 0 clean, 1 findings; bad input is one stderr line and 2, nothing printed."""
+    from labkit.audit.cli import run
+    from labkit.audit.inputs import InputError, UsageError
+
+    try:
+        report, text = run(args)
+    except (InputError, UsageError) as exc:
+        return _fail(args.command, str(exc))
+    sys.stdout.write(text)
+    return report.exit_code
 
 
 def _fail(command: str, message: str) -> int:
@@ -94,11 +139,61 @@ def _workspace(out: Path | None) -> None:
     )
 
 
+def _progress(args: argparse.Namespace) -> int:
+    """`progress`: the room's table printed, its figure and optionally the CSV written; a torn
+    line is a warning on stderr, a bad entry one line naming the file and line."""
+    import warnings
+
+    from labkit.exercises import progress as pr
+
+    folder, figure = args.folder, args.figure or args.folder / "room.svg"
+    if not folder.is_dir():
+        return _fail(args.command, f"{folder}: no such directory")
+    if figure.suffix not in (".svg", ".png"):
+        return _fail(args.command, f"{figure}: the figure must end in .svg or .png")
+    files = pr.progress_files(folder)
+    if not files:
+        return _fail(args.command, f"{folder}: no progress files (*.jsonl) in it")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pr.ProgressWarning)
+        try:
+            events = [e for path in files for e in pr.read_events(path)]
+        except pr.ProgressFileError as exc:
+            return _fail(args.command, str(exc))
+    for warning in caught:
+        print(f"python -m labkit progress: warning: {warning.message}", file=sys.stderr)
+    rows = pr.standings(events)
+    rooms = pr.room(rows)
+    people = len({r.participant for r in rows})
+    print(f"{people} participants, {len(files)} files, {len(events)} events\n")
+    print(pr.table_text(rooms))
+    from labkit.files import UnsafeTarget
+    from labkit.plots.room import room_figure
+    from labkit.plots.style import save_figure
+
+    try:
+        if args.csv:
+            pr.write_csv(args.csv, rows)
+            print(f"\nCSV: {args.csv}")
+        title = f"Where the room is: {people} participants"
+        save_figure(
+            room_figure(rooms, title), figure, formats=(figure.suffix[1:],)
+        )  # keeps its name
+    except UnsafeTarget as exc:
+        return _fail(args.command, str(exc))
+    print(f"figure: {figure}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "figures":
             return _figures(args)
+        if args.command == "progress":
+            return _progress(args)
+        if args.command == "audit":
+            return _audit(args)
         else:
             from labkit.docs.nbfiles import NotebookFileError, make_student_copies, strip_paths
 

@@ -1,7 +1,7 @@
 """Notebook 09's views of a real run: the lanes built row by row, the reader process's own
 trace of the head, the lanes figure, and the widget that switches faults while a run goes
 (driven without a browser; its runs are real, against a service of its own, a second or two
-each)."""
+each, the one at the widget's slow defaults a few seconds until it is stopped)."""
 
 from __future__ import annotations
 
@@ -479,3 +479,44 @@ def test_the_verdict_says_when_the_reader_process_failed() -> None:
     assert "failed" not in RealPlannerApp(design="callback").verdict(
         replace(cur, result=replace(result, reader_failure=None))
     )
+
+
+def test_a_run_at_the_widgets_defaults_lasts_long_enough_to_switch_by_hand() -> None:
+    """At the defaults (30 versions, the slow default latency) a person has time to tick a
+    fault mid-run: seconds after the start the run still goes, its progress in the status
+    line; a tick then switches the run going, not the next one."""
+    from labkit.widgets.remote import DEADLINE_CALLS, LATENCY_MS
+
+    app = RealPlannerApp(design="callback")
+    assert app.latency.value == LATENCY_MS and app.ticks.value == 30
+    assert app.start()
+    try:
+        assert app.wait_for_head(2)
+        time.sleep(4.0)  # a person reads the lanes, then reaches for a box
+        assert app.running and app.lanes is not None and app.lanes.snapshot().head < 30
+        app.draw()
+        assert "running: head v" in app.status.value and "of v30" in app.status.value
+        app.set_faults(["inverted"])
+        assert "Switched at head" in app.message.value and "No run is going" not in (
+            app.message.value
+        )
+        assert app._run_now is not None
+        assert app._run_now.deadline >= DEADLINE_CALLS * 30 * LATENCY_MS / 1000
+    finally:
+        app.stop()
+        result = app.wait()
+    assert result is not None and [f for _, f in app.switches] == [("inverted",)]
+    assert "Stopped callback at v" in app.message.value
+
+
+def test_a_scripted_start_can_go_fast_and_leaves_the_slider_alone() -> None:
+    app = RealPlannerApp(design="ballot", ticks=5)
+    with pytest.raises(ValueError, match="latency_ms"):
+        app.start(latency_ms=0)  # refused in one line, before any run
+    assert not app.running and app.lanes is None
+    assert app.start(latency_ms=10)
+    assert "10 ms" in app.message.value
+    result = app.wait()
+    assert result is not None and not result.summary.truncated
+    # five versions at 10 ms a call; at the slider's latency they would take seconds
+    assert result.trace["t"].max() < 2.0 and app.latency.value > 100

@@ -34,7 +34,7 @@ def postmaster_pid(pgdata: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether process `pid` still runs (POSIX: signal 0 probes without sending)."""
     if os.name == "posix":
         try:
@@ -51,12 +51,12 @@ def stop_server(pgdata: Path, wait_s: float = SHUTDOWN_S) -> None:
     """Fast shutdown of the server in `pgdata` (SIGINT), a kill after `wait_s`, then its data
     directory removed. The watchdog runs on POSIX systems only (`instance.server`)."""
     pid = postmaster_pid(pgdata)
-    if os.name == "posix" and pid is not None and _alive(pid):
+    if os.name == "posix" and pid is not None and alive(pid):
         os.kill(pid, signal.SIGINT)
         end = time.monotonic() + wait_s
-        while _alive(pid) and time.monotonic() < end:
+        while alive(pid) and time.monotonic() < end:
             time.sleep(0.05)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(pgdata, ignore_errors=True)
 

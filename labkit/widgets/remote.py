@@ -8,7 +8,9 @@ needs); a fault box ticked during the run switches the service's faults at once 
 (`labkit.plots.remote.lanes_figure`) a few times a second from the rows the loop reports;
 when the run ends, the head the reader process saw is drawn under the loop's own. Each run
 keeps its own state (`_Run`), handed to its two threads, so a run started right after another
-never reads or draws the old one's.
+never reads or draws the old one's. The default latency is slow on purpose: a run at the
+defaults lasts long enough for a person to tick a fault mid-run (every time of the service
+scales with its latency, so a slow run is the same run in slow motion).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from labkit.remote.views import COMMIT, Lanes, falls_text, reader_trace
 from labkit.widgets.common import WIDGET_DPI, BatchedApp, classed, png_output, seed_box
 
 REFRESH_S = 0.5  # between redraws while a run goes: live enough, and the loop keeps its cores
-DEADLINE_S = 60.0  # a widget run is cut off after this long
+LATENCY_MS = 700  # the default mean latency: 30 versions then take some 15-20 s, time to click
+DEADLINE_S = 60.0  # a widget run is cut off after this long, or after DEADLINE_CALLS latencies
+DEADLINE_CALLS = 4  # per version (a version takes about one latency, a fault a few more)
 EXIT_JOIN_S = 10.0  # how long the interpreter's exit waits for a run it stopped
 HEDGED = ("fenced",)  # the designs that read the window
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
@@ -55,6 +59,7 @@ class _Run:
     design: str
     ticks: int
     faults_on: tuple[str, ...]
+    deadline: float = DEADLINE_S
     lanes: Lanes = field(default_factory=Lanes)
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)  # the loop ended
@@ -154,7 +159,7 @@ class RealPlannerApp(BatchedApp):
         design: str = "callback",
         faults: Sequence[str] = (),
         ticks: int = 30,
-        latency_ms: int = 30,
+        latency_ms: int = LATENCY_MS,
         window: int = 3,
         seed: int = 0,
         span: int = 5,
@@ -198,7 +203,7 @@ class RealPlannerApp(BatchedApp):
         )
         self.latency = classed(
             widgets.IntSlider(
-                value=latency_ms, min=10, max=150, step=5, description="latency (ms)", **slider
+                value=latency_ms, min=10, max=1000, step=10, description="latency (ms)", **slider
             ),
             "wb-rp-latency",
         )
@@ -386,9 +391,11 @@ class RealPlannerApp(BatchedApp):
 
     # --- a run -------------------------------------------------------------------------------
 
-    def start(self) -> bool:
+    def start(self, latency_ms: int | None = None) -> bool:
         """Start a run in the background (what the start button does); False, said in the
-        message line, if one is going already or the seed is out of range."""
+        message line, if one is going already or the seed is out of range. `latency_ms` sets
+        this run's latency instead of the slider's (a scripted run can go fast while the
+        slider keeps the pace a person can follow)."""
         if self.running:
             self.message.value = _problem("Not started: a run is going; stop it first.")
             return False
@@ -400,11 +407,16 @@ class RealPlannerApp(BatchedApp):
                 f"{validation.INT64_MIN:,} to {validation.INT64_MAX:,}."
             )
             return False
+        if latency_ms is None:
+            latency_ms = int(self.latency.value)
+        latency_ms = validation.int_arg(latency_ms, "start(): latency_ms", low=1)
         faults = self.selected_faults
-        cur = _Run(self.design.value, int(self.ticks.value), faults, wanted=faults)
+        ticks = int(self.ticks.value)
+        deadline = max(DEADLINE_S, DEADLINE_CALLS * ticks * latency_ms / 1000)
+        cur = _Run(self.design.value, ticks, faults, deadline=deadline, wanted=faults)
         knobs = {
             "faults": faults,
-            "latency": self.latency.value / 1000,
+            "latency": latency_ms / 1000,
             "window": int(self.window.value),
             "seed": seed,
         }
@@ -428,7 +440,8 @@ class RealPlannerApp(BatchedApp):
         on = ", ".join(faults) or "none"
         self.message.value = _grey(
             html.escape(
-                f"Running {cur.design} until the head reaches v{cur.ticks}; faults on: {on}."
+                f"Running {cur.design} until the head reaches v{cur.ticks}, a call taking "
+                f"{latency_ms} ms on average; faults on: {on}. Tick a fault box while it goes."
             )
         )
         return True
@@ -456,7 +469,7 @@ class RealPlannerApp(BatchedApp):
                         name=f"widget-{next(_names)}",
                         progress=cur.lanes.add,
                         stop=cur.stop,
-                        deadline=DEADLINE_S,
+                        deadline=cur.deadline,
                     )
                 finally:
                     with cur.lock:
@@ -551,7 +564,7 @@ class RealPlannerApp(BatchedApp):
             ended = f"Stopped {r.design} at v{r.summary.final_head} of v{cur.ticks}"
         else:
             ended = (
-                f"Cut off {r.design} after {DEADLINE_S:g} s at v{r.summary.final_head} "
+                f"Cut off {r.design} after {cur.deadline:g} s at v{r.summary.final_head} "
                 f"of v{cur.ticks}"
             )
         return (
@@ -579,8 +592,10 @@ class RealPlannerApp(BatchedApp):
             png_output(self.out, self.last_png)
             answered = sum(1 for lane in view.lanes if lane.answers)
             refused = sum(1 for lane in view.lanes for _, o in lane.answers if o != COMMIT)
+            goal = f" of v{cur.ticks}" if cur is not None else ""
             self.status.value = html.escape(
-                f"{state}: head v{view.head}, {view.in_flight} in flight, {answered} answered, "
+                f"{state}: head v{view.head}{goal}, {view.in_flight} in flight, "
+                f"{answered} answered, "
                 f"{refused} answers refused, "
                 f"{view.falls} fall{'s' if view.falls != 1 else ''} of the head; "
                 f"faults on: "

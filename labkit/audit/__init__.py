@@ -1,0 +1,5 @@
+"""The audit: the workbook's checks run on a reader's own files (`python -m labkit audit`).
+
+`log` audits part one's property on a message log and its checkpoints, `catalog` part two's on
+a catalog event log; `inputs` reads the files, `findings` renders what was found.
+"""
