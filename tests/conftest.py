@@ -13,6 +13,7 @@ import cpu_report
 import matplotlib
 import pytest
 from ctrl_c import restore_ctrl_c, take_ctrl_c
+from fresh_exercises import fresh_exercises  # noqa: F401 - every test meets fresh exercises
 from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")

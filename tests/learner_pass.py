@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "--write", action="store_true", help="keep the minutes in docs/measured.json"
     )
     args = parser.parse_args(argv)
+    os.environ.setdefault("LABKIT_PROGRESS", "off")  # a replayed pass is no learner's progress
     measured: dict[str, float] = {}
     given = sections()
     print("| exercise | words read | code lines | checks | hints | steps | minutes |")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from fresh_exercises import fresh_exercises  # noqa: F401 - autouse: variant 0 per test
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from harness.nbrun import cell_errors
@@ -103,9 +104,15 @@ def test_whole_accepts_every_integer_type_and_names_a_wrong_type() -> None:
 
     from labkit.exercises.kit import whole
 
-    for value in (3, np.int64(3), np.int32(3), pd.Series([3]).iloc[0]):
+    for value in (3, np.int64(3), np.int32(3), pd.Series([3]).iloc[0], 3.0, np.float64(3)):
         got = whole(value, "frontier")
         assert got == 3 and type(got) is int
-    for value, words in (("4", "the text '4'"), (True, "bool"), (3.0, "float"), (None, "NoneType")):
+    for value, words in (
+        ("4", "the text '4'"),
+        (True, "bool"),
+        (3.5, "3.5 is not"),
+        (float("nan"), "nan is not"),
+        (None, "NoneType"),
+    ):
         with pytest.raises(Wrong, match=words):
             whole(value, "frontier")

@@ -3,6 +3,8 @@ becomes a short phrase, never a ValueError out of the check (issue 20.7)."""
 
 from __future__ import annotations
 
+from fresh_exercises import fresh_exercises  # noqa: F401 - autouse: variant 0 per test
+
 from labkit import exercises as exs
 from labkit.exercises.kit import SHOWN_CHARS, shown
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from labkit.__main__ import main
-from labkit.docs import workspace
 from labkit.exercises import progress as pr
 from labkit.exercises.kit import BLANK, Exercise, Wrong
+from labkit.paths import REPO
 
 T0 = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
 EXERCISES = ("MAX's orphans", 'Fool last-write-wins, "skewed" clocks', "The guarded write")
@@ -287,7 +287,7 @@ def test_the_file_is_in_the_workshop_folder_inside_it_else_in_the_data_folder(
     monkeypatch.delenv(pr.PARTICIPANT_VARIABLE, raising=False)
     shop = tmp_path / "workshop"
     (shop / "exercises" / "student").mkdir(parents=True)
-    monkeypatch.setattr(workspace, "DEFAULT_OUT", shop)
+    monkeypatch.setattr(pr, "WORKSHOP", shop)
     monkeypatch.chdir(shop / "exercises" / "student")
     path = pr.progress_path()
     assert path is not None and path.parent == (shop / "progress").resolve()
@@ -304,7 +304,7 @@ def test_this_test_session_records_outside_the_repository_and_home() -> None:
     """conftest points LABKIT_PROGRESS at a temporary file; notebook kernels inherit it."""
     path = pr.progress_path()
     assert path is not None
-    for kept in (workspace.REPO, Path.home()):
+    for kept in (REPO, Path.home()):
         assert not path.resolve().is_relative_to(kept.resolve())
     with warnings.catch_warnings():
         warnings.simplefilter("error")

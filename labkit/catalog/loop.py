@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import labkit.catalog.loop_pg as loop_pg
 import labkit.catalog.rule as rule
@@ -221,6 +221,13 @@ class Response:
     # The hash of the tool list the body was built on, when the planner states it (pipelined
     # ballots check it against the committed base; the commit rule itself does not read it).
     base_hash: str | None = None
+
+    def __iter__(self) -> NoReturn:
+        """A Response looks like a tuple but is read by field name; unpacking it says so."""
+        raise TypeError(
+            "a Response is not a tuple: read its fields by name: r.ballot_id, "
+            "r.observed_watermark, r.base_version, r.tools"
+        )
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,13 @@ from labkit.docs.day_plans import (
     Lesson,
     Pause,
     Plan,
+    PlanError,
     fill,
     load_measured,
     render_plan,
     render_reading_table,
 )
+from labkit.exercises import kit
 from labkit.files import replace_file
 
 LESSONS = tuple(p.stem for p in sorted((REPO / "notebooks").glob("[0-9][0-9]*_*.ipynb")))
@@ -90,12 +92,83 @@ HALF_DAY = Plan(
 )
 PLANS = {"plan-core": CORE, "plan-half-day": HALF_DAY}
 
+_OPEN = "status IN ('pending', 'leased', 'running', 'retrying')"
+_FRONTIER_SQL = (  # a learner's answer as typed: text the check runs in its sandbox
+    "SELECT COALESCE((SELECT MIN(id) - 1 FROM conversations WHERE channel_key = :shard "
+    "AND id > :base AND status IN ('pending', 'leased', 'running', 'retrying')), "
+    "(SELECT MAX(id) FROM conversations WHERE id > :base AND channel_key = :shard), :base)"
+)
+_INDEX = "CREATE INDEX i ON conversations(tenant, channel_key, id)"
+_RETRYING_FIRST = " WHERE status IN ('retrying', 'pending', 'running')"
+_VERDICTS = {"A": "unknown_ballot", "B": "stale_base", "C": "commit", "D": "stale_watermark"}
+_CLOSING = ["timeout", "timeout", "deliver 22", "deliver 23", "deliver 20", "deliver 21"]
+_RESTART = {"X": 4, "A": "unknown_ballot", "B": "commit", "C": "stale_watermark"}
+
+
+def _accepts_ahead(inflight: dict[int, int], head: int, response: object) -> str | None:
+    """The starter rule: commit any body not behind the head."""
+    return None if response.base_version >= head else "stale_base"  # type: ignore[attr-defined]
+
+
+COMMON_WRONG: tuple[tuple[str, str, object], ...] = (
+    ("predict_frontier_ex", "frontier 1", {"frontier": 1, "max_watermark": 5}),
+    ("predict_frontier_ex", "frontier 4", {"frontier": 4, "max_watermark": 5}),
+    ("predict_frontier_ex", "MAX 3", {"frontier": 3, "max_watermark": 3}),
+    ("max_orphans_ex", "`{1, 2}`", {1, 2}),
+    ("max_orphans_ex", "`set()`", set()),
+    ("frontier_sql_ex", "notebook 02's statuses", _FRONTIER_SQL.replace(", 'leased'", "")),
+    (
+        "frontier_sql_ex",
+        "`status <> 'delivered'`",
+        _FRONTIER_SQL.replace(_OPEN, "status <> 'delivered'"),
+    ),
+    ("partial_index_ex", "no WHERE", _INDEX),
+    ("partial_index_ex", "the statuses in another order", _INDEX + _RETRYING_FIRST),
+    ("rejection_reasons_ex", "B = commit", {**_VERDICTS, "B": "commit", "E": "stale_watermark"}),
+    ("rejection_reasons_ex", "E = commit", {**_VERDICTS, "E": "commit"}),
+    ("apply_rule_ex", "the starter rule", _accepts_ahead),
+    ("lww_rewind_ex", "notebook 05's order", ["timeout", "deliver 2", "deliver 3", "deliver 1"]),
+    (
+        "closing_question_ex",
+        "decision 'compensate'",
+        {"schedule": _CLOSING, "decision": "compensate"},
+    ),
+    ("closing_question_ex", "decision 'replay'", {"schedule": _CLOSING, "decision": "replay"}),
+    ("crash_verdicts_ex", "X = 3", {**_RESTART, "D": "unknown_ballot", "X": 3}),
+    ("crash_verdicts_ex", "X = `'4'`", {**_RESTART, "D": "unknown_ballot", "X": "4"}),
+)
+"""Typical wrong answers to parts one and two, each checked on the exercise as a fresh kernel
+asks it (variant 0); the page quotes what the check says."""
+
+
+def render_feedback() -> str:
+    """The quoted feedback table: each common wrong answer run through its exercise's check."""
+    from labkit import exercises
+
+    lines = ["| exercise | common wrong answer | the check says |", "|---|---|---|"]
+    for name, label, answer in COMMON_WRONG:
+        ex = getattr(exercises, name)
+        try:
+            ex.current().checker(answer)
+        except kit.Wrong as exc:
+            said = " ".join(str(exc).split()).replace("|", "\\|")
+        else:
+            raise kit.Wrong(f"{name}: the page's wrong answer {label!r} passes its check")
+        lines.append(f"| `{name}` | {label} | {said} |")
+    return "\n".join(lines) + "\n"
+
 
 def blocks(repo: Path = REPO) -> dict[str, str]:
     """Every generated block of the page, by name, rendered from the notebooks as they stand."""
     measured = load_measured(repo / "docs" / "measured.json")
     out = {"reading": render_reading_table(LESSONS + SOLUTIONS, measured, repo)}
     out.update({name: render_plan(plan, measured, repo) for name, plan in PLANS.items()})
+    out["feedback"] = render_feedback()
+    out["solutions"] = (
+        "The worked answers, for you and not for the room: "
+        + ", ".join(f"[{s.split('_')[0]}](../exercises/solutions/{s}.ipynb)" for s in SOLUTIONS)
+        + ".\n"
+    )
     return out
 
 
@@ -105,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", type=Path, default=PAGE)
     args = parser.parse_args(argv)
     page = args.page.read_text(encoding="utf-8")
-    new = fill(page, blocks())
+    try:
+        new = fill(page, blocks())
+    except PlanError as exc:
+        print(f"{args.page}: {exc}", file=sys.stderr)
+        return 2
     if args.check:
         if new != page:
             print(

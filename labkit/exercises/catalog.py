@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from labkit.catalog.loop import Response, WatermarkLoop
 from labkit.catalog.rule import REASONS
@@ -22,6 +22,7 @@ from labkit.designs.schedules import Kind, ScheduleError
 from labkit.exercises.kit import (
     Call,
     Exercise,
+    Variant,
     Wrong,
     by_label,
     learner_calls,
@@ -72,42 +73,34 @@ _RANK = {**{reason: i for i, reason in enumerate(REASONS)}, COMMIT: len(REASONS)
 _NTH = ("first", "second", "third")
 
 
-def _recheck(said: str, actual: str, resp: Response, past: dict) -> str:
-    """For a predicted verdict: which of apply()'s questions to re-check, as a question to ask
-    of the state; it answers neither that question nor the decision (`past`: ballot id -> the
-    event that may have ended its flight)."""
-    b = resp.ballot_id
+def _recheck(said: str, actual: str, restart: bool) -> str:
+    """For a predicted verdict: which of apply()'s questions to re-check, as the idea behind
+    it; it names neither the response nor the decision, and every question is reached from
+    more than one pair of decisions (the earlier question of the two the answers stop at)."""
     question = min(_RANK[said], _RANK[actual])
-    if question == 1 and actual != "stale_watermark":
-        return (
-            f"ballot {b} still owns the watermark: it observed {resp.observed_watermark}, "
-            f"which is still the head, and the response echoes it. That question passes; look "
-            "at the next one"
+    if question == 0:
+        out = "its answer written; a refusal once the head has passed its watermark; abandon" + (
+            "; a restart's abandon too" if restart else ""
         )
-
-    if question == 0 and actual != "unknown_ballot":
-        ask = (
-            "which events take a ballot out of flight, and did one of them happen to ballot "
-            f"{b} before this response, a restart included? (A refusal does so only once the "
-            "head has passed the ballot's watermark.)"
-        )
-    elif question == 0:
-        ask = (
-            f"which ballots are in flight after {past[b]}?"
-            if b in past
-            else "which ballot ids have been reserved so far?"
+        idea = (
+            "the first question, whether the ballot is in flight: which events take a ballot "
+            f"out of flight ({out}), and which ids were ever reserved"
         )
     elif question == 1:
-        ask = (
-            "which watermark did it observe, what is the head when this response arrives, "
-            "and what does the response echo?"
+        idea = (
+            "the second question, whether the ballot still owns the watermark: the watermark "
+            "it observed against the head when its response arrives, and the watermark the "
+            "response echoes"
         )
     else:
-        ask = (
-            f"its body is based on version {resp.base_version}; what is the head when this "
-            "response arrives? Count the commits before it."
+        idea = (
+            "the third question, whether the body is based on the head: count the commits "
+            "before each response"
         )
-    return f"re-check the {_NTH[question]} question for ballot {b}: {ask}"
+    return (
+        f"at least one decision is not apply()'s. Re-check {idea}, for each response in "
+        "order: each decision changes the state the next response meets"
+    )
 
 
 def _mistake(said: str, actual: str, resp: Response, head: int, inflight: dict, past: dict) -> str:
@@ -121,8 +114,7 @@ def _mistake(said: str, actual: str, resp: Response, head: int, inflight: dict, 
                 return f"ballot {b} is no longer in flight ({past[b]}); look at the first question"
             return f"ballot {b} is not in flight: it was never reserved"
         return (
-            f"ballot {b} is still in flight when this response arrives: nothing before it, "
-            "a restart included, took "
+            f"ballot {b} is still in flight when this response arrives: nothing before it took "
             "the ballot out of flight (a refusal does that only once the head has passed the "
             "ballot's watermark)"
         )
@@ -162,6 +154,7 @@ class VerdictScenario:
     responses: dict[str, Response]
     build: Callable[[Path], tuple[WatermarkLoop, dict[int, str]]]
     new_ballot_key: str | None = None  # if set, the answer also predicts the next ballot id
+    restart: bool = False  # the loop was reopened from its file in the setup
 
 
 def _reject_loop(_: Path) -> tuple[WatermarkLoop, dict[int, str]]:
@@ -222,6 +215,7 @@ CRASH = VerdictScenario(
     },
     build=_crash_loop,
     new_ballot_key="X",
+    restart=True,
 )
 
 
@@ -254,7 +248,7 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
     if missing:
         raise Wrong(f"give an entry for every label; missing: {', '.join(missing)}")
     with tempfile.TemporaryDirectory() as tmp:
-        loop, past = scenario.build(Path(tmp))
+        loop, _ = scenario.build(Path(tmp))
         try:
             if scenario.new_ballot_key:
                 key = scenario.new_ballot_key
@@ -267,14 +261,7 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
                 out = loop.apply(resp)
                 actual = COMMIT if out.committed else str(out.reason)
                 if said != actual:
-                    why = _recheck(said, actual, resp, past)
-                    raise Wrong(
-                        f"response {label} (ballot {resp.ballot_id}, observed watermark "
-                        f"{resp.observed_watermark}, base {resp.base_version}): not {said!r}: "
-                        f"{why}"
-                    )
-                if resp.ballot_id not in _inflight(loop):
-                    past.setdefault(resp.ballot_id, f"response {label}")
+                    raise Wrong(_recheck(said, actual, scenario.restart))
             head = loop.head_version()
         finally:
             loop.conn.close()
@@ -288,16 +275,104 @@ def _table(responses: Mapping[str, Response]) -> str:
     )
 
 
+def _decisions(scenario: VerdictScenario) -> dict[str, Any]:
+    """What the real loop decides for `scenario`: the new ballot's id (if asked) and each
+    response's decision, in the answer's form."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        loop, _ = scenario.build(Path(tmp))
+        try:
+            if scenario.new_ballot_key:
+                out[scenario.new_ballot_key] = loop.reserve().ballot_id
+            for label, resp in scenario.responses.items():
+                o = loop.apply(resp)
+                out[label] = COMMIT if o.committed else str(o.reason)
+        finally:
+            loop.conn.close()
+    return out
+
+
+VARIANT_TOOLS = ("mail", "files", "calendar", "maps", "notes")
+
+
+def _plausible_response(rng: random.Random, loop: WatermarkLoop, top: int) -> Response:
+    """A response a planner might send to `loop` now: mostly a reserved ballot echoing what it
+    observed, based on a recent version; sometimes stale, echoed wrongly or never reserved."""
+    head, inflight = loop.head_version(), _inflight(loop)
+    b = rng.choice(sorted(inflight)) if inflight and rng.random() < 0.5 else rng.randint(1, top)
+    observed = inflight[b] if b in inflight and rng.random() < 0.75 else rng.randint(0, head)
+    base = head if rng.random() < 0.55 else rng.randint(max(0, head - 2), head + 1)
+    return Response(b, observed, base, ("search", rng.choice(VARIANT_TOOLS)))
+
+
+def _verdict_variant(base: VerdictScenario, rng: random.Random) -> VerdictScenario:
+    """The same setup, new responses to it (as many as `base` has), drawn until at least three
+    different decisions occur; the decisions themselves are the real loop's."""
+    while True:
+        with tempfile.TemporaryDirectory() as tmp:
+            loop, _ = base.build(Path(tmp))
+            try:
+                if base.new_ballot_key:
+                    loop.reserve()
+                responses = {}
+                for label in base.responses:
+                    responses[label] = _plausible_response(rng, loop, VARIANT_TOP)
+                    loop.apply(responses[label])
+            finally:
+                loop.conn.close()
+        scenario = replace(base, responses=responses)
+        decided = _decisions(scenario)
+        if len({decided[k] for k in responses}) >= 3:
+            return scenario
+
+
+VARIANT_TOP = 5  # variants use ballot ids 1..5: the reserved ones and one never reserved
+
+
+def _solution(scenario: VerdictScenario) -> str:
+    decided = _decisions(scenario)
+    pairs = ", ".join(f"{k!r}: {v!r}" for k, v in decided.items())
+    return f"apply() decides, in order: answer = {{{pairs}}}"
+
+
+def _verdict_exercise_variant(
+    base: VerdictScenario, question: Callable[[VerdictScenario], str]
+) -> Callable[[random.Random], Variant]:
+    def draw(rng: random.Random) -> Variant:
+        scenario = _verdict_variant(base, rng)
+        return Variant(
+            question(scenario),
+            lambda answer: _check_verdicts(scenario, answer),
+            _solution(scenario),
+        )
+
+    return draw
+
+
+def _reject_question(scenario: VerdictScenario) -> str:
+    return (
+        scenario.setup
+        + " Then these responses arrive in order, as Response(ballot_id, observed_watermark, "
+        f"base_version, tools): {_table(scenario.responses)}. For each, what does apply() "
+        "decide: 'commit', 'unknown_ballot', 'stale_watermark' or 'stale_base'? Answer a dict "
+        "from each label A-E to its decision (None also means commit), shaped like "
+        "{'P': 'stale_base', 'Q': 'commit'} (other labels)."
+    )
+
+
+def _crash_question(scenario: VerdictScenario) -> str:
+    return (
+        scenario.setup
+        + f" Then these responses arrive in order: {_table(scenario.responses)}. Answer a dict: "
+        "X (the new ballot's id, a whole number) and each response's decision, as for notebook "
+        "04's verdicts, shaped like {'X': 9, 'A': 'commit', 'B': 'stale_base', 'C': "
+        "'commit', 'D': 'stale_base'} (other values)."
+    )
+
+
 rejection_reasons_ex = Exercise(
     name="Predict the verdicts",
-    question=(
-        REJECT.setup
-        + " Then these responses arrive in order, as Response(ballot_id, observed_watermark, "
-        f"base_version, tools): {_table(REJECT.responses)}. For each, what does apply() decide: "
-        "'commit', 'unknown_ballot', 'stale_watermark' or 'stale_base'? Answer a dict from "
-        "each label A-E to its decision (None also means commit), shaped like "
-        "{'P': 'stale_base', 'Q': 'commit'} (other labels)."
-    ),
+    question=_reject_question(REJECT),
     checker=lambda answer: _check_verdicts(REJECT, answer),
     hints=(
         "apply() asks three questions in a fixed order, and each decision changes the state "
@@ -307,9 +382,10 @@ rejection_reasons_ex = Exercise(
         "the body based on the head? The first 'no' is the decision. A commit takes the "
         "ballot out of flight; a refusal does so only when the head has passed the ballot's "
         "watermark, so a bad body does not evict it.",
-        "A: ballot 1 already committed, so it is not in flight. B: ballot 3 owns watermark 1, "
-        "but its body is based on 0. C, D and E the same way, keeping B's ballot in flight: "
-        "{'A': 'unknown_ballot', 'B': 'stale_base', 'C': ____, 'D': ____, 'E': ____}.",
+        "Keep a small table as you go: the head, and each ballot in flight with the "
+        "watermark it observed. For each response ask the three questions in order, write "
+        "the first 'no', then update the table: which decisions change the head, and which "
+        "take the ballot out of ____?",
     ),
     solution_text=(
         "A unknown_ballot (1 already committed); B stale_base (base 0, head 1); C commit "
@@ -318,17 +394,12 @@ rejection_reasons_ex = Exercise(
         "needs a new ballot). answer = {'A': 'unknown_ballot', 'B': 'stale_base', "
         "'C': 'commit', 'D': 'stale_watermark', 'E': 'stale_watermark'}"
     ),
+    variants=_verdict_exercise_variant(REJECT, _reject_question),
 )
 
 crash_verdicts_ex = Exercise(
     name="What survives a restart",
-    question=(
-        CRASH.setup
-        + f" Then these responses arrive in order: {_table(CRASH.responses)}. Answer a dict: "
-        "X (the new ballot's id, a whole number) and each response's decision, as for notebook "
-        "04's verdicts, shaped like {'X': 9, 'A': 'commit', 'B': 'stale_base', 'C': "
-        "'commit', 'D': 'stale_base'} (other values)."
-    ),
+    question=_crash_question(CRASH),
     checker=lambda answer: _check_verdicts(CRASH, answer),
     hints=(
         "Everything the loop knows lives in the database file. What did the file hold when "
@@ -337,9 +408,10 @@ crash_verdicts_ex = Exercise(
         "with the watermarks they observed, and the counter of ballot ids; an abandoned "
         "ballot is gone for good. Then each response meets apply()'s three questions, in "
         "order, and each decision changes the state the next one meets.",
-        "Ballot 3 is still in flight after the restart and ballot 2 is not; the id counter "
-        "had already moved past 3 before the crash. {'X': ____, 'A': ____, 'B': 'commit', "
-        "'C': ____, 'D': ____}.",
+        "Write the file's state at the moment of the kill (head, ballots in flight with "
+        "their watermarks, the next ballot id), then apply what the restart did to it. X "
+        "comes from the id counter, which ____; the responses then go as in notebook 04, "
+        "one table update per response.",
     ),
     solution_text=(
         "X = 4 (ids are never reused). A unknown_ballot (2 was abandoned); B commit (3 survived "
@@ -348,6 +420,7 @@ crash_verdicts_ex = Exercise(
         "answer = {'X': 4, 'A': 'unknown_ballot', 'B': 'commit', 'C': 'stale_watermark', "
         "'D': 'unknown_ballot'}"
     ),
+    variants=_verdict_exercise_variant(CRASH, _crash_question),
 )
 
 
@@ -372,13 +445,14 @@ def _steps(answer: Any, what: str = "the schedule") -> list[str]:
             f"{what} {shown(answer)} is one step; give a list of steps, e.g. ['deliver 1', "
             "'timeout', ...], or one string with ';' (or ',' or a new line) between the steps"
         )
-    if not isinstance(answer, Sequence):
+    if not isinstance(answer, Iterable) or isinstance(answer, Mapping | bytes | set | frozenset):
         raise Wrong(
             f"give {what} as a list of steps, e.g. ['deliver 1', 'timeout', ...], not a "
             f"{type(answer).__name__}"
-        )
-    if type(answer) in (list, tuple) and len(answer) > MOST_STEPS:
-        raise Wrong(f"{what} has {len(answer)} steps; a counterexample needs far fewer")
+        )  # an ordered collection of any kind is read: a NumPy array of strings too
+    count = len(cast(list[Any], answer)) if type(answer) in (list, tuple) else 0
+    if count > MOST_STEPS:
+        raise Wrong(f"{what} has {count} steps; a counterexample needs far fewer")
     steps = learner_items(answer, what, str, most=MOST_STEPS, noun="steps")
     if not steps:
         raise Wrong(f"{what} is empty")
@@ -396,6 +470,46 @@ def _trace(res: ScheduleResult) -> str:
     return "; ".join(f"{o.label} -> v{o.head}" for o in res.outcomes)
 
 
+def _why_no_rewind(lww: ScheduleResult) -> str:
+    """Why a schedule did not rewind lww, in terms of what a rewind needs: a late body, from
+    the on-time host, landing after newer requests committed."""
+    given_up = {o.request_id for o in lww.outcomes if o.kind == Kind.TIMEOUT and o.request_id}
+    late = [
+        k for k, o in enumerate(lww.outcomes) if o.kind == Kind.DELIVER and o.request_id in given_up
+    ]
+    if not late:
+        return (
+            "no body in your schedule lands after the loop gave up on its request, so each "
+            "body that landed was computed from the head it replaced. A rewind needs a late "
+            "body, computed from an old head."
+        )
+
+    def commits_after_request(k: int) -> int:
+        rid = lww.outcomes[k].request_id or 0
+        return sum(
+            1
+            for o in lww.outcomes[:k]
+            if o.kind == Kind.DELIVER and o.committed and (o.request_id or 0) > rid
+        )
+
+    if all(commits_after_request(k) == 0 for k in late):
+        return (
+            "your late bodies land before any newer request has committed, so the head they "
+            "overwrite is no newer than the one they were computed from."
+        )
+    if any(lww.outcomes[k].committed for k in late):
+        return (
+            "a late body won, but the version it wrote was no lower than the one a reader had "
+            "already seen: a body computed from the head just before is one version behind at "
+            "most. How far behind must the head have moved before it lands?"
+        )
+    return (
+        "lww keeps the body with the newest updated_at; your late bodies were stamped older "
+        "than what they met, so lww kept the newer write. Which host stamps on time, and "
+        "which requests go to it?"
+    )
+
+
 def _check_lww(answer: Any) -> str:
     steps = _steps(answer)
     lww = _play("lww", steps, skews=HOST_SKEWS)
@@ -407,7 +521,10 @@ def _check_lww(answer: Any) -> str:
                 " With every clock on time it would rewind, but here the late body came from "
                 "host A, whose stamps run 10 behind, so lww refused it as older."
             )
-        raise Wrong(f"under lww the reader never saw the head fall: {_trace(lww)}.{extra}")
+        raise Wrong(
+            f"under lww the reader never saw the head fall: {_why_no_rewind(lww)}{extra} "
+            f"The trace: {_trace(lww)}."
+        )
     ballot = _play("ballot", steps, skews=HOST_SKEWS)
     k = lww.first_rewind or 0
     saw = max(lww.heads[:k]) if k else 0
@@ -436,9 +553,10 @@ lww_rewind_ex = Exercise(
         "from. A rewind needs a body computed from an old head but stamped newest: the loop "
         "gives up on it, newer requests commit, and it is produced last, on the host whose "
         "clock is right.",
-        "Let request 1 commit, give up on an even request, let two more requests commit, "
-        "then deliver the even request you gave up on: ['deliver 1', 'timeout', ____, ____, "
-        "____].",
+        "Build it in three moves: give up on a request whose host stamps on time (which "
+        "requests go to it?); let newer requests commit until the head is ____ versions past "
+        "the one that request's body was computed from; then let the given-up body land. "
+        "Check each move with .labels before adding the next.",
     ),
     solution_text=(
         "['deliver 1', 'timeout', 'deliver 3', 'deliver 4', 'deliver 2']: 1 commits version 1; "

@@ -16,7 +16,7 @@ import labkit.exercises.sandboxes.sqlite as sandbox
 import labkit.frontier.log as fr
 import labkit.frontier.rule as rule
 from labkit import validation
-from labkit.exercises.kit import Exercise, Wrong, learner_items, shown, whole
+from labkit.exercises.kit import Exercise, Variant, Wrong, learner_items, listing, shown, whole
 from labkit.frontier.orders import model_run
 from labkit.frontier.scenario_format import scenario_from_dict
 from labkit.frontier.scenarios import POLICY_COLUMNS, run_scenario, scenario_from_order
@@ -254,15 +254,21 @@ PREDICT_EVENTS: tuple[tuple[str, int], ...] = (
     ("deliver", 1),
     ("fail", 2),
 )
+PREDICT_PRIORITIES: tuple[int, ...] = (5, 5, 1, 5, 5, 5)
 
 
-def _predict_timeline() -> Any:
+def _predict_timeline(
+    priorities: Sequence[int] = PREDICT_PRIORITIES,
+    events: Sequence[tuple[str, int]] = PREDICT_EVENTS,
+) -> Any:
+    """The last step of the scenario runner's timeline for rows of `priorities` (ids from 1)
+    in shard 'main' after `events`: the statuses, the frontier and MAX."""
     data = {
         "name": "predict",
-        "title": "Article 1's six rows, partly delivered",
-        "description": "Article 1's six rows; 3, 5 and 1 delivered, 2 dead-lettered.",
-        "messages": [{"shard": "main", "priority": 1 if i == 3 else 5} for i in range(1, 7)],
-        "events": [{"op": op, "id": i} for op, i in PREDICT_EVENTS],
+        "title": "Rows partly delivered",
+        "description": "Rows of one shard, some delivered, some dead-lettered.",
+        "messages": [{"shard": "main", "priority": p} for p in priorities],
+        "events": [{"op": op, "id": i} for op, i in events],
     }
     return run_scenario(scenario_from_dict(data, "<predict_frontier_ex>")).iloc[-1]
 
@@ -274,46 +280,53 @@ def _number(answer: Any, keys: Sequence[str]) -> int:
     raise Wrong(f"the answer needs a {keys[0]!r} entry")
 
 
+_PREDICT_RECHECK = (
+    "Re-check the statuses first: write each id's status after the last event, in id order, "
+    "and mark which of them can still change; then apply each rule to that row of marks"
+)
+
+
 def _frontier_mistake(said: int, statuses: dict[int, str], want: int) -> str:
-    """The kind of mistake behind a predicted frontier `said`; never names `want`."""
+    """The idea behind a predicted frontier `said` to re-check; never names `want` and gives
+    no direction to move in."""
     if said not in range(len(statuses) + 1):
         return f"the shard holds ids 1..{len(statuses)}; coverage base 0 means no id yet"
-    if said > want:
-        if statuses.get(said) in fr.NON_TERMINAL and all(
-            statuses[i] not in fr.NON_TERMINAL for i in range(1, said)
-        ):
-            return (
-                f"that row is still {statuses[said]}, so it can still change; the frontier "
-                "cannot include it"
-            )
+    if said > want and statuses.get(said) in fr.NON_TERMINAL:
         return (
-            "your frontier passes a row that is still pending: look at the last step of the "
-            "rule, which stops one short of the first open row"
+            f"row {said} is still {statuses[said]}, so it can still change; a frontier never "
+            f"includes an open row. {_PREDICT_RECHECK}"
         )
-    if statuses[said + 1] == "failed":
+    if said < want and statuses[said + 1] == "failed":
         return (
-            "you counted a failed row as still open: a dead letter is terminal, it never "
-            "changes again, so it does not hold the frontier back"
+            "a failed row is a dead letter: it is terminal and never changes again, so it "
+            f"does not hold the frontier back. {_PREDICT_RECHECK}"
         )
-    return "your frontier stops early: the row just above it is already delivered"
+    return (
+        "the frontier walks up from the base over finished rows (delivered or dead-lettered) "
+        f"and stops one short of the first row that can still change. {_PREDICT_RECHECK}"
+    )
 
 
 def _max_mistake(said: int, statuses: dict[int, str], frontier: int) -> str:
-    """The kind of mistake behind a predicted MAX(delivered) `said`."""
+    """The idea behind a predicted MAX(delivered) `said` to re-check."""
     status = statuses.get(said)
     if said == frontier:
         return (
             "that is the gap-free rule's answer again; MAX(id) WHERE status='delivered' "
-            "ignores gaps: it is the largest delivered id, whatever is open below it"
+            "ignores gaps, whatever is open below"
         )
     if status is None:
         return f"the shard holds ids 1..{len(statuses)} only"
     if status != "delivered":
         return f"id {said} is {status}: MAX(id) WHERE status='delivered' counts delivered rows only"
-    return "a larger id is delivered too: MAX takes the largest delivered id, gaps or not"
+    return "MAX takes the largest delivered id, gaps or not: check every delivered id"
 
 
-def _check_predict(answer: Any) -> str:
+def _check_predict(
+    answer: Any,
+    priorities: Sequence[int] = PREDICT_PRIORITIES,
+    events: Sequence[tuple[str, int]] = PREDICT_EVENTS,
+) -> str:
     if not (isinstance(answer, Mapping) or hasattr(answer, "keys")):
         raise Wrong(
             "give a dict with two whole numbers, e.g. {'frontier': 7, 'max_watermark': 9}, "
@@ -321,7 +334,7 @@ def _check_predict(answer: Any) -> str:
         )
     frontier = _number(answer, ("frontier",))
     mx = _number(answer, ("max_watermark", "max"))
-    last = _predict_timeline()
+    last = _predict_timeline(priorities, events)
     statuses: dict[int, str] = dict(last["statuses"])
     want_f, want_m = int(last["frontier"]), int(last["max_watermark"])
     if frontier != want_f:
@@ -333,6 +346,42 @@ def _check_predict(answer: Any) -> str:
     return (
         f"frontier {want_f}, MAX {want_m}. A summary up to MAX would pass the pending id "
         f"{want_f + 1}."
+    )
+
+
+def _predict_question(priorities: Sequence[int], events: Sequence[tuple[str, int]]) -> str:
+    n = len(priorities)
+    shown_priorities = ", ".join(f"id {i} at {p}" for i, p in enumerate(priorities, 1))
+    return (
+        f"{n} rows in shard 'main' (ids 1..{n}; priorities: {shown_priorities}). Then: "
+        + ", ".join(f"{op} id {i}" for op, i in events)
+        + ". With coverage base 0, what are the frontier and MAX(id) WHERE status='delivered'? "
+        "Answer a dict of two whole numbers, shaped like {'frontier': 7, 'max_watermark': 9} "
+        "(other numbers)."
+    )
+
+
+def _predict_variant(rng: random.Random) -> Variant:
+    """New rows and events for the same prediction: a pending row below a delivered one, so
+    the two rules disagree; the truth comes from the scenario runner."""
+    while True:
+        n = rng.randint(6, 9)
+        priorities = tuple(rng.randint(1, 5) for _ in range(n))
+        done = rng.sample(range(1, n + 1), rng.randint(n // 2, n - 2))
+        events = tuple((("fail" if rng.random() < 0.3 else "deliver"), i) for i in done)
+        last = _predict_timeline(priorities, events)
+        f, m = int(last["frontier"]), int(last["max_watermark"])
+        if 0 < f < m and (f, m) != (7, 9):  # never the shape example's numbers
+            break
+    statuses = dict(last["statuses"])
+    marks = ", ".join(f"{i} {s}" for i, s in sorted(statuses.items()))
+    return Variant(
+        question=_predict_question(priorities, events),
+        checker=lambda answer: _check_predict(answer, priorities, events),
+        solution_text=(
+            f"Statuses: {marks}. Frontier = {f + 1} - 1 = {f}; MAX(delivered) = {m}. "
+            f"answer = {{'frontier': {f}, 'max_watermark': {m}}}"
+        ),
     )
 
 
@@ -348,17 +397,20 @@ predict_frontier_ex = Exercise(
     ),
     checker=_check_predict,
     hints=(
-        "Write the six statuses down in id order first. Which of them can still change?",
+        "Write the statuses down in id order first. Which of them can still change?",
         "The frontier walks up from the base over finished rows (delivered or failed) and "
         "stops one short of the first row that can still change. MAX is another rule: the "
         "largest delivered id, whatever is still open below it.",
-        "Ids 1, 3 and 5 are delivered and id 2 is failed. The first id that is still open is "
-        "____; the frontier is one less. MAX is the largest of the delivered ids: ____.",
+        "Under each id write d (delivered), f (failed) or p (pending) as of the last event. "
+        "One rule reads that row of letters from the left and stops before the first letter "
+        "that ____; the other ignores every letter but ____. Which letter is finished, yet "
+        "not counted by MAX?",
     ),
     solution_text=(
         "Statuses: 1 delivered, 2 failed, 3 delivered, 4 pending, 5 delivered, 6 pending. "
         "Frontier = 4 - 1 = 3; MAX(delivered) = 5. answer = {'frontier': 3, 'max_watermark': 5}"
     ),
+    variants=_predict_variant,
 )
 
 
@@ -431,10 +483,12 @@ def _check_partial_index(sql: Any) -> str:
             extra = (
                 ". SQLite uses a partial index only when the query's WHERE implies the index's"
                 + (
-                    "; for an IN list that means the same values in the same order as the "
-                    "query's ('pending', 'retrying', 'running')"
+                    ". It proves that term by term and does not read an IN list as a set: "
+                    "for an IN list that means the same values in the same order as the "
+                    "query's own list, or the index looks unusable to it"
                     if re.search(r"(?i)\bin\s*\(", where)
-                    else ": copy the query's status condition as it is written"
+                    else ", and it proves that by matching terms, not by reasoning about "
+                    "them: the index's WHERE must be written as the query writes its condition"
                 )
             )
         raise Wrong(f"SQLite does not use {name}: the plan is still {plan!r}{extra}")
@@ -455,8 +509,8 @@ def _check_partial_index(sql: Any) -> str:
     if not partial:
         raise Wrong(
             f"the plan is a SEARCH ({plan!r}), but {name} holds all {INDEX_ROWS} rows, settled "
-            "history included, and grows forever; add the query's status condition as the "
-            "index's WHERE so it holds open rows only"
+            "history included, and grows forever; a WHERE on the index keeps it to the rows "
+            "the query can ever want, so it holds open rows only"
         )
     entries = conn.execute(
         "SELECT COUNT(*) FROM conversations WHERE status IN ('pending', 'retrying', 'running')"
@@ -501,7 +555,6 @@ partial_index_ex = Exercise(
 
 ORPHAN_PRIORITIES: tuple[int, ...] = (5, 5, 1, 5, 2, 5, 5)
 ORPHAN_ORDER: tuple[int, ...] = (3, 5, 1, 7, 2, 4, 6)
-ORDER_IDS = tuple(range(1, len(ORPHAN_PRIORITIES) + 1))
 
 
 def _max_jumps(timeline: Any) -> list[tuple[str, int, list[int]]]:
@@ -522,53 +575,75 @@ def _max_jumps(timeline: Any) -> list[tuple[str, int, list[int]]]:
     return jumps
 
 
-def _check_max_orphans(answer: Any) -> str:
+def _check_max_orphans(
+    answer: Any,
+    priorities: Sequence[int] = ORPHAN_PRIORITIES,
+    order: Sequence[int] = ORPHAN_ORDER,
+) -> str:
     said = _ids(answer, "the orphans")
-    timeline = run_scenario(scenario_from_order(ORPHAN_PRIORITIES, ORPHAN_ORDER))
+    ids = range(1, len(priorities) + 1)
+    timeline = run_scenario(scenario_from_order(priorities, order))
     want = set(timeline.iloc[-1][_MAX.orphan_ids])
-    model = model_run(len(ORDER_IDS), ORPHAN_ORDER)
+    model = model_run(len(ids), order)
     if set(model["max"]["orphans"]) != want:
         raise RuntimeError(f"explorer and SQLite disagree on MAX's orphans: {model} vs {want}")
     missing, extra = sorted(want - said), sorted(said - want)
     if extra:
-        outside = [i for i in extra if i not in ORDER_IDS]
+        outside = [i for i in extra if i not in ids]
         if outside:
-            raise Wrong(f"there is no id {outside[0]}; the shard holds ids 1..{len(ORDER_IDS)}")
-        if len(extra) == 1 and not missing:  # the sole error: naming it gives nothing away
-            raise Wrong(
-                f"id {extra[0]} is not an orphan: it was already delivered when MAX coverage "
-                "passed it, so a summary covered it"
-            )
-        raise Wrong(
-            "some of your ids are not orphans: they were already delivered when MAX coverage "
-            "passed them, so a summary covered them. Look at when each id was delivered, "
-            "compared with the jump of MAX that passed it"
-        )
-    if missing:
+            raise Wrong(f"there is no id {outside[0]}; the shard holds ids 1..{len(ids)}")
+    if extra or missing:
         jumps = _max_jumps(timeline)
-        k, (after, cov) = next(
-            (k, (after, cov))
-            for k, (after, cov, skipped) in enumerate(jumps)
-            if not set(skipped) <= said
+        k = next(
+            (k for k, (_, _, skipped) in enumerate(jumps) if set(skipped) != set(skipped) & said),
+            len(jumps),
         )
-        covered = {0: "", 1: "MAX's first jump"}.get(k, f"MAX's first {k} jumps")
-        found = f"your ids cover {covered}; " if covered else ""
+        count = ("", "", "two", "three", "four", "five", "six", "seven", "eight", "nine")[k]
+        covered = f"MAX's first {count} jumps" if k > 1 else "MAX's first jump" if k else ""
+        found = f"your ids account for {covered}, but not for all of them. " if covered else ""
         raise Wrong(
-            f"some orphans are missing: {found}after '{after}' MAX coverage jumped to {cov} "
-            "while ids below it were still open. Which were they?"
+            f"{found}Not every id you named, or left out, fits the rule: an orphan is an id "
+            "that was still open when a MAX jump passed it. For each finish, note where MAX "
+            "moves and which ids below it are not yet delivered at that moment; then ask of "
+            "each id you gave whether it was delivered before the jump that passed it"
         )
     frontier_lost = list(timeline.iloc[-1][_FRONTIER.orphan_ids])
     return f"MAX orphans {sorted(want)}; the frontier orphans {frontier_lost or 'nothing'}."
 
 
-max_orphans_ex = Exercise(
-    name="MAX's orphans",
-    question=(
-        f"Seven rows in one shard, priorities {list(ORPHAN_PRIORITIES)} (ids 1..7). They finish "
-        f"in the order {list(ORPHAN_ORDER)}, and after every finish the summarizer runs under "
+def _orphans_question(priorities: Sequence[int], order: Sequence[int]) -> str:
+    n = len(priorities)
+    return (
+        f"{n} rows in one shard, priorities {list(priorities)} (ids 1..{n}). They finish "
+        f"in the order {list(order)}, and after every finish the summarizer runs under "
         "the MAX rule (cover up to MAX(delivered)). Which ids end up orphans: delivered, yet in "
         "no summary? Answer a set of ids, shaped like {8, 9} (other ids), or set() for none."
-    ),
+    )
+
+
+def _orphans_variant(rng: random.Random) -> Variant:
+    """A new finishing order (and priorities) for the same question; MAX orphans between two
+    ids and all but two, so neither 'none' nor 'all' is ever right."""
+    while True:
+        n = rng.randint(6, 9)
+        priorities = tuple(rng.randint(1, 5) for _ in range(n))
+        order = tuple(rng.sample(range(1, n + 1), n))
+        orphans = sorted(model_run(n, order)["max"]["orphans"])
+        if 2 <= len(orphans) <= n - 2 and orphans != [8, 9]:  # never the shape example
+            break
+    return Variant(
+        question=_orphans_question(priorities, order),
+        checker=lambda answer: _check_max_orphans(answer, priorities, order),
+        solution_text=(
+            "Each id still open when a finish moved MAX past it is an orphan. "
+            f"answer = {{{listing(orphans)}}}"
+        ),
+    )
+
+
+max_orphans_ex = Exercise(
+    name="MAX's orphans",
+    question=_orphans_question(ORPHAN_PRIORITIES, ORPHAN_ORDER),
     checker=_check_max_orphans,
     hints=(
         "Keep a running MAX as the rows finish. What happens to the ids it jumps over?",
@@ -576,14 +651,15 @@ max_orphans_ex = Exercise(
         "delivered yet. The summary covers everything up to MAX, and the next one starts above "
         "it, so such an id is never summarised. Collect those ids over the whole order; MAX "
         "may jump more than once.",
-        "The first finish, id 3, moves MAX to 3 while ids 1 and 2 are still open: both are "
-        "orphans. Do the same after 5, after 1 (does MAX move?), after 7, and so on: "
-        "{1, 2, ____}.",
+        "Make a table with one line per finish: the id that finished, MAX after it, and the "
+        "ids below MAX still open at that moment. Which lines add ids to the answer, and does "
+        "an id leave the answer when it is delivered ____?",
     ),
     solution_text=(
         "After 3: MAX 3, skips 1 and 2. After 5: MAX 5, skips 4. After 1: MAX stays 5. "
         "After 7: MAX 7, skips 6. answer = {1, 2, 4, 6}"
     ),
+    variants=_orphans_variant,
 )
 
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import html
 import itertools
+import numbers
 import operator
+import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import labkit.exercises.walls as walls
 from labkit import validation
+from labkit.exercises import progress
 
 
 class _Blank:
@@ -41,7 +44,7 @@ _COLOR = {"correct": "#2e8b57", "incorrect": "#b22222", "not_attempted": "#55555
 class Feedback:
     """What a check, hint or solution says; renders as one coloured line in a notebook."""
 
-    status: Status | Literal["hint", "solution"]
+    status: Status | Literal["hint", "solution", "question"]
     message: str
 
     @property
@@ -219,6 +222,11 @@ def whole(value: Any, what: str) -> int:
         raise Wrong(f"{what} must be a whole number; {shown(value)} is a bool")
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         raise Wrong(f"{what} must be a number, not the text {shown(value)}: drop the quotes")
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)
+        if number.is_integer():  # 3.0, or a NumPy float64 from a DataFrame: the meaning is clear
+            return int(number)
+        raise Wrong(f"{what} must be a whole number; {shown(value)} is not")
     try:
         return operator.index(value)
     except TypeError:
@@ -282,6 +290,24 @@ def word_choice(value: str, choices: Sequence[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One draw of an exercise: the question it asks, the checker that judges an answer to it
+    (the truth computed by labkit from the variant's data) and its worked answer."""
+
+    question: str
+    checker: Callable[[Any], str | None]
+    solution_text: str
+
+
+VARIANT_AFTER = 3  # wrong tries in a row after which a variant exercise draws a fresh variant
+
+
+def variant_rng(name: str, number: int) -> random.Random:
+    """The random source of variant `number` of exercise `name`: the same draw every time."""
+    return random.Random(f"{name}#{number}")
+
+
 @dataclass
 class Exercise:
     """One exercise: a question, a checker that raises `Wrong`, a ladder of hints and a worked
@@ -289,7 +315,10 @@ class Exercise:
 
     The checker raises `Wrong` to explain a wrong answer; any other exception is a bug in the
     checker or in labkit and propagates. `hints` climbs from a nudge to the method to a
-    near-answer with a gap to fill; only `solution()` gives the worked answer.
+    near-answer with a gap to fill; only `solution()` gives the worked answer. An exercise with
+    `variants` (a function of a random source, giving new data for the same idea) draws a fresh
+    variant after `VARIANT_AFTER` wrong tries in a row or on `new_variant()`, so answers tried
+    blindly do not converge; variant 0 is the question as written.
     """
 
     name: str
@@ -297,7 +326,43 @@ class Exercise:
     checker: Callable[[Any], str | None]
     hints: tuple[str, ...]
     solution_text: str
+    variants: Callable[[random.Random], Variant] | None = None
+    variant_number: int = field(default=0, init=False, compare=False)
+    wrong_streak: int = field(default=0, init=False, compare=False)
+    _drawn: dict[int, Variant] = field(default_factory=dict, init=False, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        _ALL.append(self)
+
+    def current(self) -> Variant:
+        """The variant being asked now (variant 0: the question as written)."""
+        if self.variant_number == 0 or self.variants is None:
+            return Variant(self.question, self.checker, self.solution_text)
+        k = self.variant_number
+        if k not in self._drawn:
+            self._drawn[k] = self.variants(variant_rng(self.name, k))
+        return self._drawn[k]
+
+    def show(self) -> Feedback:
+        """The question being asked now, with its data, as a notebook cell prints it."""
+        return Feedback(
+            "question", f"{self.name} (variant {self.variant_number}): {self.current().question}"
+        )
+
+    def new_variant(self) -> Feedback:
+        """Draw the next variant (new data, the same idea) and show it."""
+        if self.variants is None:
+            return Feedback("question", f"{self.name} has one form only: {self.question}")
+        self.variant_number += 1
+        self.wrong_streak = 0
+        return self.show()
+
+    def reset(self) -> None:
+        """Back to variant 0 with no wrong streak: the exercise as a fresh kernel meets it."""
+        self.variant_number = 0
+        self.wrong_streak = 0
+
+    @progress.recorded("check")
     def check(self, answer: Any = BLANK) -> Feedback:
         """Run the learner's answer against the real code and say what is right or wrong."""
         if answer is BLANK or isinstance(answer, _Blank):
@@ -308,11 +373,26 @@ class Exercise:
                 "near-answer.",
             )
         try:
-            note = self.checker(answer)
+            note = self.current().checker(answer)
         except Wrong as exc:
-            return Feedback("incorrect", f"{self.name}: {exc}")
+            return Feedback("incorrect", f"{self.name}: {exc}{self._after_wrong()}")
+        self.wrong_streak = 0
         return Feedback("correct", f"{self.name}: {note or 'well done.'}")
 
+    def _after_wrong(self) -> str:
+        """Count a wrong try; after `VARIANT_AFTER` in a row, draw a fresh variant and say so."""
+        if self.variants is None:
+            return ""
+        self.wrong_streak += 1
+        if self.wrong_streak < VARIANT_AFTER:
+            return ""
+        self.new_variant()
+        return (
+            f"\n{VARIANT_AFTER} wrong tries in a row, so here is a fresh variant (new data, the "
+            f"same idea; .show() prints it again): {self.current().question}"
+        )
+
+    @progress.recorded("hint")
     def hint(self, level: int = 1) -> Feedback:
         """Hint 1 points the way; each level says more; the last leaves a gap to fill."""
         n = len(self.hints)
@@ -320,6 +400,16 @@ class Exercise:
             return Feedback("hint", f"there are {n} hints, .hint(1) to .hint({n}), not {level!r}")
         return Feedback("hint", f"({level} of {n}) {self.hints[level - 1]}")
 
+    @progress.recorded("solution")
     def solution(self) -> Feedback:
-        """The worked answer, and the only place it is written."""
-        return Feedback("solution", f"(the answer) {self.solution_text}")
+        """The worked answer to the variant being asked, and the only place it is written."""
+        return Feedback("solution", f"(the answer) {self.current().solution_text}")
+
+
+_ALL: list[Exercise] = []
+
+
+def reset_all() -> None:
+    """Every exercise back to variant 0 with no wrong streak (a test's fresh start)."""
+    for ex in _ALL:
+        ex.reset()
