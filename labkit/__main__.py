@@ -1,5 +1,5 @@
 """Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `workspace`,
-`strip PATH...`, `progress DIR`, `audit log|catalog FILE`.
+`strip PATH...`, `progress DIR`, `audit log|catalog FILE`, `audit loop MODULE:FACTORY`.
 
 A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
 nothing written.
@@ -60,8 +60,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit_parser(sub: argparse._SubParsersAction) -> None:
-    """`audit log STATUS --checkpoints CKPT` and `audit catalog EVENTS` (labkit.audit.cli)."""
-    audit = sub.add_parser("audit", help="audit your own message log or catalog event log")
+    """`audit log STATUS --checkpoints CKPT`, `audit catalog EVENTS` and `audit loop
+    MODULE:FACTORY` (labkit.audit.cli)."""
+    audit = sub.add_parser("audit", help="audit your own message log, catalog events or loop")
     which = audit.add_subparsers(dest="audit", required=True)
     log = which.add_parser("log", help="part one: orphans, chain gaps, lag behind the frontier")
     log.add_argument("status", type=Path, metavar="STATUS", help="status rows: id,shard,status,at")
@@ -76,8 +77,18 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     cat.add_argument("events", type=Path, metavar="EVENTS")
     cat.add_argument("--map", help="your event columns: at=ts,event=kind,...")
     cat.add_argument("--table", help="the event table, when EVENTS is a SQLite file")
-    for one in (log, cat):
+    loop = which.add_parser(
+        "loop", help="your loop: the shortest arrival order that drops its head"
+    )
+    loop.add_argument(
+        "target", metavar="MODULE:FACTORY", help="FACTORY(conn) makes your loop (conn: SQLite)"
+    )
+    loop.add_argument("--n", type=int, default=4, help="deliveries per schedule (default 4)")
+    loop.add_argument("--window", type=int, default=1, help="ballots kept in flight (default 1)")
+    loop.add_argument("--seconds", type=float, default=60.0, help="time limit of the whole search")
+    for one in (log, cat, loop):
         one.add_argument("--json", action="store_true", help="JSON Lines, then a summary")
+        one.add_argument("--figure", type=Path, help="also draw the audit, .svg or .png")
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -85,8 +96,20 @@ def _audit(args: argparse.Namespace) -> int:
     from labkit.audit.cli import run
     from labkit.audit.inputs import InputError, UsageError
 
+    figure = args.figure
+    if figure is not None and figure.suffix not in (".svg", ".png"):
+        return _fail(args.command, f"{figure}: the figure must end in .svg or .png")
     try:
         report, text = run(args)
+        if figure is not None:
+            from labkit.audit.cli import figure_inputs
+            from labkit.files import UnsafeTarget
+            from labkit.plots.audit import audit_figure, save_audit_figure
+
+            try:
+                save_audit_figure(audit_figure(report, figure_inputs(args)), figure)
+            except UnsafeTarget as exc:
+                return _fail(args.command, str(exc))
     except (InputError, UsageError) as exc:
         return _fail(args.command, str(exc))
     sys.stdout.write(text)

@@ -116,6 +116,9 @@ def _measured(summary: Mapping[str, Any]) -> str:
         "furthest_ahead",
         "events",
         "reads",
+        "fixture",
+        "orders",
+        "rewinding",
     )
     return ", ".join(f"{k} {summary[k]}" for k in keys if k in summary)
 

@@ -120,21 +120,24 @@ class _Runner:
 
     def __init__(
         self,
-        design: str,
+        design: str | Design,
         *,
         window: int,
         ticks: int,
         first_request: int,
         skews: dict[int, float] | None,
     ) -> None:
-        self.d: Design = make_design(
-            design, window=window, ticks=ticks, first_request=first_request
+        """`design` by name, or a design object already made (a reader's loop, in the audit)."""
+        self.d: Design = (
+            make_design(design, window=window, ticks=ticks, first_request=first_request)
+            if isinstance(design, str)
+            else design
         )
         self.skews = skews or {}
         self.sent: dict[int, Request] = {}
         self.produced: dict[int, Response] = {}
         self.delivered: dict[int, int] = {}
-        self.result = ScheduleResult(design, steps=[])
+        self.result = ScheduleResult(self.d.name, steps=[])
         self.reader = HeadReader(self.d)
         self.now = 0
         self._send(self.d.start(0.0))
@@ -374,6 +377,13 @@ def explore_by_replay(
 
     The reference `explore` is tested against; exponential in `n` (fenced, n = 5: 1.5 s).
     """
+    start = _Runner(design, window=window, ticks=ticks, first_request=1, skews=skews)
+    return explore_runner(start, n, copies=copies, timeouts=timeouts)
+
+
+def explore_runner(start: _Runner, n: int, *, copies: int = 2, timeouts: int = 1) -> Exploration:
+    """Every schedule of `n` deliveries from `start`, each prefix played once and the runner
+    forked where schedules part; `shortest` is a shortest schedule ending at a fall."""
     orders = rewinding = 0
     shortest: list[Step] | None = None
 
@@ -397,9 +407,8 @@ def explore_by_replay(
             gave_up = c.kind == Kind.TIMEOUT
             walk(child, [*prefix, c], delivered + (not gave_up), timeouts_left - gave_up)
 
-    start = _Runner(design, window=window, ticks=ticks, first_request=1, skews=skews)
     walk(start, [], 0, timeouts)
-    return Exploration(design, orders, rewinding, shortest)
+    return Exploration(start.d.name, orders, rewinding, shortest)
 
 
 def explore_all(n: int = 4, **kwargs: Any) -> pd.DataFrame:

@@ -25,6 +25,8 @@ from labkit.docs.day_plans import (
     render_plan,
     render_reading_table,
 )
+from labkit.exercises import catalog as ex_catalog
+from labkit.exercises import frontier as ex_frontier
 from labkit.exercises import kit
 from labkit.files import replace_file
 
@@ -143,11 +145,9 @@ asks it (variant 0); the page quotes what the check says."""
 
 def render_feedback() -> str:
     """The quoted feedback table: each common wrong answer run through its exercise's check."""
-    from labkit import exercises
-
     lines = ["| exercise | common wrong answer | the check says |", "|---|---|---|"]
     for name, label, answer in COMMON_WRONG:
-        ex = getattr(exercises, name)
+        ex = getattr(ex_frontier, name, None) or getattr(ex_catalog, name)
         try:
             ex.current().checker(answer)
         except kit.Wrong as exc:
