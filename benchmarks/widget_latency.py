@@ -6,7 +6,7 @@ moved UPDATES times so every update recomputes: notebook 01's timeline app gets 
 for message 1 (the scenario reruns on a fresh SQLite log and the timeline is redrawn), notebook
 05's five-designs app a new seed (all five designs are simulated afresh, no memo hit, and the
 canvas redrawn); the workbench alternates "deliver response k" (every design plays one more
-step, lanes and heads redrawn) with "undo last step" (every design replays the schedule).
+step, lanes and heads redrawn) with "undo" (every design replays the schedule).
 Latency is wall time around setting the control, observers included.
 """
 

@@ -32,7 +32,7 @@ def test_canvas_update_moves_the_markers(traces) -> None:
         a for ax in canvas.fig.axes for a in ax.get_children() if a.get_gid() == "rewind:callback"
     ]
     assert len(marks.get_offsets()) == 0
-    assert "0 rewinds" in canvas.axes["callback"].get_title()
+    assert "0 falls" in canvas.axes["callback"].get_title()
 
 
 def test_blitted_png_matches_a_full_draw(traces) -> None:
@@ -214,3 +214,16 @@ def test_a_rescaled_workbench_canvas_draws_a_short_schedule_as_a_fresh_one_does(
     b.load(SCHEDULE_14)
     canvas.rescale()
     assert canvas.png(b.runs, b.steps, "ballot") == long_png  # and back, from its frames
+
+
+def test_every_fall_in_a_head_strip_carries_a_marker() -> None:
+    """A fall is a one-version dip in a strip a few dozen pixels tall: each one gets a marker
+    where the head landed, and a design that never falls gets none."""
+    b = ScheduleBuilder()
+    b.use_preset("inverted")
+    canvas = WorkbenchCanvas(b.designs)
+    canvas.update(b.runs, b.steps, b.designs[0])
+    for design, played in b.runs.items():
+        xs, ys = canvas.strip_art[design]["falls"].get_data()
+        assert list(zip(xs, ys, strict=True)) == [(f.step, f.head) for f in played.falls]
+    assert b.runs["callback"].falls and not b.runs["ballot"].falls

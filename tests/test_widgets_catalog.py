@@ -85,6 +85,26 @@ def test_picking_a_design_redraws_only(app: FiveDesignsApp) -> None:
     assert "background" in app.metrics.value.split("callback")[0].rsplit("<tr", 1)[-1]
 
 
+def test_the_clock_skew_says_what_it_moves_and_when_it_moved_nothing(app: FiveDesignsApp) -> None:
+    """Only lww reads the clocks: the slider says so, and a move that changes no run says so."""
+    assert "only <b>lww</b>" in app.why_skew.value and not app.clock_skew.disabled
+    app.clock_skew.value = 0.0
+    before = app.runs["lww"].summary
+    app.clock_skew.value = 0.1  # inverted, seed 0: lww keeps the same answers
+    assert app.runs["lww"].summary == before
+    assert "No change" in app.message.value and "no other design reads" in app.message.value
+    app.clock_skew.value = 3.0
+    assert app.runs["lww"].summary != before and app.message.value == ""
+    without = FiveDesignsApp(designs=["callback", "ballot"])
+    assert without.clock_skew.disabled and "disabled" in without.why_skew.value
+
+
+def test_the_metrics_table_shows_the_rewinds_first(app: FiveDesignsApp) -> None:
+    """The column the notebook reads is in view, not scrolled past 16 others."""
+    head = app.metrics.value.split("<tbody>")[0]
+    assert head.index(">rewinds<") < head.index(">commits<") < head.index(">latency p95<")
+
+
 def test_fault_presets_set_the_checkboxes(app: FiveDesignsApp) -> None:
     for preset in ("none", "duplicate", "all", "inverted"):
         app.faults.value = preset
@@ -456,9 +476,9 @@ def test_reset_gives_the_lanes_fresh_axes(bench: ArrivalWorkbench) -> None:
 
 
 def test_the_picture_does_not_move_as_the_hints_change(bench: ArrivalWorkbench) -> None:
-    """The hint boxes above the lanes have fixed heights, whatever they say."""
-    for box in (bench.why, bench.error, bench.message):
-        assert box.layout.height and box.layout.overflow == "auto"
+    """The hints above the lanes share one box of fixed height, whatever they say."""
+    assert bench.hints.layout.height and bench.hints.layout.overflow == "auto"
+    assert {bench.why, bench.error, bench.message} <= set(bench.hints.children)
     assert len({b.layout.width for name, b in bench.buttons.items() if name in bench.KINDS}) == 4
 
 

@@ -368,6 +368,10 @@ def test_edge_case_app() -> None:
     assert list(edge.shard.options) == ["a", "b"] and edge.shard.value == "a"
     assert edge.table["orphan_ids_max"].tolist() == [(3,), (2,)]
     assert edge.last_png != png
+    # the columns the notebook's prose reads come first, in view beside the shard
+    head = edge.table_html.value.split("<tbody>")[0]
+    assert head.index(">shard<") < head.index(">orphan_ids_frontier<") < head.index(">frontier<")
+    assert head.index(">orphan_ids_max<") < head.index(">frontier<")
     edge.shard.value = "b"
     assert len(edge.timings) == 3
     edge.case.value = "odd_shard_keys"

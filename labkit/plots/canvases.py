@@ -130,12 +130,21 @@ def _set_trace(artists: dict[str, Any], trace: pd.DataFrame, *, faint: bool = Fa
     rejected = (events == "deliver") & (committed == False)  # noqa: E712 (None = no decision)
     artists["rejects"].set_offsets(xy[rejected])
     artists["rejects"].set_alpha(0.5 if faint else 0.9)
-    artists["rewinds"].set_offsets(xy[trace["rewind"].to_numpy(dtype=bool)])
+    artists["rewinds"].set_offsets(xy[falls(trace)])
     return xy
 
 
+def falls(trace: pd.DataFrame) -> np.ndarray:
+    """Where the reader saw the head go down: each fall once, as `summarize_run` counts them
+    (a head that stays low for several events is one fall)."""
+    head = trace["head_version"].to_numpy(dtype=float)
+    mask = np.zeros(len(head), dtype=bool)
+    mask[1:] = head[1:] < head[:-1]
+    return mask
+
+
 def draw_trace(ax: Axes, trace: pd.DataFrame, design: str, *, faint: bool = False) -> None:
-    """One design's head as the reader sees it, rewinds as red down-arrows, rejects as ticks."""
+    """One design's head as the reader sees it, falls as red down-arrows, rejects as ticks."""
     _set_trace(_trace_artists(ax, design), trace, faint=faint)
     ax.update_datalim(_xy(trace))
     ax.autoscale_view()
@@ -152,19 +161,19 @@ def marker_handles() -> list[Line2D]:
             ms=8,
             color=REWIND_COLOR,
             mec="black",
-            label="rewind seen by the reader",
+            label="fall seen by the reader",
         ),
         Line2D([], [], ls="", marker="|", ms=9, color=COLORS["reject"], label="response rejected"),
     ]
 
 
 def _panel_title(design: str, trace: pd.DataFrame) -> str:
-    """The design, the commits its reader saw (as `summarize_run` counts them) and rewinds."""
-    rewinds = int(trace["rewind"].sum())
+    """The design, the commits and the falls its reader saw (as `summarize_run` counts them)."""
+    n_falls = int(falls(trace).sum())
     parts = []
     if "head_changed" in trace:
         parts.append(f"{int(trace['head_changed'].sum())} commits")
-    parts.append(f"{rewinds} rewind{'s' if rewinds != 1 else ''}")
+    parts.append(f"{n_falls} fall{'s' if n_falls != 1 else ''}")
     return f"{DISPLAY_NAMES.get(design, design)}\n{' · '.join(parts)}"
 
 
@@ -237,12 +246,12 @@ class FiveDesignsCanvas:
             fig.legend(
                 handles=handles,
                 loc="center",
-                fontsize=8,
+                fontsize=9,
                 bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2),
             )
         else:
             fig.legend(
-                handles=handles, loc="lower center", ncols=3, fontsize=8, bbox_to_anchor=(0.5, 0.0)
+                handles=handles, loc="lower center", ncols=3, fontsize=9, bbox_to_anchor=(0.5, 0.0)
             )
 
     def update(
@@ -401,7 +410,9 @@ class FiveDesignsCanvas:
 
 # --- the arrival-order workbench: lanes over the head, per design ------------------------
 
-_LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.3, 0.62, 0.55, 0.95
+# Inches: a lane, a head strip, above and below the axes. The whole app fits a 1280x800
+# screen with six designs (tests/browser/test_widgets_fit.py).
+_LANE_H, _STRIP_H, _TOP, _BOTTOM = 0.26, 0.45, 0.32, 0.74
 _LANES_STEP, _STEPS_STEP = 3, 4  # the rooms for lanes (a taller figure) and steps grow so
 AHEAD_HEIGHTS = 2  # taller figures whose frame an idle kernel draws ahead (a 15-step schedule)
 KEPT_PNGS = 32  # workbench pictures kept per canvas, by what they show
@@ -511,7 +522,7 @@ class WorkbenchCanvas:
             1 + len(self.designs),
             1,
             height_ratios=ratios,
-            left=0.15,
+            left=0.17,
             right=0.75,
             top=1 - _TOP / height,
             bottom=_BOTTOM / height,
@@ -525,27 +536,31 @@ class WorkbenchCanvas:
         lanes.set_yticks([])
         lanes.grid(False, axis="y")
         lanes.set_ylabel("requests")
-        self.lanes_title = lanes.set_title(" ", loc="left", fontsize=9, fontweight="bold")
+        self.lanes_title = lanes.set_title(" ", loc="left", fontsize=10, fontweight="bold")
         for design, ax in self.strips.items():
-            ax.tick_params(axis="y", labelsize=7)
+            ax.tick_params(axis="y", labelsize=9)
             ax.set_ylabel(
                 f"{design}\nhead",
                 rotation=0,
                 ha="right",
                 va="center",
-                fontsize=8.5,
+                fontsize=9,
                 color=COLORS.get(design, "#444444"),
                 fontweight="bold",
             )
             ax.tick_params(axis="x", labelbottom=False)
         lanes.tick_params(axis="x", labelbottom=False)
-        self.strips[self.designs[-1]].set_xlabel("step", fontsize=8, labelpad=30)
-        self.suptitle = fig.suptitle(
-            "One schedule, every design: requests in flight (top), the head a reader sees (below)",
-            fontsize=10,
-        )
+        self.strips[self.designs[-1]].set_xlabel("step", fontsize=9, labelpad=26)
+        # no figure title: the lanes' title and the strips' labels say what each part shows,
+        # and the height goes to the strips
+        self.suptitle = fig.suptitle("", fontsize=10)
         lanes.legend(
-            handles=self._legend(), loc="upper left", bbox_to_anchor=(1.01, 1.05), fontsize=7
+            handles=self._legend(),
+            loc="upper left",
+            bbox_to_anchor=(1.0, 1.0),  # below the lanes title, which may run long
+            fontsize=9,
+            handlelength=1.6,
+            labelspacing=0.3,
         )
         self.fig = fig
         self._make_artists("#555555")
@@ -570,7 +585,7 @@ class WorkbenchCanvas:
         self.strips[self.designs[-1]].set_xticks(range(steps_room + 1))
         for ax in self.strips.values():
             ax.set_ylim(-0.6, head_room + 0.6)
-            ax.set_yticks(range(0, head_room + 1, max(1, head_room // 3)))
+            ax.set_yticks([0, head_room])  # two labels: more would touch in a strip this short
 
     def _legend(self) -> list[Any]:
         grey = "#555555"
@@ -657,8 +672,8 @@ class WorkbenchCanvas:
             k: lanes.plot([], [], ls="", **{"color": color, **style}, gid=f"lane_mark:{k}")[0]
             for k, style in _LANE_MARKS.items()
         }
-        self.lane_names = _TextPool(lanes, ha="right", va="center", fontsize=7)
-        self.notes = _TextPool(lanes, fontsize=6.5, color="#444444")
+        self.lane_names = _TextPool(lanes, ha="right", va="center", fontsize=9)
+        self.notes = _TextPool(lanes, fontsize=9, color="#444444")
         self.crash_lines = {}
         self.strip_art: dict[str, dict[str, Any]] = {}
         for design, ax in [("lanes", lanes), *self.strips.items()]:
@@ -672,13 +687,13 @@ class WorkbenchCanvas:
             ax.add_collection(self.crash_lines[design])
         for design, ax in self.strips.items():
             dcolor = COLORS.get(design, "#444444")
-            below = PolyCollection([], facecolors=REWIND_COLOR, alpha=0.3, linewidths=0)
+            below = PolyCollection([], facecolors=REWIND_COLOR, alpha=0.45, linewidths=0)
             ax.add_collection(below)
             fall = ax.annotate(
                 "",
                 xy=(0, 0),
                 xytext=(0, 0),
-                fontsize=7.5,
+                fontsize=9,
                 color=REWIND_COLOR,
                 fontweight="bold",
                 gid=f"fall:{design}",
@@ -691,6 +706,19 @@ class WorkbenchCanvas:
                     0
                 ],
                 "skipped": ax.plot([], [], ls="", marker="o", ms=5, mfc="white", mec="#888888")[0],
+                # every fall a reader saw, marked where the head landed: visible projected,
+                # where a one-version dip in a strip this short is not
+                "falls": ax.plot(
+                    [],
+                    [],
+                    ls="",
+                    marker="v",
+                    ms=10,
+                    color=REWIND_COLOR,
+                    mec="white",
+                    mew=0.8,
+                    gid=f"falls:{design}",
+                )[0],
                 "fall": fall,
             }
         last = self.strips[self.designs[-1]]
@@ -699,7 +727,7 @@ class WorkbenchCanvas:
             rotation=30,
             ha="right",
             va="top",
-            fontsize=7,
+            fontsize=9,
             transform=last.get_xaxis_transform(),
         )
 
@@ -772,6 +800,7 @@ class WorkbenchCanvas:
         art["below"].set_verts(_below_boxes(heads, seen, xs))
         skipped = sorted(run.skipped)
         art["skipped"].set_data(skipped, [heads[s] for s in skipped])
+        art["falls"].set_data([f.step for f in run.falls], [f.head for f in run.falls])
         fall = run.falls[0] if run.falls else None
         art["fall"].set_visible(fall is not None)
         if fall is not None:

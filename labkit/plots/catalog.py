@@ -115,15 +115,15 @@ def arrival_lanes_figure(
     lane_y = {rid: k for k, rid in enumerate(lanes)}
     n_steps = max(len(r.outcomes) for r in runs)
     last = n_steps if upto is None else max(0, min(int(upto), n_steps))
-    panel_h = 0.75 + 0.3 * max(1, len(lanes))
-    fig = new_figure(width, height or panel_h * len(runs) + 1.2)
+    panel_h = 0.62 + 0.26 * max(1, len(lanes))  # five designs fit one screen with their app
+    fig = new_figure(width, height or panel_h * len(runs) + 1.1)
     axes = fig.subplots(len(runs), 1, sharex=True, squeeze=False)[:, 0]
     fig.subplots_adjust(
         left=0.13,
-        right=0.7,
-        top=1 - 0.7 / fig.get_figheight(),
-        bottom=0.6 / fig.get_figheight(),
-        hspace=0.6,
+        right=0.66,
+        top=1 - 0.78 / fig.get_figheight(),
+        bottom=0.62 / fig.get_figheight(),
+        hspace=0.7,
     )
     for ax, res in zip(axes, runs, strict=True):
         color = COLORS.get(res.design, "#444444")
@@ -137,11 +137,11 @@ def arrival_lanes_figure(
                 ax.annotate(
                     str(outcome.reason).replace("_", " "),
                     (i, y),
-                    xytext=(0, -11),
+                    xytext=(0, -8),
                     textcoords="offset points",
                     ha="center",
                     va="top",
-                    fontsize=6.5,
+                    fontsize=9,
                     color="#444444",
                 )
             elif outcome.kind == Kind.TIMEOUT and outcome.request_id is not None:
@@ -163,16 +163,16 @@ def arrival_lanes_figure(
                 f"v{outcome.head}",
                 ha="center",
                 va="bottom",
-                fontsize=8,
+                fontsize=9,
                 color=REWIND_COLOR if outcome.rewind else "black",
                 fontweight="bold" if outcome.rewind else "normal",
             )
-        ax.set_ylim(-0.9, len(lanes) + 0.1)
-        ax.set_yticks(range(len(lanes)), [str(r) for r in lanes], fontsize=8)
+        ax.set_ylim(-1.3, len(lanes) + 0.1)  # room below the lowest lane for a reason
+        ax.set_yticks(range(len(lanes)), [str(r) for r in lanes], fontsize=9)
         ax.set_title(
             f"{res.design}: {DESIGN_LABELS.get(res.design, res.design)}",
             loc="left",
-            fontsize=9,
+            fontsize=10,
             color=color,
             fontweight="bold",
             y=1.0,
@@ -183,7 +183,7 @@ def arrival_lanes_figure(
             ax.axhline(k, color="#dddddd", lw=0.8, zorder=1)
     steps = [str(s) for s in runs[0].steps] or [""] * n_steps
     labels = [f"{i}\n{s}" for i, s in enumerate(steps, start=1)]
-    axes[-1].set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+    axes[-1].set_xticks(range(1, len(labels) + 1), labels, fontsize=9)
     axes[-1].set_xlim(0.4, n_steps + 0.6)
     axes[-1].set_xlabel("step (what the planner or the loop did)")
     fig.suptitle(f"{title} (head version above each step)", fontsize=10.5)
@@ -210,7 +210,7 @@ def arrival_lanes_figure(
             mec="#555555",
             label="loop gave up, replays",
         ),
-        Line2D([], [], ls="", marker="$v1$", ms=12, color=REWIND_COLOR, label="head fell (rewind)"),
+        Line2D([], [], ls="", marker="$v1$", ms=12, color=REWIND_COLOR, label="head fell"),
     ]
     axes[0].legend(handles=handles, **RIGHT_LEGEND)
     return fig
@@ -323,7 +323,7 @@ def rewind_panels_figure(
     axes = fig.subplots(len(shown), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     fig.subplots_adjust(
         left=0.09,
-        right=0.7,
+        right=0.68,
         top=1 - 0.55 / fig.get_figheight(),
         bottom=0.55 / fig.get_figheight(),
         hspace=0.45,

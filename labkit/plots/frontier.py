@@ -336,7 +336,7 @@ def checkpoint_ranges_figure(
                 f"[{s.start_id}, {s.end_id}]",
                 ha="center",
                 va="bottom",
-                fontsize=7.5,
+                fontsize=9,
                 color=color,
             )
             ax.scatter(s.item_ids, [y] * len(s.item_ids), s=22, color="black", zorder=3)
@@ -363,7 +363,7 @@ def checkpoint_ranges_figure(
             linewidths=1.8,
             zorder=4,
         )
-    ax.set_yticks(range(len(policies)), [POLICY_SHORT[p] for p in policies], fontsize=8)
+    ax.set_yticks(range(len(policies)), [POLICY_SHORT[p] for p in policies], fontsize=9)
     ax.set_ylim(-0.6, len(policies) - 0.2)
     ax.set_xlim(0.3, top + 0.7)
     ax.set_xticks(range(1, top + 1))
@@ -387,7 +387,7 @@ def checkpoint_ranges_figure(
         Patch(facecolor="none", edgecolor="#888888", ls=":", label="not covered yet"),
     ]
     ax.legend(handles=handles, **RIGHT_LEGEND)
-    fig.subplots_adjust(left=0.19, right=0.66)
+    fig.subplots_adjust(left=0.19, right=0.64)
     return fig
 
 
@@ -412,7 +412,7 @@ def orphan_rates_figure(
             part["share"],
             part["orphaning_orders"],
             part["orders"],
-            fontsize=6.5,
+            fontsize=8,
             rotation=90,
             color=COLORS[policy],
         )

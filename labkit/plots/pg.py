@@ -90,7 +90,7 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
         rotation=60,
         ha="right",
         rotation_mode="anchor",
-        fontsize=7,
+        fontsize=9,
     )
     ax.set_title(title or "A smaller id commits late: id order passes it, the horizon waits")
     ax.legend(**RIGHT_LEGEND)

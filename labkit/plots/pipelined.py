@@ -164,7 +164,7 @@ class PipelinedCanvas:
         if legend:
             ax.legend(
                 handles=lane_handles(),
-                fontsize=7.5,
+                fontsize=9,
                 ncol=4,
                 loc="upper left",
                 bbox_to_anchor=(0.0, -0.17),
@@ -195,7 +195,7 @@ class PipelinedCanvas:
         depth_ax.minorticks_off()
         depth_ax.set_xlabel("W (ballots in flight)")
         depth_ax.set_ylabel("kept versions per time unit")
-        depth_ax.legend(fontsize=7.5, loc="upper left")
+        depth_ax.legend(fontsize=9, loc="upper left")
         depth_ax.set_title("Throughput on a slow planner", fontsize=9.5)
         self.title = fig.suptitle(title, fontsize=10.5)
 

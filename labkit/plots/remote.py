@@ -135,7 +135,7 @@ def _head_marks(ax, view: LaneView, color: str, reader: pd.DataFrame | None) -> 
             textcoords="offset points",
             ha="left",
             va="top",
-            fontsize=6.5,
+            fontsize=9,
             color=FAULT_COLOR,
         )
 
@@ -172,10 +172,10 @@ def lanes_figure(
     color = COLORS.get(design, "#444444")
     fig = new_figure(width, height)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    fig.subplots_adjust(left=0.2, right=0.7, top=0.9, bottom=0.11, hspace=0.12)
+    fig.subplots_adjust(left=0.26, right=0.68, top=0.9, bottom=0.11, hspace=0.12)
     lanes = shown_lanes(view, max_lanes)
     _lane_marks(top, view, lanes, color)
-    top.set_yticks(range(len(lanes)), [_lane_label(lane) for lane in lanes], fontsize=7)
+    top.set_yticks(range(len(lanes)), [_lane_label(lane) for lane in lanes], fontsize=9)
     for tick, lane in zip(top.get_yticklabels(), lanes, strict=True):
         if lane.fault:
             tick.set_color(FAULT_COLOR)
@@ -190,7 +190,7 @@ def lanes_figure(
     hidden = len(view.lanes) - len(lanes)
     state = "finished" if view.done else "running"
     name = DESIGN_LABELS.get(design, design)
-    fig.suptitle(title or f"{design}: {name}, {state}", fontsize=10, x=0.2, ha="left")
+    fig.suptitle(title or f"{design}: {name}, {state}", fontsize=10, x=0.26, ha="left")
     top.set_title(
         f"{view.in_flight} in flight, {len(view.lanes)} sent"
         + (
@@ -198,7 +198,7 @@ def lanes_figure(
             if hidden
             else ""
         ),
-        fontsize=8,
+        fontsize=9,
         loc="left",
     )
     handles = [

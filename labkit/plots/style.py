@@ -154,9 +154,30 @@ def current_theme() -> Theme:
     return THEMES[_THEME.get()]
 
 
+# Fonts shipped in labkit/plots/fonts: "Workbook CJK" draws the CJK characters of shard names
+# that DejaVu Sans lacks, as a fallback after it (a subset of Noto Sans CJK SC, OFL.txt there).
+FONTS_DIR = Path(__file__).with_name("fonts")
+FONT_FAMILIES = ["DejaVu Sans", "Workbook CJK"]
+
+
+@functools.cache
+def register_fonts() -> None:
+    """Add the workbook's own fonts to matplotlib's font manager (once per process)."""
+    from matplotlib import font_manager
+
+    for path in sorted(FONTS_DIR.glob("*.otf")):
+        font_manager.fontManager.addfont(str(path))
+
+
+register_fonts()
+
+# The smallest text a figure may carry, in pixels at its own dpi: readable projected.
+MIN_TEXT_PX = 10.0
+
 RC: dict[RcKeyType, Any] = {
     "figure.dpi": 100,
     "savefig.dpi": 100,
+    "font.family": FONT_FAMILIES,
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.spines.top": False,
@@ -169,7 +190,7 @@ RC: dict[RcKeyType, Any] = {
 }
 
 # A legend just right of the axes, for figures that leave room there (subplots_adjust right).
-RIGHT_LEGEND: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}
+RIGHT_LEGEND: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 9}
 
 # Metadata that would otherwise embed dates or versions and break byte-stable rebuilds.
 _SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}

@@ -86,6 +86,11 @@ AheadStep = (
 )
 _BUTTON = widgets.Layout(width="auto", flex="0 0 auto")
 _WRAP = widgets.Layout(flex_flow="row wrap")
+VIEWS = ("lanes and heads", "verdict per design")  # the workbench's two views (a Tab)
+SHORTEST_TITLE = "Shortest arrival order that rewinds each design"
+# The five designs' table: the columns the notebook reads first, so none is scrolled out of view.
+FIRST_COLUMNS = ["design", "name", "rewinds", "overwrites", "commits", "accepted", "kept"]
+SKEW_READER = "lww"  # the one design that reads the hosts' clocks (its updated_at stamps)
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
 _REQUEST_BUTTON_PX = {"deliver": 160, "dup": 215, "stale": 140, "give_up": 185}
 # Why an answer that came in order was refused, by the loop's reason (each written once, with
@@ -110,7 +115,8 @@ class FiveDesignsApp(BatchedApp):
     app simulates and draws the seeds one step away (the next, then the one before), one
     design or one picture per turn of the event loop: `done_ahead` counts those steps,
     `frames_drawn_ahead` the frames drawn for a longer run, `pictures_used` the updates that
-    showed a picture drawn ahead.
+    showed a picture drawn ahead. The shortest rewinding orders sit in a closed Accordion
+    below the table, so controls, picture and table fit one 1280x800 screen.
     """
 
     def __init__(
@@ -134,7 +140,7 @@ class FiveDesignsApp(BatchedApp):
         self._memo: OrderedDict[tuple, SimulationRun] = OrderedDict()
         self._pictures: OrderedDict[tuple, Prepared] = OrderedDict()
         self._ahead = WorkAhead(self._step_ahead)
-        self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=4.6, live_titles=False)
+        self.canvas = FiveDesignsCanvas(self.designs, width=7.6, height=3.9, live_titles=False)
 
         self.design = classed(
             widgets.Dropdown(
@@ -146,7 +152,13 @@ class FiveDesignsApp(BatchedApp):
             "wb-design",
         )
         self.faults = classed(
-            widgets.Dropdown(options=[*FAULT_PRESETS, CUSTOM], value=preset, description="faults"),
+            widgets.Dropdown(
+                options=[*FAULT_PRESETS, CUSTOM],
+                value=preset,
+                description="faults",
+                style={"description_width": "44px"},
+                layout=widgets.Layout(width="230px"),
+            ),
             "wb-faults",
         )
         self.fault_boxes = {
@@ -155,7 +167,7 @@ class FiveDesignsApp(BatchedApp):
                     value=f in FAULT_PRESETS.get(preset, ()),
                     description=f.replace("_", " "),
                     indent=False,
-                    layout=widgets.Layout(width="150px"),
+                    layout=widgets.Layout(width="auto", flex="0 0 auto", margin="0 14px 0 0"),
                 ),
                 f"wb-fault-{f}",
             )
@@ -185,6 +197,7 @@ class FiveDesignsApp(BatchedApp):
             "wb-window",
         )
         self.why_duplicate = classed(widgets.HTML(), "wb-why-duplicate-rate")
+        self.why_skew = classed(widgets.HTML(), "wb-why-clock-skew")
         self.seed = seed_box(seed, "wb-seed")
         self.message = classed(
             widgets.HTML(layout=widgets.Layout(min_height="1.6em")), "wb-message"
@@ -192,13 +205,17 @@ class FiveDesignsApp(BatchedApp):
         self.out = classed(widgets.Output(), "wb-traces")
         self.metrics = classed(widgets.HTML(), "wb-metrics")
         self.counterexamples = classed(widgets.HTML(), "wb-counterexamples")
+        # closed until asked for: the controls, the picture and the table fit one screen
+        shortest = widgets.Accordion(children=[self.counterexamples], titles=(SHORTEST_TITLE,))
+        shortest.selected_index = None
 
         self.design.observe(self._changed, "value")
         self.faults.observe(self._preset_picked, "value")
         for box in self.fault_boxes.values():
             box.observe(self._box_ticked, "value")
-        for w in (self.latency, self.duplicate_rate, self.clock_skew, self.window, self.seed):
+        for w in (self.latency, self.duplicate_rate, self.window, self.seed):
             w.observe(self._changed, "value")
+        self.clock_skew.observe(self._skew_moved, "value")
 
         self.ui = widgets.VBox(
             [
@@ -207,14 +224,14 @@ class FiveDesignsApp(BatchedApp):
                 widgets.HBox(
                     [
                         widgets.VBox([self.latency, self.clock_skew, self.window]),
-                        widgets.VBox([self.duplicate_rate, self.why_duplicate]),
+                        widgets.VBox([self.duplicate_rate, self.why_duplicate, self.why_skew]),
                     ],
                     layout=_WRAP,
                 ),
                 self.message,
                 self.out,
                 self.metrics,
-                self.counterexamples,
+                shortest,
             ]
         )
         self.ui.add_class("wb-five-designs-app")
@@ -236,7 +253,17 @@ class FiveDesignsApp(BatchedApp):
                 widget.value = value
 
     def _show_live_controls(self) -> None:
-        """Grey out the duplicate rate unless the duplicate fault is ticked, saying why."""
+        """Grey out the duplicate rate unless the duplicate fault is ticked, and the clock skew
+        without last-write-wins, saying why; say what the clock skew moves."""
+        reads_clocks = SKEW_READER in self.designs
+        self.clock_skew.disabled = not reads_clocks
+        self.why_skew.value = (
+            "<i style='color:#666;font-size:12px'>clock skew moves only <b>lww</b>: it orders "
+            "answers by host clock</i>"
+            if reads_clocks
+            else "<i style='color:#666;font-size:12px'>disabled: only <b>lww</b> reads the "
+            "hosts' clocks, and it is not among these designs</i>"
+        )
         live = "duplicate" in self.selected_faults
         self.duplicate_rate.disabled = not live
         self.why_duplicate.value = (
@@ -247,6 +274,20 @@ class FiveDesignsApp(BatchedApp):
                 "with the <b>duplicate</b> fault ticked</i>"
             )
         )
+
+    def _skew_moved(self, change: Any) -> None:
+        """Redraw for the new clock skew; when no run changed, say so and why."""
+        if self._holding:
+            return
+        before = self.runs.get(SKEW_READER)
+        self.update()
+        after = self.runs.get(SKEW_READER)
+        if before is not None and after is not None and _same_run(before, after):
+            self.message.value = (
+                f"<i>No change: at clock skew {change['new']:g} (was {change['old']:g}) "
+                "last-write-wins keeps the same answers on these faults and this seed, and "
+                "no other design reads the clocks.</i>"
+            )
 
     def _preset_picked(self, change: Any) -> None:
         if self._holding:
@@ -336,6 +377,8 @@ class FiveDesignsApp(BatchedApp):
         )
         png_output(self.out, self.last_png)
         table = summary_table(self.summaries)
+        first = [c for c in FIRST_COLUMNS if c in table.columns]
+        table = table[first + [c for c in table.columns if c not in first]]
         caption = f"<b>{html.escape(label)}</b>, random seed {seed}: per-design counts"
         self.metrics.value = caption + html_table(table, self.design.value)
         self.timings.append(time.perf_counter() - start)
@@ -421,8 +464,7 @@ class FiveDesignsApp(BatchedApp):
             name = html.escape(DISPLAY_NAMES.get(design, design))
             items.append(f"<li><b>{design}</b> ({name}): {text}</li>")
         self.counterexamples.value = (
-            "<b>Shortest arrival order that rewinds each design</b> "
-            "(every order of 3 deliveries, each response up to twice, one give-up, window 2)"
+            "Every order of 3 deliveries, each response up to twice, one give-up, window 2:"
             f"<ul>{''.join(items)}</ul>"
         )
 
@@ -473,12 +515,14 @@ class InvertedArrivalStepper(SavesFigure):
         png_output(self.out, self.last_png)
         first = next(iter(self.results.values()))
         self.outcomes = {d: r.outcomes[k - 1] for d, r in self.results.items()}
-        lines = "".join(
-            f"<li><b>{d}</b>: {html.escape(o.label)} (head v{o.head})</li>"
+        lines = " &middot; ".join(
+            f"<span style='white-space:nowrap'><b>{d}</b>: {html.escape(o.label)} "
+            f"(head v{o.head})</span>"
             for d, o in self.outcomes.items()
         )
         shown = html.escape(str(first.steps[k - 1]))
-        self.caption.value = f"step {k}: <code>{shown}</code><ul>{lines}</ul>"
+        # one or two lines above the picture, not a list: the app fits one screen
+        self.caption.value = f"step {k}: <code>{shown}</code>: {lines}"
         self.timings.append(time.perf_counter() - start)
 
 
@@ -491,6 +535,9 @@ class ArrivalWorkbench(BatchedApp):
     frame drawn: `WorkbenchCanvas.draw_ahead`). Every
     design in `labkit.designs.registry.DESIGNS` (read when the app is built), or in `designs`,
     runs the same schedule; with `pipelined` among them a W picker sets its depth (`depth`).
+    So that the app fits one 1280x800 screen, `view` (a Tab) shows the lanes or the verdict
+    table in one place, and `hints` holds the error, the message and the greyed-out reasons
+    in one box of fixed height.
     """
 
     # the per-request buttons and the kind of step each adds for the request picked
@@ -525,7 +572,7 @@ class ArrivalWorkbench(BatchedApp):
                 description="schedule",
                 continuous_update=False,
                 placeholder="e.g. timeout 1; deliver 2; deliver 3; deliver 1  (then press Enter)",
-                layout=widgets.Layout(width="560px"),
+                layout=widgets.Layout(width="390px"),
             ),
             "wb-schedule",
         )
@@ -537,7 +584,8 @@ class ArrivalWorkbench(BatchedApp):
                 options=[("pick a preset...", "")] + [(p.label, p.name) for p in PRESETS.values()],
                 value="",
                 description="preset",
-                layout=widgets.Layout(width="420px"),
+                style={"description_width": "48px"},
+                layout=widgets.Layout(width="330px"),
             ),
             "wb-preset",
         )
@@ -560,7 +608,7 @@ class ArrivalWorkbench(BatchedApp):
             "crash": widgets.Button(
                 description="crash and restart the loop", layout=_BUTTON, button_style="warning"
             ),
-            "undo": widgets.Button(description="undo last step", icon="undo", layout=_BUTTON),
+            "undo": widgets.Button(description="undo", icon="undo", layout=_BUTTON),
             "reset": widgets.Button(description="reset", layout=_BUTTON),
         }
         for name, button in self.buttons.items():
@@ -570,7 +618,8 @@ class ArrivalWorkbench(BatchedApp):
                 options=[(f"{d}: {DESIGN_LABELS.get(d, d)}", d) for d in self.designs],
                 value=focus or self.designs[0],
                 description="lanes of",
-                layout=widgets.Layout(width="360px"),
+                style={"description_width": "56px"},
+                layout=widgets.Layout(width="330px"),
             ),
             "wb-focus",
         )
@@ -586,13 +635,18 @@ class ArrivalWorkbench(BatchedApp):
             ),
             "wb-depth",
         )
-        self.depth_note = classed(widgets.HTML(layout=_fixed_height("2.2em")), "wb-depth-note")
-        # Fixed heights: the picture below must not jump as these texts come and go.
-        self.why = classed(widgets.HTML(layout=_fixed_height("7.5em")), "wb-why")
-        self.error = classed(widgets.HTML(layout=_fixed_height("2.6em")), "wb-error")
-        self.message = classed(widgets.HTML(layout=_fixed_height("3.4em")), "wb-message")
+        self.depth_note = classed(widgets.HTML(), "wb-depth-note")
+        # One box of fixed height for the error, the message and the reasons buttons are
+        # greyed out: the picture below must not jump as these texts come and go.
+        self.why = classed(widgets.HTML(), "wb-why")
+        self.error = classed(widgets.HTML(), "wb-error")
+        self.message = classed(widgets.HTML(), "wb-message")
         self.out = classed(widgets.Output(), "wb-lanes")
         self.verdicts = classed(widgets.HTML(), "wb-verdicts")
+        # The lanes or the verdict table, in the same place: the app fits one screen.
+        self.view = classed(
+            widgets.Tab(children=[self.out, self.verdicts], titles=VIEWS), "wb-view"
+        )
 
         self.schedule.observe(lambda _c: self._typed(), "value")
         self.play.on_click(lambda _b: self._typed(force=True))
@@ -609,31 +663,30 @@ class ArrivalWorkbench(BatchedApp):
         self.shortest.on_click(lambda _b: self.fill_shortest())
 
         b = self.buttons
-        help_text = widgets.HTML(
-            "<span style='font-size:12px;color:#444'>The loop sends requests by itself (at "
-            "the start, after a commit, after giving up). You decide when each response "
-            "arrives, whether it arrives again, or whether the loop stops waiting.</span>"
+        # Every control stays in view, so the lanes a click changes are on the same screen.
+        # With pipelined, its W picker ends the step buttons' rows and its note joins the
+        # others above the picture.
+        pipelined = [self.depth] if "pipelined" in self.designs else []
+        notes = [self.depth_note] if pipelined else []
+        self.hints = widgets.VBox(
+            [self.error, self.message, *notes, self.why], layout=_fixed_height("4.4em")
         )
         self.ui = widgets.VBox(
             [
-                help_text,
-                widgets.HBox([self.preset, b["undo"], b["reset"]], layout=_WRAP),
+                widgets.HBox([self.preset, b["undo"], b["reset"], self.focus], layout=_WRAP),
                 widgets.HBox(
-                    [self.request, b["deliver"], b["dup"], b["stale"], b["give_up"]], layout=_WRAP
+                    [
+                        self.request,
+                        *(b[name] for name in ("deliver", "dup", "stale", "give_up")),
+                        b["oldest"],
+                        b["crash"],
+                        *pipelined,
+                    ],
+                    layout=_WRAP,
                 ),
-                widgets.HBox([b["oldest"], b["crash"]], layout=_WRAP),
-                self.why,
-                widgets.HBox([self.schedule, self.play], layout=_WRAP),
-                self.error,
-                widgets.HBox([self.focus, self.shortest], layout=_WRAP),
-                *(
-                    [widgets.HBox([self.depth, self.depth_note], layout=_WRAP)]
-                    if "pipelined" in self.designs
-                    else []
-                ),
-                self.message,
-                self.out,
-                self.verdicts,
+                widgets.HBox([self.schedule, self.play, self.shortest], layout=_WRAP),
+                self.hints,
+                self.view,
             ]
         )
         self.ui.add_class("wb-workbench")
@@ -777,13 +830,12 @@ class ArrivalWorkbench(BatchedApp):
                 button.disabled = not ok.ok
                 button.tooltip = ok.why or f"add the step '{step}'"
             if not ok.ok:
-                reasons.append(
-                    f"<li><i>{html.escape(button.description)}</i>: {html.escape(ok.why)}</li>"
-                )
+                reasons.append(f"<i>{html.escape(button.description)}</i>: {html.escape(ok.why)}")
         self.buttons["undo"].disabled = not builder.steps
         self.why.value = (
-            "<div style='font-size:12px;color:#555;line-height:1.25'>Greyed out "
-            "now:<ul style='margin:0'>" + "".join(reasons) + "</ul></div>"
+            "<div style='font-size:12px;color:#555;line-height:1.3'>Greyed out now: "
+            + "; ".join(reasons)
+            + ".</div>"
             if reasons
             else ""
         )
@@ -822,6 +874,11 @@ class ArrivalWorkbench(BatchedApp):
     def done_ahead(self) -> int:
         """Steps done while the kernel was idle (tick marks made, a taller frame drawn)."""
         return self._ahead.done
+
+
+def _same_run(a: SimulationRun, b: SimulationRun) -> bool:
+    """True if two runs show the same: equal counts and the same head at every event."""
+    return a.summary == b.summary and a.trace["head_version"].equals(b.trace["head_version"])
 
 
 def _depth_note(focus: str, builder: ScheduleBuilder) -> str:

@@ -61,7 +61,8 @@ def scrolling(table_html: str) -> str:
 def html_table(table: pd.DataFrame, highlight: str | None) -> str:
     """`table` as a scrolling HTML table; the row whose first cell is `highlight` in bold, a
     nonzero `rewinds` cell in red."""
-    head = "".join(f"<th style='padding:0 6px'>{html.escape(str(c))}</th>" for c in table.columns)
+    # one line a header: the table scrolls sideways on its own rather than grow tall
+    head = "".join(f"<th style='{_CELL}'>{html.escape(str(c))}</th>" for c in table.columns)
     body = []
     for row in table.itertuples(index=False):
         style = " style='font-weight:bold;background:#eef3fb'" if row[0] == highlight else ""

@@ -29,6 +29,7 @@ from labkit.widgets.common import (
     BatchedApp,
     SavesFigure,
     classed,
+    html_table,
     png_output,
     seed_box,
 )
@@ -616,7 +617,10 @@ class EdgeCaseApp(BatchedApp):
         self.description.value = (
             f"<b>{html.escape(scenario.title)}</b>: {html.escape(scenario.description)}"
         )
-        self.table_html.value = self.table.to_html(index=False, escape=True)
+        # the orphans first: the columns the notebook's prose reads; the rest scroll sideways
+        first = ["shard", "orphan_ids_frontier", "orphan_ids_max"]
+        shown = self.table[first + [c for c in self.table.columns if c not in first]]
+        self.table_html.value = html_table(shown, None)
         shards = list(scenario.tracked_shards)
         if list(self.shard.options) != shards:
             with self.hold():

@@ -94,7 +94,7 @@ class CommitOrderApp(SavesFigure):
     def why_not(self, actor: str, action: str) -> str:
         """Why a step cannot be taken now, in words ("" when it can)."""
         if self.lab is None:
-            return "the server is gone: run the notebook's first code cell, then this one"
+            return "the server is gone: click 'start over' or re-run the cell that made this widget"
         if action == "commit" and actor in WRITERS and not self.lab.open[actor]:
             return f"{actor} holds no uncommitted row: '{actor} inserts' first"
         return ""
@@ -168,8 +168,8 @@ class CommitOrderApp(SavesFigure):
         self._refresh_buttons()
         self.message.value = _problem(
             f"The PostgreSQL server at {mask_dsn(self.dsn)} no longer answers (a kernel restart "
-            "or pg.stop_shared_server() stops it): run the notebook's first code cell, then "
-            "this one, or click 'start over' once it is back."
+            "or pg.stop_shared_server() stops it): click 'start over' (the notebook's own "
+            "server starts again) or re-run the cell that made this widget."
         )
 
     # --- drawing -----------------------------------------------------------------------------

@@ -1,29 +1,56 @@
-"""Every widget fits a 1280x800 window with JupyterLab's file browser open (issue 19).
+"""Every widget fits a 1280x800 window with JupyterLab's file browser open (issues 19, 34).
+
+No app is taller than `APP_MAX_PX`, so the change a click makes is on the same screen.
 
 Each notebook with widgets runs all; then every control label, button, HTML block and table
 inside a widget must show all of its text: its scroll width is at most its client width, or
 it scrolls on its own (overflow auto, and short enough that its scrollbar is in view), never
 through the whole widget's scrollbar far below. Notebook 07's step-it-yourself widget must
 still work after Run All, whose last cell used to close its connection; the workbench's
-picture must not move as the hints above it change. Notebook 05's depth slider must redraw
+picture must not move as the hints above it change. Notebook 05b's depth slider must redraw
 and, at W = 1, say what it leaves unchanged, still fitting. Notebook 09's widget must start a
 run of its own after Run All, switch a fault while that run goes, and stop it.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .jlab import WAIT_MS, screenshot, slider_handle, slider_readout, wait_image, widget_text
 
 VIEWPORT = {"width": 1280, "height": 800}
+# An app's whole height, so that a click's effect shows without scrolling: 800 px less
+# JupyterLab's menu, tab bar and toolbar (about 40 px).
+APP_MAX_PX = 760
 NOTEBOOKS = (
     "notebooks/01_max_is_not_a_watermark.ipynb",
+    "notebooks/02_gap_free_frontier.ipynb",
     "notebooks/04_late_tick_rewinds.ipynb",
     "notebooks/05_five_designs.ipynb",
+    *(
+        ["notebooks/05b_pipelined_ballots.ipynb"]
+        if (Path(__file__).parents[2] / "notebooks/05b_pipelined_ballots.ipynb").exists()
+        else []
+    ),
     "notebooks/07_postgres_commit_order.ipynb",
     "notebooks/09_a_real_planner.ipynb",
 )
+
+
+def _named(prefix: str) -> str:
+    """The notebook of NOTEBOOKS whose name starts with `prefix` ("07_")."""
+    return next(p for p in NOTEBOOKS if p.split("/")[-1].startswith(prefix))
+
+
+def _short(path: str) -> str:
+    """A notebook's test id: its number ("05", "05b")."""
+    return path.split("/")[-1].split("_")[0]
+
+
+# The notebooks the first test checks alone (07 and 09 have tests of their own).
+PLAIN = tuple(p for p in NOTEBOOKS if _short(p) not in ("07", "09"))
 # A box that scrolls on its own must be short enough to show its own scrollbar in the window.
 OWN_SCROLL_MAX_PX = VIEWPORT["height"] // 2
 
@@ -70,6 +97,36 @@ _CUT = """([cell, ownScrollMax]) => {
 }"""
 
 
+# The height of the tallest widget in the cell's output (the app's outer box), and the heights
+# of its parts (its children, for the failure message).
+_APP_HEIGHT = """cell => {
+  let app = null, height = 0;
+  for (const el of cell.querySelectorAll('.jp-Cell-outputArea .jupyter-widgets')) {
+    const h = el.getBoundingClientRect().height;
+    if (h > height) { app = el; height = h; }
+  }
+  const parts = app === null ? [] : Array.from(app.children, el =>
+    `${String(el.className).split(' ').filter(c => c.startsWith('wb-')
+      || c.startsWith('widget-')).slice(0, 2).join('.')}: ${Math.round(
+      el.getBoundingClientRect().height)}`);
+  return [height, parts];
+}"""
+
+
+def _too_tall_in(nb) -> dict[int, str]:
+    """Per code cell with widgets whose app is over `APP_MAX_PX`: its height and its parts'."""
+    tall: dict[int, str] = {}
+    for i in range(nb.cells.count()):
+        cell = nb.cell(i)
+        if cell.locator(".jp-Cell-outputArea .jupyter-widgets").count() == 0:
+            continue
+        cell.scroll_into_view_if_needed()
+        height, parts = cell.page.evaluate(_APP_HEIGHT, cell.element_handle(timeout=WAIT_MS))
+        if height > APP_MAX_PX:
+            tall[i] = f"{round(height)} px ({', '.join(parts)})"
+    return tall
+
+
 def _cut_in(nb) -> dict[int, list[str]]:
     """Per code cell with widgets, the elements whose content is cut (scrolled into view first:
     JupyterLab does not lay out cells out of view)."""
@@ -90,7 +147,7 @@ def _cut_in(nb) -> dict[int, list[str]]:
 # The app each check below changes (`Lab.notebook`'s `fresh`).
 CHANGED = {
     "04": "ArrivalWorkbench(preset=",
-    "05": "PipelineDepthApp(",
+    "05b": "PipelineDepthApp(",
     "07": "CommitOrderApp(",
     "09": "RealPlannerApp(design=",
 }
@@ -100,7 +157,7 @@ def _open_at_1280(lab, path: str):
     """The notebook as Run All left it (these checks come first in the tests' order, see
     conftest.ORDER), at 1280x800 with the file browser open."""
     lab.page.set_viewport_size(VIEWPORT)
-    nb = lab.notebook(path, fresh=CHANGED.get(path.split("/")[-1][:2]))
+    nb = lab.notebook(path, fresh=CHANGED.get(_short(path)))
     assert lab.page.evaluate(_OPEN_FILE_BROWSER), "the file browser did not open"
     return nb
 
@@ -137,7 +194,7 @@ def _workbench_holds_still(nb) -> None:
 
 
 def _depth_slider_redraws_and_says_what_is_idle(nb) -> None:
-    """Notebook 05's pipelined widget: three presses take W from 4 to 1; each redraws the
+    """Notebook 05b's pipelined widget: three presses take W from 4 to 1; each redraws the
     lanes, and at W = 1 the line under the controls says the hedge has no row; still no cut."""
     from playwright.sync_api import expect
 
@@ -156,14 +213,64 @@ def _depth_slider_redraws_and_says_what_is_idle(nb) -> None:
     screenshot(cell, "05-pipelined-w1")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS[:3], ids=lambda p: p.split("/")[-1][:2])
+# The table columns each notebook's prose tells the reader to look at: in view in every output
+# table (pandas or a widget's) that has them, not scrolled out past its right edge.
+NAMED_COLUMNS = {
+    "02": ("orphan_ids_frontier", "orphan_ids_max"),
+    "05": ("rewinds",),
+}
+
+# Headers of the cell's output tables named in `names` whose box is not wholly inside the
+# output area (cut by a scrolling box), each with how far it sticks out.
+_COLUMNS_OUT = """([cell, names]) => {
+  const area = cell.querySelector('.jp-Cell-outputArea');
+  if (area === null) return [];
+  const room = area.getBoundingClientRect();
+  const out = [];
+  for (const th of area.querySelectorAll('table th')) {
+    const name = th.innerText.trim();
+    if (!names.includes(name) || th.offsetParent === null) continue;
+    const box = th.getBoundingClientRect();
+    if (box.right > room.right + 1 || box.left < room.left - 1) {
+      out.push(`${name} ${Math.round(box.right - room.right)}px past the edge`);
+    }
+  }
+  return out;
+}"""
+
+
+def _named_columns_cut(nb, names: tuple[str, ...]) -> dict[int, list[str]]:
+    """Per code cell, the headers in `names` its output tables show cut."""
+    found: dict[int, list[str]] = {}
+    for i in range(nb.cells.count()):
+        cell = nb.cell(i)
+        if cell.locator(".jp-Cell-outputArea table th").count() == 0:
+            continue
+        cell.scroll_into_view_if_needed()
+        out = cell.page.evaluate(_COLUMNS_OUT, [cell.element_handle(timeout=WAIT_MS), names])
+        if out:
+            found[i] = out
+    return found
+
+
+def _fits(nb, path: str) -> None:
+    """No app taller than `APP_MAX_PX`, no text cut, no column the prose names out of view, as
+    Run All left the notebook."""
+    tall, cut = _too_tall_in(nb), _cut_in(nb)
+    named = _named_columns_cut(nb, NAMED_COLUMNS.get(_short(path), ()))
+    assert not tall and not cut and not named, (
+        f"{path} at 1280x800 with the file browser open: apps taller than {APP_MAX_PX} px "
+        f"(cell: px) {tall}; cut {cut}; columns the prose names, out of view {named}"
+    )
+
+
+@pytest.mark.parametrize("path", PLAIN, ids=_short)
 def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
     nb = _open_at_1280(lab, path)
-    cut = _cut_in(nb)
-    assert not cut, f"{path}: cut at 1280x800 with the file browser open: {cut}"
+    _fits(nb, path)
     if path.startswith("notebooks/04_"):
         _workbench_holds_still(nb)
-    if path.startswith("notebooks/05_"):
+    if _short(path) == "05b":
         _depth_slider_redraws_and_says_what_is_idle(nb)
 
 
@@ -172,9 +279,8 @@ def test_no_widget_text_is_cut_at_1280(lab, path: str) -> None:
 def test_notebook_07_widget_fits_and_works_after_run_all(lab) -> None:
     from playwright.sync_api import expect
 
-    nb = _open_at_1280(lab, NOTEBOOKS[3])
-    cut = _cut_in(nb)
-    assert not cut, f"07: cut at 1280x800 with the file browser open: {cut}"
+    nb = _open_at_1280(lab, _named("07_"))
+    _fits(nb, "07")
 
     cell = nb.cell_with("CommitOrderApp(")
     cell.scroll_into_view_if_needed()
@@ -197,9 +303,8 @@ def test_notebook_07_widget_fits_and_works_after_run_all(lab) -> None:
 def test_notebook_09_widget_fits_and_switches_a_fault_mid_run_after_run_all(lab) -> None:
     from playwright.sync_api import expect
 
-    nb = _open_at_1280(lab, NOTEBOOKS[4])
-    cut = _cut_in(nb)
-    assert not cut, f"09: cut at 1280x800 with the file browser open: {cut}"
+    nb = _open_at_1280(lab, _named("09_"))
+    _fits(nb, "09")
 
     cell = nb.cell_with("RealPlannerApp(design=")
     cell.scroll_into_view_if_needed()
