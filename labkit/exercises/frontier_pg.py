@@ -2,7 +2,9 @@
 written interleavings which rows Article 1's rule orphans, and write the condition under which
 a frontier may pass an id.
 
-The interleavings run in a real `CommitOrderLab`; the condition is judged against the statement
+The interleavings run in a real `CommitOrderLab`; a wrong streak draws two new ones (picked
+with `step_model`, Article 1's rule stepped in Python, which every check holds against the
+run); the condition is judged against the statement
 `delivered_frontier` runs, both in one exported snapshot taken while no transaction outside the
 check runs (else `ServerBusy`: on a shared server the check waits, then says it could not
 judge). The learner's SQL runs in the PostgreSQL sandbox (`sandboxes.pg`).
@@ -14,23 +16,36 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import labkit.exercises.sandboxes.pg as box
 import labkit.exercises.sandboxes.pg_walls as pw
 import labkit.frontier.log as fr
 import labkit.frontier.log_pg as fpg
+import labkit.frontier.rule as rule
 import labkit.pg.commit_order as co
 import labkit.pg.instance as pg
 from labkit.backend import POSTGRES
-from labkit.exercises.kit import Exercise, Wrong, by_label, learner_items, listing, shown, whole
+from labkit.exercises.kit import (
+    Exercise,
+    Variant,
+    Wrong,
+    by_label,
+    learner_items,
+    listing,
+    shown,
+    whole,
+)
 
 # --- lesson 07: predict from a written interleaving which rows Article 1's rule orphans -----
 
+Step = tuple[str, str]
+Script = tuple[Step, ...]
+
 # Two interleavings other than notebook 07's: in P a writer holds two ids and a third one is
 # taken after the other writer's commit; in Q the late commit lands before the first summary.
-SCRIPTS: dict[str, tuple[tuple[str, str], ...]] = {
+SCRIPTS: dict[str, Script] = {
     "P": (
         ("A", "insert"),
         ("B", "insert"),
@@ -61,13 +76,79 @@ def script_text(script: Iterable[tuple[str, str]]) -> str:
     return ", ".join(f"{k}. {actor} {action}" for k, (actor, action) in enumerate(script, 1))
 
 
-def run_script(label: str, dsn: str | None = None) -> co.LabState:
-    """Run interleaving `label` ("P" or "Q") in a real `CommitOrderLab`: the "then run it"."""
+def _run(script: Script, dsn: str | None = None) -> co.LabState:
     with co.CommitOrderLab(dsn or box.server_dsn()) as lab:
-        return lab.run(SCRIPTS[label])
+        return lab.run(script)
 
 
-def _id_set(value: Any, label: str) -> set[int]:
+def current_scripts() -> dict[str, Script]:
+    """The two interleavings the prediction asks about now (its current variant)."""
+    drawn = interleaving_ex.current()
+    return dict(drawn.scripts) if isinstance(drawn, _Drawn) else dict(SCRIPTS)
+
+
+def run_script(label: str, dsn: str | None = None) -> co.LabState:
+    """Run interleaving `label` ("P" or "Q") of the variant asked now in a real
+    `CommitOrderLab`: the "then run it"."""
+    return _run(current_scripts()[label], dsn)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """A summarize step (1-based) that moved Article 1's checkpoint, and the ids it passed
+    while they were hidden in an open transaction."""
+
+    step: int
+    checkpoint: int
+    hidden: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Article 1's rule stepped in Python over a script: the checkpoint after every step, the
+    moves it made and the orphans. It picks variants; each check holds it against the server."""
+
+    checkpoints: tuple[int, ...]
+    passes: tuple[_Pass, ...]
+    orphans: tuple[int, ...]
+    ids: int
+
+
+def step_model(script: Script) -> StepModel:
+    """What a `CommitOrderLab` run of `script` gives under Article 1's rule, without a server:
+    a summarize moves the checkpoint to the rule's frontier over the committed rows when a
+    delivered row lies on the way."""
+    committed: set[int] = set()
+    delivered: set[int] = set()
+    summarized: set[int] = set()
+    holding: dict[str, list[int]] = {w: [] for w in co.WRITERS}
+    taken, checkpoint = 0, 0
+    checkpoints: list[int] = []
+    passes: list[_Pass] = []
+    for k, (actor, action) in enumerate(script, 1):
+        if action == "insert":
+            taken += 1
+            holding[actor].append(taken)
+        elif action == "commit":
+            committed.update(holding[actor])
+            holding[actor] = []
+        elif action == "deliver":
+            delivered |= committed
+        else:
+            seen = [(i, i not in delivered) for i in sorted(committed) if i > checkpoint]
+            end = rule.frontier(checkpoint, seen)
+            items = [i for i in range(checkpoint + 1, end + 1) if i in delivered]
+            if items:  # summarize_range writes nothing, and moves nothing, without a row
+                hidden = tuple(i for i in range(checkpoint + 1, end + 1) if i not in committed)
+                summarized.update(items)
+                passes.append(_Pass(k, end, hidden))
+                checkpoint = end
+        checkpoints.append(checkpoint)
+    lost = tuple(i for i in sorted(delivered) if i <= checkpoint and i not in summarized)
+    return StepModel(tuple(checkpoints), tuple(passes), lost, taken)
+
+
+def _labelled_ids(value: Any, label: str) -> set[int]:
     if isinstance(value, dict) and not value:
         raise Wrong(f"{label}: {{}} is an empty dict in Python, not a set; write set() for none")
     if (
@@ -96,56 +177,92 @@ def _orphan_parts(answer: Any) -> dict[str, set[int]]:
     extra = [k for k in keyed if k not in SCRIPTS]
     if extra:
         raise Wrong(f"there are interleavings {listing(SCRIPTS)} only, not {listing(extra)}")
-    return {k: _id_set(keyed[k], k) for k in SCRIPTS}
+    return {k: _labelled_ids(keyed[k], k) for k in SCRIPTS}
 
 
-def _not_orphaned_because(row: co.Row) -> str:
-    """Why a row the learner named is not an orphan under Article 1's rule."""
-    step = row.summarized.get("id_order")
-    if step is not None:
-        return (
-            f"row {row.row_id} is in a summary: the summarize at step {step + 1} covered it, "
-            "and it was committed and delivered by then. A row is orphaned only if the "
-            "checkpoint passed it while its writer had not committed"
+# What a wrong prediction is told: the idea to re-check, never an id nor which interleaving.
+_PASSED_LATER = (
+    "one of the ids you named was still hidden in an open transaction at a summarize, but "
+    "that summarize's checkpoint stopped below it, and its writer committed before a later "
+    "summarize reached it, so a summary holds it. Re-check where each summarize moves the "
+    "checkpoint: one less than the smallest visible id not yet delivered, else the largest "
+    "visible id; only hidden ids below that point are passed"
+)
+_NEVER_HIDDEN = (
+    "one of the ids you named was committed, so visible, at every summarize after it was "
+    "taken. A summarize that can see a row either stops short of it (it is not delivered yet) "
+    "or summarizes it; it never orphans it. A late commit orphans a row only when a summarize "
+    "runs while the row is still hidden and moves the checkpoint past it"
+)
+_LEFT_OUT = (
+    "at least one orphan is missing{named}. At each summarize, list the ids still hidden in "
+    "an open transaction and see where the checkpoint goes: a hidden id below it is passed, "
+    "and when its writer commits it is never summarized"
+)
+
+
+def _hidden_at_a_summarize(row: co.Row, state: co.LabState) -> bool:
+    """Whether a summarize ran after `row` was taken and before its writer committed."""
+    return any(
+        e.action == "summarize"
+        and row.inserted < e.step
+        and (row.committed is None or e.step < row.committed)
+        for e in state.events
+    )
+
+
+def _mistake(said: Mapping[str, set[int]], states: Mapping[str, co.LabState]) -> str | None:
+    """The idea behind the first wrong id (named ids first, then the ones left out)."""
+    for label, state in states.items():
+        rows = {r.row_id: r for r in state.rows}
+        for row_id in sorted(said[label] - set(state.orphans["id_order"])):
+            hidden = _hidden_at_a_summarize(rows[row_id], state)
+            return _PASSED_LATER if hidden else _NEVER_HIDDEN
+    if any(set(state.orphans["id_order"]) - said[k] for k, state in states.items()):
+        named = any(said.values())
+        return _LEFT_OUT.format(named=" (every id you named is one)" if named else "")
+    return None
+
+
+def _agree(label: str, script: Script, state: co.LabState) -> None:
+    """The step model (which picked the variant and wrote its solution) must match the run."""
+    model = step_model(script)
+    ran = tuple(e.coverage["id_order"] for e in state.events)
+    if (
+        model.checkpoints != ran
+        or model.orphans != tuple(state.orphans["id_order"])
+        or [r.row_id for r in state.rows] != list(range(1, model.ids + 1))
+    ):
+        raise RuntimeError(
+            f"interleaving {label}: the step model and the server disagree "
+            f"({model} vs checkpoints {ran}, orphans {state.orphans['id_order']})"
         )
-    return f"row {row.row_id} ends in no summary, but the checkpoint never passed it"
 
 
-def _check_orphans(answer: Any) -> str:
+def _check_orphans(answer: Any, scripts: Mapping[str, Script] = SCRIPTS) -> str:
     said = _orphan_parts(answer)
-    dsn = box.server_dsn()
-    notes: list[str] = []
-    waits: list[str] = []
-    for label in SCRIPTS:
-        state = run_script(label, dsn)
-        real = set(state.orphans["id_order"])
-        ids = {r.row_id: r for r in state.rows}
-        unknown = sorted(said[label] - set(ids))
+    for label, script in scripts.items():
+        taken = sum(action == "insert" for _, action in script)
+        unknown = sorted(i for i in said[label] if not 1 <= i <= taken)
         if unknown:
             raise Wrong(
-                f"{label}: interleaving {label} only takes ids {min(ids)} to {max(ids)} "
+                f"{label}: interleaving {label} only takes ids 1 to {taken} "
                 f"(one per insert, counting from 1); {listing(unknown)} never exists"
             )
-        extra = sorted(said[label] - real)
-        if len(extra) == 1 and said[label] == real | set(extra):  # the sole error: name it
-            raise Wrong(f"{label}: {_not_orphaned_because(ids[extra[0]])}.")
-        if extra:
-            raise Wrong(
-                f"{label}: some of your ids are not orphans: each either ends in a summary "
-                "(committed and delivered before the summarize that passed it) or was never "
-                "passed by the checkpoint. For each id, find the summarize that first moved "
-                "the checkpoint past it and ask whether its writer had committed by then"
-            )
-        if said[label] != real:
-            raise Wrong(
-                f"{label}: your answer misses at least one orphaned id. Find each summarize "
-                "step and ask which ids were taken but not yet committed then, yet lie below "
-                "the largest id the worker could see"
-            )
-        notes.append(f"{label} orphans {listing(sorted(real)) if real else 'nothing'}")
-        held = sorted(state.orphans["horizon"])
-        if held:
-            waits.append(f"id {listing(held)} in {label}")
+    dsn = box.server_dsn()
+    states = {label: _run(script, dsn) for label, script in scripts.items()}
+    for label, state in states.items():
+        _agree(label, scripts[label], state)
+    mistake = _mistake(said, states)
+    if mistake is not None:
+        raise Wrong(mistake + ".")
+    found = {label: state.orphans["id_order"] for label, state in states.items()}
+    notes = [f"{k} orphans {listing(ids) if ids else 'nothing'}" for k, ids in found.items()]
+    waits = [
+        f"id {listing(s.orphans['horizon'])} in {k}"
+        for k, s in states.items()
+        if s.orphans["horizon"]
+    ]
     lost = " and ".join(waits) if waits else "no row in either"
     return (
         "both match a real run on PostgreSQL (" + "; ".join(notes) + "). In the same runs the "
@@ -153,19 +270,124 @@ def _check_orphans(answer: Any) -> str:
     )
 
 
-interleaving_ex = Exercise(
-    name="Predict the orphans",
-    question=(
+def _orphans_question(scripts: Mapping[str, Script]) -> str:
+    shown_scripts = " ".join(
+        f"Interleaving {label}: {script_text(script)}." for label, script in scripts.items()
+    )
+    return (
         "Two writer connections A and B and one worker share a fresh log in a CommitOrderLab "
         "(each insert takes the next id, counting from 1; a writer's rows become visible when it "
         "commits; 'deliver' delivers every pending row the worker can see; 'summarize' moves "
         "Article 1's checkpoint to id_order_frontier and summarizes up to it). "
-        f"Interleaving P: {script_text(SCRIPTS['P'])}. "
-        f"Interleaving Q: {script_text(SCRIPTS['Q'])}. "
+        f"{shown_scripts} "
         "Which ids does Article 1's rule orphan (delivered, under its checkpoint, in no summary) "
         "in each? Answer a dict of two sets of whole numbers, shaped like "
         "{'P': {6, 9}, 'Q': {7}} (other ids; set() for none)."
-    ),
+    )
+
+
+# Variants: each interleaving is drawn from CANDIDATES random scripts, grouped by the orphans
+# the step model gives; a group is picked evenly (none with NONE_SHARE), so no answer is common.
+CANDIDATES = 300
+NONE_SHARE = 1 / 6
+MOST_IDS = 6
+MOST_ORPHANS = 3
+
+
+@dataclass(frozen=True)
+class _Drawn(Variant):
+    """A variant of the prediction with its interleavings, which the "then run it" plays."""
+
+    scripts: Mapping[str, Script] = field(default_factory=dict)
+
+
+def _random_script(rng: random.Random) -> Script:
+    """Writers A and B take 3 to MOST_IDS ids in one or two transactions each, interleaved at
+    random with a few deliveries and summaries; a deliver and a summarize end it."""
+    total = rng.randint(3, MOST_IDS)
+    first = rng.randint(1, total - 1)
+    streams: list[list[Step]] = []
+    for writer, count in zip(co.WRITERS, (first, total - first), strict=True):
+        sizes = [count]
+        if count >= 2 and rng.random() < 0.5:
+            cut = rng.randint(1, count - 1)
+            sizes = [cut, count - cut]
+        streams.append([s for n in sizes for s in [(writer, "insert")] * n + [(writer, "commit")]])
+    worker: list[Step] = []
+    for _ in range(rng.randint(1, 3)):
+        if rng.random() < 0.6:
+            worker += [("worker", "deliver"), ("worker", "summarize")]
+        else:
+            worker.append(("worker", rng.choice(("deliver", "summarize"))))
+    if ("worker", "summarize") not in worker:
+        worker.append(("worker", "summarize"))
+    streams.append(worker)
+    script: list[Step] = []
+    while any(streams):  # each order of the three streams equally likely
+        k = rng.choices(range(len(streams)), weights=[len(s) for s in streams])[0]
+        script.append(streams[k].pop(0))
+    return (*script, ("worker", "deliver"), ("worker", "summarize"))
+
+
+def _pick_script(rng: random.Random, avoid: Iterable[Script]) -> Script:
+    """One interleaving for a variant: its orphans are none (NONE_SHARE of the time) or one to
+    MOST_ORPHANS ids, each set found among the candidates about as likely as any other."""
+    want_none = rng.random() < NONE_SHARE
+    avoid = set(avoid)
+    by_orphans: dict[tuple[int, ...], list[Script]] = {}
+    for _ in range(CANDIDATES):
+        script = _random_script(rng)
+        if script not in avoid:
+            by_orphans.setdefault(step_model(script).orphans, []).append(script)
+    sets = sorted(s for s in by_orphans if 0 < len(s) <= MOST_ORPHANS)
+    pick = () if (want_none and () in by_orphans) or not sets else rng.choice(sets)
+    return rng.choice(by_orphans[pick])
+
+
+def _explain(label: str, model: StepModel) -> str:
+    """The worked answer for one interleaving, from the step model's moves."""
+    moves = [p for p in model.passes if p.hidden]
+    if not moves:
+        return (
+            f"{label}: no summarize moves the checkpoint past an id that is still hidden, so "
+            "nothing is orphaned"
+        )
+    said = [
+        f"the summarize at step {p.step} moves the checkpoint to {p.checkpoint} while "
+        f"{'id' if len(p.hidden) == 1 else 'ids'} {listing(p.hidden)} "
+        f"{'is' if len(p.hidden) == 1 else 'are'} still hidden"
+        for p in moves
+    ]
+    lost = listing(model.orphans)
+    ends = f"id {lost} ends" if len(model.orphans) == 1 else f"ids {lost} end"
+    return f"{label}: " + "; ".join(said) + f", so {ends} in no summary"
+
+
+def _as_set(ids: Iterable[int]) -> str:
+    return "{" + listing(ids) + "}" if ids else "set()"
+
+
+def _orphans_variant(rng: random.Random) -> Variant:
+    """Two new interleavings for the same prediction; their truth is the server's run, checked
+    against the step model that picked them."""
+    scripts: dict[str, Script] = {}
+    for label in SCRIPTS:
+        scripts[label] = _pick_script(rng, [*SCRIPTS.values(), *scripts.values()])
+    models = {label: step_model(s) for label, s in scripts.items()}
+    answer = ", ".join(f"{k!r}: {_as_set(m.orphans)}" for k, m in models.items())
+    return _Drawn(
+        question=_orphans_question(scripts),
+        checker=lambda answer: _check_orphans(answer, scripts),
+        solution_text=(
+            ". ".join(_explain(k, m) for k, m in models.items()) + f". answer = {{{answer}}}"
+        ),
+        scripts=scripts,
+    )
+
+
+interleaving_ex = Exercise(
+    name="Predict the orphans",
+    question=_orphans_question(SCRIPTS),
     checker=_check_orphans,
     hints=(
         "Only the summarize steps move the checkpoint. For each one, write down what the worker "
@@ -173,10 +395,10 @@ interleaving_ex = Exercise(
         "At a summarize, Article 1's rule takes one less than the smallest visible open id, else "
         "the largest visible id. An id is orphaned when that checkpoint passes it while its "
         "writer has not committed: when it appears later, the checkpoint never comes back.",
-        "In P, at step 7 the worker sees B's ids, both delivered, and nothing open, while A "
-        "holds ids the worker cannot see: where does the checkpoint go, and which of A's ids "
-        "lie below it? In Q, at step 6: has A committed yet, and is every visible row "
-        "delivered? Then {'P': ____, 'Q': ____}.",
+        "Make a table with one line per summarize step: the ids the worker can see (is each "
+        "delivered?), the ids still hidden in an open transaction, and where the checkpoint "
+        "moves. Which hidden ids does a line's checkpoint ____, and does an id leave the "
+        "answer if its writer commits before the next summarize? Then {'P': ____, 'Q': ____}.",
     ),
     solution_text=(
         "answer = {'P': {1}, 'Q': set()}. P: at step 7 the checkpoint jumps to 3 (the largest "
@@ -185,6 +407,7 @@ interleaving_ex = Exercise(
         "summary, and id 1 is still pending at step 6, so the checkpoint stays at 0; both rows "
         "end in the last summary."
     ),
+    variants=_orphans_variant,
 )
 
 
@@ -534,8 +757,10 @@ condition_ex = Exercise(
         "A snapshot knows the oldest transaction still running: pg_snapshot_xmin("
         "pg_current_snapshot()). Transactions that began after :xact was taken do not matter; "
         "compare the two transaction ids.",
-        "SELECT pg_snapshot_xmin(pg_current_snapshot()) ____ CAST(:xact AS xid8): which "
-        "comparison says that the oldest transaction still running is not older than :xact?",
+        "SELECT ____ ____ CAST(:xact AS xid8): on the left, the one transaction id whose "
+        "position against :xact settles whether any older transaction is still running; "
+        "then the comparison that says none is. What can the current snapshot tell you, "
+        "and is :xact itself still running when the statement is asked?",
     ),
     solution_text=(
         "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= CAST(:xact AS xid8). The snapshot's "
