@@ -69,13 +69,13 @@ def test_scripted_comparison_is_deterministic(pg_dsn: str) -> None:
     first = co.compare_fixes(pg_dsn, scripts)
     assert first == co.compare_fixes(pg_dsn, scripts)
     by = {o.fix: o for o in first}
-    assert by["id order (Article 1)"].orphans > 0
+    assert by["no-wait frontier (Article 1)"].orphans > 0
     assert by["lock"].orphans == by[co.HORIZON_FIX].orphans == 0
     assert by["lock"].waits > 0 and by[co.HORIZON_FIX].held > 0
     # Notebook 07 explains the row counts: without the lock every insert step writes a row; under
     # it, each wait is an insert step that wrote none.
     inserts = sum(action == "insert" for script in scripts for _, action in script)
-    assert by["id order (Article 1)"].rows == by[co.HORIZON_FIX].rows == inserts
+    assert by["no-wait frontier (Article 1)"].rows == by[co.HORIZON_FIX].rows == inserts
     assert by["lock"].rows == inserts - by["lock"].waits
 
 

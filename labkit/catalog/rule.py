@@ -21,8 +21,8 @@ REASON_WHY: dict[str, str] = dict(
         (
             "the loop no longer knew its ballot (given up, or forgotten in a crash)",
             "its ballot was reserved on the same head as one that committed first, so the loop "
-            "fenced it out and replays its tick on the new head (hedged ballots keep one version "
-            "per head)",
+            "fenced it out and refills the window on the new head (hedged ballots keep one "
+            "version per head)",
             "its body was built on an older version than the head",
         ),
         strict=True,

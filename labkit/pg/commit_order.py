@@ -241,7 +241,7 @@ class FixOutcome:
 def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> list[FixOutcome]:
     """Article 1's rule, the lock and the xmin horizon wait over the same scripted
     interleavings."""
-    totals = {name: [0, 0, 0, 0] for name in ("id order (Article 1)", "lock", HORIZON_FIX)}
+    totals = {name: [0, 0, 0, 0] for name in ("no-wait frontier (Article 1)", "lock", HORIZON_FIX)}
     for script in scripts:
         for lock in (False, True):
             with CommitOrderLab(dsn, lock=lock) as lab:
@@ -249,7 +249,7 @@ def compare_fixes(dsn: str, scripts: Sequence[Sequence[tuple[str, str]]]) -> lis
             picks = (
                 [("lock", "id_order")]
                 if lock
-                else [("id order (Article 1)", "id_order"), (HORIZON_FIX, "horizon")]
+                else [("no-wait frontier (Article 1)", "id_order"), (HORIZON_FIX, "horizon")]
             )
             for name, rule in picks:
                 t = totals[name]

@@ -17,7 +17,7 @@ from labkit.pg.stress import StressResult
 from labkit.plots.style import COLORS, OKABE_ITO, RIGHT_LEGEND, figure_of, single_axes, styled
 
 # The one name of each rule, in the legend and on notebook 07's widget message line.
-RULE_NAMES = {"id_order": "id order", "horizon": "xmin horizon wait"}
+RULE_NAMES = {"id_order": "no-wait frontier", "horizon": "xmin horizon wait"}
 RULE_STYLE = {
     "id_order": (COLORS["max"], RULE_NAMES["id_order"]),
     "horizon": (COLORS["frontier"], RULE_NAMES["horizon"]),
@@ -92,7 +92,9 @@ def commit_order_timeline_figure(state: LabState, title: str = "") -> Figure:
         rotation_mode="anchor",
         fontsize=9,
     )
-    ax.set_title(title or "A smaller id commits late: id order passes it, the horizon waits")
+    ax.set_title(
+        title or "A smaller id commits late: the no-wait frontier passes it, the horizon waits"
+    )
     ax.legend(**RIGHT_LEGEND)
     return fig
 
@@ -103,7 +105,7 @@ def fixes_figure(outcomes: Sequence, title: str = "") -> Figure:
     ax = single_axes(6.4, 3.4, left=0.1, right=0.97, top=0.86, bottom=0.2)
     names = [o.fix for o in outcomes]
     lost = [o.orphans for o in outcomes]
-    colors = [COLORS["max"] if n.startswith("id order") else COLORS["frontier"] for n in names]
+    colors = [COLORS["max"] if n.startswith("no-wait") else COLORS["frontier"] for n in names]
     ax.bar(range(len(names)), lost, color=colors, width=0.6)
     for i, o in enumerate(outcomes):
         cost = (
