@@ -30,6 +30,7 @@ NAMES = (
     "pg_ballots",
     "remote_vs_sim",
     "pg_remote",
+    "audit",
 )
 
 

@@ -1,5 +1,5 @@
 """Widget updates end to end: a real key press or click in JupyterLab (headless Chromium) until
-the redrawn image is decoded and painted, for notebook 01's sliders, notebook 05's controls and
+the redrawn image is decoded and painted, for notebook 01's sliders, the controls of 05 and 05b and
 the arrival workbench's buttons (notebook 04), plus a 14-step schedule typed into the workbench.
 
 One JupyterLab serves a copy of the notebooks (`harness/lab.py`); each notebook is opened
@@ -49,6 +49,7 @@ SCHEDULE = (
 NB01 = "notebooks/01_max_is_not_a_watermark.ipynb"
 NB04 = "notebooks/04_late_tick_rewinds.ipynb"
 NB05 = "notebooks/05_five_designs.ipynb"
+NB05B = "notebooks/05b_pipelined_ballots.ipynb"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -149,9 +150,9 @@ CONTROLS = (
     Control(NB05, "05 latency slider", "FiveDesignsApp(", "app",
             _key(".wb-latency .noUi-handle", ("ArrowRight", "ArrowLeft"))),
     Control(NB05, "05 highlight", "FiveDesignsApp(", "app", _select(".wb-design select", (1, 2))),
-    Control(NB05, "05 pipelined depth slider", "PipelineDepthApp(", "depth_app",
+    Control(NB05B, "05b pipelined depth slider", "PipelineDepthApp(", "depth_app",
             _key(".wb-pipe-depth .noUi-handle", ("ArrowLeft", "ArrowRight"))),
-    Control(NB05, "05 pipelined fault", "PipelineDepthApp(", "depth_app",
+    Control(NB05B, "05b pipelined fault", "PipelineDepthApp(", "depth_app",
             _select(".wb-pipe-fault select", (1, 2))),
     Control(NB04, "04 workbench deliver/undo", "ArrivalWorkbench(preset=", "workbench",
             _click(("wb-deliver", "wb-undo"))),

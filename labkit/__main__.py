@@ -1,5 +1,5 @@
 """Command line: `python -m labkit figures [NAME ...] [options]`, `exercises`, `workspace`,
-`strip PATH...`, `progress DIR`, `audit log|catalog FILE`, `audit loop MODULE:FACTORY`.
+`strip PATH...`, `progress DIR`, `audit log|catalog FILE|DSN`, `audit loop MODULE:FACTORY`.
 
 A bad path ends with one line on stderr naming the path and what is wrong, exit status 2, and
 nothing written.
@@ -65,18 +65,29 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser("audit", help="audit your own message log, catalog events or loop")
     which = audit.add_subparsers(dest="audit", required=True)
     log = which.add_parser("log", help="part one: orphans, chain gaps, lag behind the frontier")
-    log.add_argument("status", type=Path, metavar="STATUS", help="status rows: id,shard,status,at")
-    log.add_argument("--checkpoints", type=Path, required=True, metavar="CKPT")
+    log.add_argument(
+        "status",
+        metavar="STATUS",
+        help="status rows (id,shard,status,at): a file or a DSN",
+    )
+    log.add_argument(
+        "--checkpoints",
+        required=True,
+        metavar="CKPT",
+        help="checkpoints: a file or a DSN",
+    )
     log.add_argument("--terminal", default="delivered,failed,cancelled", help="comma-separated")
     log.add_argument("--delivered", default="delivered", help="the status MAX(id) reads")
     log.add_argument("--map", help="your status columns: id=msg_id,at=updated_at,...")
     log.add_argument("--checkpoints-map", help="your checkpoint columns: start=lo,end=hi,...")
-    log.add_argument("--table", help="the status table, when STATUS is a SQLite file")
-    log.add_argument("--checkpoints-table", help="the checkpoint table, when CKPT is SQLite")
+    log.add_argument("--table", help="the status table, when STATUS is a SQLite file or a DSN")
+    log.add_argument(
+        "--checkpoints-table", help="the checkpoint table, when CKPT is a SQLite file or a DSN"
+    )
     cat = which.add_parser("catalog", help="part two: falls each observer saw, bad commits")
-    cat.add_argument("events", type=Path, metavar="EVENTS")
+    cat.add_argument("events", metavar="EVENTS", help="catalog events: a file or a DSN")
     cat.add_argument("--map", help="your event columns: at=ts,event=kind,...")
-    cat.add_argument("--table", help="the event table, when EVENTS is a SQLite file")
+    cat.add_argument("--table", help="the event table, when EVENTS is a SQLite file or a DSN")
     loop = which.add_parser(
         "loop", help="your loop: the shortest arrival order that drops its head"
     )

@@ -1,4 +1,5 @@
-"""Reading a reader's own files for the audit: CSV with a header, JSON Lines, or a SQLite table.
+"""Reading a reader's own files for the audit: CSV with a header, JSON Lines, a SQLite table, or
+a PostgreSQL table named by a DSN (`PgSource`, read through `PgSnapshot`).
 
 Rows stream one at a time (a file of any size costs one row of memory). A column mapping
 (`status=state,at=updated_at`) names the reader's columns for the audit's. A bad row raises one
@@ -8,11 +9,13 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,10 +24,15 @@ from typing import Any
 import sqlite_utils
 
 from labkit.db import connect_readonly
+from labkit.pg.instance import PgUnavailable, connect, mask_dsn
 from labkit.validation import INT64_MAX, INT64_MIN, is_finite_real, is_int, shown
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+PG_SCHEMES = ("postgresql://", "postgres://")
+PG_FETCH_ROWS = 5000  # rows per round trip of a server-side cursor
+PG_LOCK_TIMEOUT = "5s"  # a table someone holds ACCESS EXCLUSIVE on fails the read, not hangs it
+PG_TIME_TYPES = ("timestamp with time zone", "timestamp without time zone", "date")
 
 
 class InputError(ValueError):
@@ -181,6 +189,181 @@ def _sqlite_rows(
             yield row_no, {ours: record[name] for ours, name in theirs.items()}
     finally:
         db.conn.close()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def is_dsn(text: str) -> bool:
+    """Whether an input names a PostgreSQL server (a `postgresql://` URI) rather than a file."""
+    return text.startswith(PG_SCHEMES)
+
+
+@dataclass(frozen=True)
+class PgSource:
+    """A table on a PostgreSQL server: `dsn` and `table` (`schema.table` or a bare name, found
+    on the server's search path)."""
+
+    dsn: str
+    table: str
+
+    @property
+    def label(self) -> str:
+        """How messages name it: the DSN, password masked, and the table."""
+        return f"{mask_dsn(self.dsn)} table {self.table}"
+
+
+class PgSnapshot:
+    """One read-only REPEATABLE READ transaction on one server, so every table read through it
+    comes from one snapshot. Each table is one plain SELECT through a server-side cursor, in
+    time order: it takes ACCESS SHARE on the table and nothing else, which blocks no writer
+    (only ALTER/DROP/TRUNCATE/VACUUM FULL wait for it). Use it as a context manager."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: Any = None
+        self._cursors = 0
+
+    def __enter__(self) -> PgSnapshot:
+        import psycopg
+
+        try:
+            conn = connect(self.dsn)
+        except PgUnavailable as exc:
+            raise UsageError(str(exc)) from None
+        # psycopg opens the transaction with BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        self.conn = conn
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import psycopg
+
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                with contextlib.suppress(psycopg.Error):  # a broken connection: close it anyway
+                    conn.rollback()  # a read-only transaction: nothing to keep
+            finally:
+                conn.close()
+
+    def rows(
+        self,
+        source: PgSource,
+        columns: Sequence[str],
+        mapping: Mapping[str, str] | None = None,
+        order_by: str | None = None,
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """`read_rows` for a table of this server: every cell as text (a timestamp column as
+        seconds since the epoch, a time without a zone read as UTC), in `order_by` order, then
+        by the row's place in the table. Row numbers count rows in that order."""
+        import psycopg
+        from psycopg import sql
+
+        if self.conn is None:
+            raise RuntimeError("PgSnapshot.rows: use the snapshot inside its `with` block")
+        theirs = {c: dict(mapping or {}).get(c, c) for c in columns}
+        label = source.label
+        try:
+            relation, types, kind = self._describe(source)
+            for ours, name in theirs.items():
+                if name not in types:
+                    raise InputError(
+                        label, 0, name, f"missing from table {source.table!r} (the {ours} column)"
+                    )
+            # each cell renamed c0, c1 ..., so ORDER BY below names the stored column, not its text
+            cells = [
+                sql.SQL(
+                    "(extract(epoch FROM {})::float8)::text AS {}"
+                    if types[name] in PG_TIME_TYPES
+                    else "{}::text AS {}"
+                ).format(sql.Identifier(name), sql.Identifier(f"c{i}"))
+                for i, name in enumerate(theirs.values())
+            ]
+            order: list[sql.Composable] = [sql.Identifier(theirs[order_by])] if order_by else []
+            if kind in ("r", "m"):  # a table's rows in their stored order, as SQLite's rowid
+                order.append(sql.SQL("ctid"))
+            query = sql.SQL("SELECT {} FROM {}").format(sql.SQL(", ").join(cells), relation)
+            if order:
+                query += sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(order))
+            self._cursors += 1
+            cursor = self.conn.cursor(name=f"labkit_audit_{self._cursors}")
+            cursor.itersize = PG_FETCH_ROWS
+            cursor.execute(query)
+            names = list(theirs)
+            row_no = 0
+            for record in cursor:
+                row_no += 1
+                yield row_no, dict(zip(names, record, strict=True))
+        except psycopg.Error as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise InputError(label, 0, "-", f"the server refused the read: {reason}") from None
+
+    def _describe(self, source: PgSource) -> tuple[Any, dict[str, str], str]:
+        """The table's quoted name, its columns' types and its kind (pg_class.relkind);
+        `InputError` if there is no such table or it may not be read."""
+        from psycopg import sql
+
+        parts = source.table.split(".", 1)
+        relation = sql.Identifier(*parts)
+        conn = self.conn
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(PG_LOCK_TIMEOUT)))
+        found = conn.execute(
+            "SELECT c.oid::int8, c.relkind::text, has_table_privilege(c.oid, 'SELECT')"
+            " FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            (relation.as_string(conn),),
+        ).fetchone()
+        if found is None:
+            raise InputError(source.label, 0, "-", f"no table {source.table!r}")
+        oid, kind, readable = found
+        if not readable:
+            raise InputError(source.label, 0, "-", f"no SELECT privilege on {source.table!r}")
+        types = dict(
+            conn.execute(
+                "SELECT attname::text, format_type(atttypid, NULL) FROM pg_attribute"
+                " WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
+        return relation, types, kind
+
+
+class Inputs:
+    """Opens each input once: files through `read_rows`, tables of one DSN through one
+    `PgSnapshot` (so a status table and a checkpoint table come from one snapshot). A context
+    manager; every transaction ends when it does."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self._snapshots: dict[str, PgSnapshot] = {}
+
+    def __enter__(self) -> Inputs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def rows(
+        self,
+        source: Source | PgSource,
+        columns: Sequence[str],
+        mapping: Mapping[str, str] | None = None,
+        order_by: str | None = None,
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """`read_rows` for a file, `PgSnapshot.rows` for a table (connecting on first use)."""
+        if isinstance(source, Source):
+            return read_rows(source, columns, mapping, order_by)
+        snapshot = self._snapshots.get(source.dsn)
+        if snapshot is None:
+            snapshot = self._stack.enter_context(PgSnapshot(source.dsn))
+            self._snapshots[source.dsn] = snapshot
+        return snapshot.rows(source, columns, mapping, order_by)
+
+
+def label(source: Source | PgSource) -> str:
+    """How messages name an input: a file's path, or a DSN (password masked) and table."""
+    return str(source.path) if isinstance(source, Source) else source.label
 
 
 # --- one cell's value ------------------------------------------------------------------------
