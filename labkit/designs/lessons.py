@@ -6,7 +6,7 @@
 - The showcase (figure `five_designs`): every design on four fault classes and one seed.
 - Article 2's inverted arrival as schedule steps, requests numbered from 1 (figure
   `arrival_lanes`; notebook 04 tells the same story).
-- Pipelined ballots (notebook 05's last section, figure `pipelined_ballots`): a stalled answer
+- Pipelined ballots (notebook 05b, figure `pipelined_ballots`): a stalled answer
   in a window of four, and the depth runs behind the throughput curve.
 """
 
@@ -24,7 +24,7 @@ INVERTED_STEPS: tuple[Step, ...] = (
     Step.deliver(3),
     Step.deliver(1),
 )
-# Notebook 05's pipelined ballots (figure `pipelined_ballots`): the lanes of one run with a
+# Notebook 05b's pipelined ballots (figure `pipelined_ballots`): the lanes of one run with a
 # stalled answer, so the loop gives up on a tick and flushes the W - 1 built on it, beside
 # throughput against W on the fault-free depth runs.
 PIPELINE_FAULTS: tuple[str, ...] = ("stall",)

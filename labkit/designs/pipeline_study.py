@@ -1,4 +1,4 @@
-"""What notebook 05's section on pipelined ballots measures and draws: a run read as lanes (one
+"""What notebook 05b (pipelined ballots) measures and draws: a run read as lanes (one
 per request, from its send to its commit, refusal, give-up or flush), the depth comparison of
 `ballot`, `fenced` and `pipelined` as W grows, and part one's frontier beside the hold's.
 
@@ -201,7 +201,7 @@ def depth_table(
 
 @dataclass
 class EarlyAnswer:
-    """Notebook 05's hash-check experiment at W = 2, after request 1's answer has landed."""
+    """Notebook 05b's hash-check experiment at W = 2, after request 1's answer has landed."""
 
     loop: PipelinedDesign
     first: Request  # fenced at the head

@@ -76,7 +76,7 @@ SPECS: tuple[DesignSpec, ...] = (
     DesignSpec("ballot", "single ballot", BallotDesign, BallotModel, stored=True),
     DesignSpec("fenced", "hedged ballots", BallotDesign, BallotModel, stored=True, min_window=2),
     DesignSpec("cas", "compare-and-set", CasDesign, CasModel),
-    # Notebook 05's last section; not one of the five it lays side by side.
+    # Notebook 05b; not one of the five notebook 05 lays side by side.
     DesignSpec(
         "pipelined",
         "pipelined ballots",

@@ -1,4 +1,4 @@
-"""Widget for notebook 05's pipelined ballots: a depth slider W (1-8), a fault picker and a
+"""Widget for notebook 05b's pipelined ballots: a depth slider W (1-8), a fault picker and a
 random seed; the lanes of one `pipelined` run (its hold and its head), throughput against W,
 and the comparison with `ballot` and `fenced` at the chosen W.
 
@@ -20,9 +20,9 @@ import pandas as pd
 from labkit.designs.pipeline_study import (
     DEPTHS,
     FLUSHED,
+    GAVE_UP,
     NO_FAULT,
     PIPELINED_NAME,
-    REFUSED,
     Lane,
     lanes,
     plan_at,
@@ -224,18 +224,20 @@ class PipelineDepthApp(BatchedApp):
         return self._depths[key]
 
     @staticmethod
-    def _state_line(setting: Setting, shown: list[Lane], trace: pd.DataFrame) -> str:
-        """The run in one line: the head it reached, what the hold took, what was flushed."""
+    def _state_line(setting: Setting, shown: list[Lane], trace: pd.DataFrame, refused: int) -> str:
+        """The run in one line: the head it reached, what the hold took, what was given up and
+        flushed, and `refused`, the table's answers refused (a late or repeated answer counts
+        there although its lane had already ended)."""
         window, fault, _ = setting
         flushed = sum(lane.end == FLUSHED for lane in shown)
-        refused = sum(lane.end == REFUSED for lane in shown)
+        gave_up = sum(lane.end == GAVE_UP for lane in shown)
         held = sum(lane.held for lane in shown)
         head = int(trace["head_version"].iloc[-1])
         return (
             f"<b>pipelined, W = {window}, {html.escape(fault)}</b>: "
-            f"{len(shown)} requests; {held} answers waited in the hold; {refused} refused; "
+            f"{len(shown)} requests; {held} answers waited in the hold; {gave_up} given up; "
             f"{flushed} flushed (replayed because a ballot below them was lost); "
-            f"the head ends at v{head}"
+            f"{refused} answers refused; the head ends at v{head}"
         )
 
     def _view(self, setting: Setting) -> _View:
@@ -245,6 +247,7 @@ class PipelineDepthApp(BatchedApp):
             trace = self._run("pipelined", window, fault, seed).trace
             table, depth = self._table(window, fault, seed), self._depth(fault, seed)
             shown = lanes(trace)
+            refused = int(table.set_index("design").loc["pipelined", "answers refused"])
             title = f"W = {window}, fault: {fault}, random seed {seed}"
             self.canvas.update(trace, depth, window, title, shown=shown)
             view = _View(
@@ -252,7 +255,7 @@ class PipelineDepthApp(BatchedApp):
                 table,
                 depth,
                 self.canvas.png(WIDGET_DPI),
-                self._state_line(setting, shown, trace),
+                self._state_line(setting, shown, trace, refused),
                 html_table(table[SHOWN_COLUMNS], PIPELINED_NAME),
                 title,
             )

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = [
     pytest.param(
         path,
-        id=path.split("/")[-1][:2],
+        id=path.split("/")[-1].split("_")[0],
         marks=[pytest.mark.notebooks]
         + ([pytest.mark.postgres] if starts_postgres(ROOT / path) else []),
     )

@@ -14,8 +14,6 @@ run of its own after Run All, switch a fault while that run goes, and stop it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from .jlab import WAIT_MS, screenshot, slider_handle, slider_readout, wait_image, widget_text
@@ -29,11 +27,7 @@ NOTEBOOKS = (
     "notebooks/02_gap_free_frontier.ipynb",
     "notebooks/04_late_tick_rewinds.ipynb",
     "notebooks/05_five_designs.ipynb",
-    *(
-        ["notebooks/05b_pipelined_ballots.ipynb"]
-        if (Path(__file__).parents[2] / "notebooks/05b_pipelined_ballots.ipynb").exists()
-        else []
-    ),
+    "notebooks/05b_pipelined_ballots.ipynb",
     "notebooks/07_postgres_commit_order.ipynb",
     "notebooks/09_a_real_planner.ipynb",
 )

@@ -1,6 +1,6 @@
-"""The workbench with `pipelined` among its designs, in a real JupyterLab at 1280x800 with the
-file browser open: the W picker and the lanes of `pipelined` redraw, a hold and a flush show
-in the verdict table, and no text of the widget is cut.
+"""The workbench with `pipelined` among its designs (as notebook 05b shows it), in a real
+JupyterLab at 1280x800 with the file browser open: the W picker and the lanes of `pipelined`
+redraw, a hold and a flush show in the verdict table, and no text of the widget is cut.
 """
 
 from __future__ import annotations
