@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from labkit.docs import outline
-from labkit.docs.outline import COMPARED, DESIGNS, NOTEBOOKS, WORKBOOK_PARTS, count_word
+from labkit.docs.outline import COMPARED, DESIGN_ENTRIES, NOTEBOOKS, WORKBOOK_PARTS, count_word
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = {
@@ -130,16 +130,17 @@ def stems_in(text: str) -> list[str]:
 def design_problems(text: str, names_all: bool) -> list[str]:
     """A count of designs other than the five 05 compares or all of them; and, where the page
     names designs (`names_all`), a design left out, or 'five' said with the sixth unnamed."""
-    allowed = {count_word(len(COMPARED)), count_word(len(DESIGNS))}
-    allowed |= {str(len(COMPARED)), str(len(DESIGNS))}
+    allowed = {count_word(len(COMPARED)), count_word(len(DESIGN_ENTRIES))}
+    allowed |= {str(len(COMPARED)), str(len(DESIGN_ENTRIES))}
     problems = [
-        f"{m.group(0)!r}: part two has {len(DESIGNS)} designs, {len(COMPARED)} compared in 05"
+        f"{m.group(0)!r}: part two has {len(DESIGN_ENTRIES)} designs, "
+        f"{len(COMPARED)} compared in 05"
         for m in COUNT.finditer(text)
         if m.group("n").lower() in set(outline.NUMBER_WORDS) - allowed
     ]
     if names_all:
         flat = " ".join(text.split())  # a name may wrap across lines
-        missing = [d.display for d in DESIGNS if d.display not in flat]
+        missing = [d.display for d in DESIGN_ENTRIES if d.display not in flat]
         if missing:
             problems.append(f"does not name {missing}")
     return problems
@@ -167,9 +168,9 @@ def test_each_exercise_belongs_to_one_lesson() -> None:
 def test_the_designs_come_from_the_registry() -> None:
     from labkit.designs.registry import SPECS
 
-    assert [d.key for d in DESIGNS] == [s.key for s in SPECS]
+    assert [d.key for d in DESIGN_ENTRIES] == [s.key for s in SPECS]
     assert [d.key for d in COMPARED] == [s.key for s in SPECS if s.compared]
-    assert {d.notebook for d in DESIGNS} <= {nb.stem for nb in NOTEBOOKS}
+    assert {d.notebook for d in DESIGN_ENTRIES} <= {nb.stem for nb in NOTEBOOKS}
 
 
 def test_parts_for_the_site_list_every_notebook_once() -> None:
@@ -264,7 +265,7 @@ def test_design_check_fails_on_a_wrong_count_or_a_missing_design() -> None:
     five_only = "The five designs: " + ", ".join(d.display for d in COMPARED) + "."
     assert design_problems("Notebook 05 runs four designs.", names_all=False)
     assert design_problems(five_only, names_all=True)
-    everything = "The six designs: " + ", ".join(d.display for d in DESIGNS) + "."
+    everything = "The six designs: " + ", ".join(d.display for d in DESIGN_ENTRIES) + "."
     assert design_problems(everything, names_all=True) == []
 
 

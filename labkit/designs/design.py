@@ -394,7 +394,7 @@ class BallotDesign:
         out = self.loop.apply(response)
         if out.reason == "stale_base":
             self.loop.abandon(response.ballot_id)
-        stale = out.reason in ("stale_watermark", "stale_base")
+        stale = out.reason == "stale_base"  # a fenced-out ballot's version was committed: a refill
         sends = self._fill(replay_of=response.ballot_id if stale else None)
         return Decision(out.committed, out.reason, sends)
 

@@ -171,10 +171,10 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # Part two's designs, from the registry: the ones 05 compares side by side, then the rest (05b).
 COMPARED_IN, BUILT_IN = "05_five_designs", "05b_pipelined_ballots"
-DESIGNS: tuple[DesignEntry, ...] = tuple(
+DESIGN_ENTRIES: tuple[DesignEntry, ...] = tuple(
     DesignEntry(s.key, s.display, COMPARED_IN if s.compared else BUILT_IN) for s in SPECS
 )
-COMPARED: tuple[DesignEntry, ...] = tuple(d for d in DESIGNS if d.notebook == COMPARED_IN)
+COMPARED: tuple[DesignEntry, ...] = tuple(d for d in DESIGN_ENTRIES if d.notebook == COMPARED_IN)
 
 
 def count_word(n: int) -> str:
