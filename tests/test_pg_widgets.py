@@ -31,10 +31,10 @@ def test_buttons_reproduce_the_late_commit(app) -> None:
     for actor, action in LATE_COMMIT:
         _button(app, actor, action).click()
     assert app.last_png != first and app.last_png.startswith(b"\x89PNG")
-    assert "id order: coverage 2, orphans 1" in app.message.value
+    assert "no-wait frontier: coverage 2, orphans 1" in app.message.value
     assert "xmin horizon wait: coverage 2, orphans none" in app.message.value
     app.reset_button.click()
-    assert "id order: coverage 0, orphans none" in app.message.value
+    assert "no-wait frontier: coverage 0, orphans none" in app.message.value
 
 
 def test_message_line_and_legend_name_the_rules_alike() -> None:
@@ -94,7 +94,7 @@ def test_a_server_that_is_gone_is_said_on_the_message_line(app, monkeypatch) -> 
     monkeypatch.setattr(widget, "CommitOrderLab", refuse)
     app.step("A", "insert")
     assert app.lab is None
-    assert "no longer answers" in app.message.value and "first code cell" in app.message.value
+    assert "no longer answers" in app.message.value and "start over" in app.message.value
     assert all(b.disabled for b in app.buttons)
     assert "the server is gone" in app.why.value
 
@@ -104,7 +104,7 @@ def test_a_summary_that_moves_nothing_says_no_change_and_why(app) -> None:
     app.step("B", "insert")
     app.step("B", "commit")
     app.step("worker", "deliver")
-    app.step("worker", "summarize")  # id order moves to 2; the horizon holds
+    app.step("worker", "summarize")  # the no-wait frontier moves to 2; the horizon holds
     assert "No change" not in app.message.value
     app.step("worker", "summarize")
     assert app.message.value.startswith("No change: neither checkpoint moved (the horizon")

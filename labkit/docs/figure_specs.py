@@ -225,12 +225,12 @@ SPECS: tuple[FigureSpec, ...] = (
     ),
     FigureSpec(
         "commit_order_timeline",
-        "PostgreSQL: a smaller id commits late; id order orphans it, the horizon waits.",
+        "PostgreSQL: a late smaller id; the no-wait frontier orphans it, the horizon waits.",
         _commit_order_timeline,
     ),
     FigureSpec(
         "fixes_compared",
-        "PostgreSQL: orphans and cost of id order, a lock, the xmin horizon wait.",
+        "PostgreSQL: orphans and cost of the no-wait frontier, a lock, the xmin horizon wait.",
         _fixes_compared,
     ),
 )
