@@ -170,6 +170,19 @@ SHOWS = {
         r"falls of the unguarded designs \([^)]*\), simulated and real: [1-9]\d* \d+",
         r"Finished callback: \d+ versions kept of \d+ commits; the reader process saw [1-9]",
     ],
+    "10_audit_your_own_system": [
+        r"audit log: 6 orphan \(status_rows 16, checkpoints 2, rule max",
+        r"audit log: no finding \(status_rows 16, checkpoints 7, rule frontier",
+        r"--- callback: exit 1\nfall: observer r1 read head 1 at 14 after 2 at 11 "
+        r"\(fall 1 of 1, in 4 reads\)",
+        r"double_commit: version 1 committed twice: by ballot call2 at 5 and by ballot call1 at 13",
+        r"--- ballot: exit 0\naudit catalog: no finding",
+        r"fall: __main__:SketchLoop: the head falls from 2 to 1 at step 4 of "
+        r"'timeout; deliver 2; deliver 3; deliver 1'",
+        r"Article 2's fixture: holds \['timeout 1', '2:commit', '1:commit'\]",
+        r"\naudit loop: no finding \(fixture holds, orders \d+, rewinding 0\)",
+        r"same findings as the CSV files: True",
+    ],
 }
 
 

@@ -78,6 +78,7 @@ BLIND: dict[str, tuple[Exercise, dict[str, tuple[Any, ...]], Callable[[dict[str,
     "crash_verdicts_ex": (exs.crash_verdicts_ex, CRASH_KEYS, dict),
     "predict_frontier_ex": (exs.predict_frontier_ex, PREDICT_KEYS, dict),
     "max_orphans_ex": (exs.max_orphans_ex, ORPHAN_KEYS, _orphans),
+    "audit_orphans_ex": (exs.audit_orphans_ex, ORPHAN_KEYS, _orphans),
 }
 
 

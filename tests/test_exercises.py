@@ -71,8 +71,19 @@ RIGHT: dict[str, Any] = {
     "closing_question_ex": {"schedule": CLOSING, "decision": "reject"},
     "apply_rule_ex": decide,
     "crash_verdicts_ex": AFTER_RESTART,
+    "audit_orphans_ex": {1, 2, 4, 5},
+    "fall_log_ex": [
+        {"at": 1, "event": "request", "ballot": "a"},
+        {"at": 2, "event": "request", "ballot": "b"},
+        {"at": 3, "event": "commit", "ballot": "b", "version": 1, "base": 0},
+        {"at": 4, "event": "request", "ballot": "c"},
+        {"at": 5, "event": "commit", "ballot": "c", "version": 2, "base": 1},
+        {"at": 6, "event": "head", "observer": "r1", "version": 2},
+        {"at": 7, "event": "commit", "ballot": "a", "version": 1, "base": 0},
+        {"at": 8, "event": "head", "observer": "r1", "version": 1},
+    ],
 }
-ALL = exs.part1 + exs.part2
+ALL = exs.part1 + exs.part2 + exs.part4
 # Part three's are checked on PostgreSQL: their answers are in tests/test_exercises_pg.py.
 PART3 = ("interleaving_ex", "condition_ex", "guarded_write_ex", "tenant_write_ex")
 BY_NAME = {name: getattr(exs, name) for name in (*RIGHT, *PART3)}
@@ -117,12 +128,12 @@ def test_three_hints_and_a_solution(ex: Exercise) -> None:
 
 
 def test_every_lesson_with_exercises_has_its_notebook() -> None:
-    assert sorted(exs.by_lesson) == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert sorted(exs.by_lesson) == [1, 2, 3, 4, 5, 6, 7, 8, 10]
     assert sorted(e.name for es in exs.by_lesson.values() for e in es) == sorted(
         e.name for e in ALL + exs.part3
     )
     for n in exs.by_lesson:
-        assert len(list((ROOT / "exercises" / "solutions").glob(f"ex0{n}_*.ipynb"))) == 1
+        assert len(list((ROOT / "exercises" / "solutions").glob(f"ex{n:02d}_*.ipynb"))) == 1
 
 
 # --- part one -------------------------------------------------------------------------------
@@ -547,6 +558,7 @@ def test_there_are_solution_notebooks() -> None:
         "ex06_restart.ipynb",
         "ex07_commit_order.ipynb",
         "ex08_guarded_writes.ipynb",
+        "ex10_audit.ipynb",
     ]
 
 

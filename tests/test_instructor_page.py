@@ -4,6 +4,7 @@ section of a planned notebook named as shown or skipped."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,19 @@ def test_measured_values_are_merged_and_written_beside(tmp_path: Path) -> None:
         "kernel_seconds": {"01": 1.2},
         "exercise_minutes": {"a_ex": 4.7},
     }
+
+
+TIME = re.compile(r"\*\*Time:\*\* about (\d+) minutes")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((dp.REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem[:3]
+)
+def test_each_notebook_opens_with_its_time_at_the_page_s_pace(path: Path) -> None:
+    """The minutes a notebook's first cell states are its sections' minutes at the pace the
+    instructor page assumes, within one (a rounding either way)."""
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    said = TIME.search(first)
+    assert said, f"{path.name}: the first cell does not say '**Time:** about N minutes'"
+    computed = sum(s.minutes for s in dp.sections(path))
+    assert abs(int(said[1]) - computed) <= 1, (path.name, int(said[1]), round(computed, 1))

@@ -57,7 +57,7 @@ POSIX_ATTRIBUTES = {
 POSIX_PATHS = ("/tmp", "/usr/", "/dev/", "/var/", "/proc/", "/etc/")
 # Known gaps, each with its reason and said in CONTRIBUTING.md's Platforms section: (file, what).
 KNOWN_GAPS = {
-    ("labkit/exercises/walls.py", "get_context('fork')"): (
+    ("labkit/walls.py", "get_context('fork')"): (
         "the exercise walls fork the learner's code into a child that can be killed: a function"
         " defined in a notebook cannot be pickled for spawn; on Windows it runs in-process"
     ),

@@ -27,7 +27,7 @@ import pytest
 from worked_answers import VERDICTS
 
 from labkit import exercises as exs
-from labkit.exercises import walls
+from labkit import walls
 
 pytestmark = [
     pytest.mark.skipif(not walls.can_fork(), reason="the walls need fork (POSIX)"),

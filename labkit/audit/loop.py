@@ -8,7 +8,7 @@ needs `WatermarkLoop`'s methods: `reserve()` returning a ballot (`ballot_id`, `w
 and `abandon(ballot_id)`. The driver (`LoopDesign`) plays the single-ballot design on it and
 the workbook's replay explorer (`arrival_orders`: its runner, choices and branches) walks the
 orders; the head an independent reader sees after every step is `head_version()`. Everything
-runs in a child process behind a time and memory limit (`labkit.exercises.walls`).
+runs in a child process behind a time and memory limit (`labkit.walls`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from labkit.catalog.loop import Response
 from labkit.designs.arrival_orders import _Runner, explore_runner
 from labkit.designs.design import Decision, Request
 from labkit.designs.schedules import Exploration, ScheduleError, Step, as_steps
-from labkit.exercises.walls import Raised, Stopped, run_walled
+from labkit.walls import Raised, Stopped, run_walled
 
 # Article 2's inverted arrival: ballot 1 is in flight, the loop gives up on it and reserves
 # ballot 2, whose answer commits; then ballot 1's late answer lands.

@@ -25,6 +25,10 @@ import pandas as pd
 
 import labkit.frontier.rule as rule
 from labkit.audit.log import CHECKPOINT_COLUMNS, STATUS_COLUMNS, Checkpoint, StatusRow
+from labkit.designs.arrival_orders import _Runner
+from labkit.designs.design import Request
+from labkit.designs.schedule_builder import PRESETS
+from labkit.designs.schedules import Kind, Step, as_steps
 from labkit.files import replace_file
 from labkit.frontier.scenarios import (
     POLICY_COLUMNS,
@@ -224,6 +228,90 @@ def write_samples(folder: Path, seed: int = SEED) -> list[Path]:
     for name, text in sample_texts(seed).items():
         replace_file(folder / name, text)
         paths.append(folder / name)
+    return paths
+
+
+def _ballot(req: Request) -> str:
+    """A request's ballot as the event log names it; a design without ballots names the call."""
+    return f"b{req.ballot_id}" if req.ballot_id is not None else f"call{req.request_id}"
+
+
+def export_design(
+    design: str,
+    steps: Sequence[Step | str] = PRESETS["inverted"].steps,
+    *,
+    window: int = 2,
+    observer: str = "r1",
+) -> list[Row]:
+    """Part two's run as the audit's event log: `design` played through `steps` (default:
+    Article 2's late tick), each send a reserve (ballot designs) and a request, each delivery a
+    response then a commit or a reject, each time-out an abandon (ballot designs), and after
+    every step `observer`'s read of the head. `at` counts the events."""
+    events: list[Row] = []
+
+    def add(event: str, **cells: Any) -> None:
+        events.append({"at": len(events) + 1, "event": event, **cells})
+
+    def sent(reqs: Iterable[Request]) -> None:
+        for req in reqs:
+            if req.ballot_id is not None:
+                add("reserve", ballot=_ballot(req), version=req.base_version + 1)
+            add("request", ballot=_ballot(req))
+
+    runner = _Runner(design, window=window, ticks=1000, first_request=1, skews=None)
+    sent(runner.sent.values())
+    for step in as_steps(steps):
+        before = set(runner.sent)
+        if step.kind == Kind.TIMEOUT:
+            awaited = runner.d.awaited()
+            pick = [r for r in awaited if step.request in (None, r.request_id)][:1]
+        runner.step(step)
+        out = runner.result.outcomes[-1]
+        if step.kind == Kind.TIMEOUT:
+            for req in pick:
+                if req.ballot_id is not None:
+                    add("abandon", ballot=_ballot(req))
+        elif out.request_id is not None:
+            req = runner.sent[out.request_id]
+            add("response", ballot=_ballot(req))
+            if out.committed:
+                add("commit", ballot=_ballot(req), version=out.head, base=req.base_version)
+            else:
+                add("reject", ballot=_ballot(req))
+        sent(runner.sent[k] for k in sorted(set(runner.sent) - before))
+        add("head", observer=observer, version=out.head)
+    return events
+
+
+def write_csv(path: Path, rows: Sequence[Row], columns: Sequence[str]) -> Path:
+    """`rows` as CSV with a header of `columns` (a cell left out is empty), by replace."""
+    replace_file(path, _csv_text(rows, columns))
+    return path
+
+
+def write_jsonl(path: Path, rows: Iterable[Row]) -> Path:
+    """`rows` as JSON Lines, one object a line, by replace."""
+    replace_file(path, _jsonl_text(rows))
+    return path
+
+
+def export_workbook_runs(folder: Path, seed: int = SEED) -> dict[str, Path]:
+    """The workbook's own runs as files a team would export: part one's run under MAX and under
+    the frontier rule (status and checkpoint CSVs), part two's `callback` and `ballot` designs
+    through Article 2's late tick (JSON Lines event logs). Name -> path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    run = workbook_run(seed=seed)
+    paths: dict[str, Path] = {}
+    for policy in reversed(rule.POLICIES):  # max, then frontier
+        statuses, checkpoints = export_run(run, policy)
+        paths[f"{policy}_status"] = write_csv(
+            folder / f"{policy}_status.csv", statuses, STATUS_COLUMNS
+        )
+        paths[f"{policy}_checkpoints"] = write_csv(
+            folder / f"{policy}_checkpoints.csv", checkpoints, CHECKPOINT_COLUMNS
+        )
+    for design in ("callback", "ballot"):
+        paths[design] = write_jsonl(folder / f"{design}_events.jsonl", export_design(design))
     return paths
 
 

@@ -203,7 +203,9 @@ def render_plan(plan: Plan, measured: Mapping[str, Any], repo: Path = REPO) -> s
     start = 0
     for r in rows:
         end = start + r.minutes
-        shown = _titles(r.shown) if r.skipped else ("everything" if r.shown else "")
+        shown = _titles(r.shown) if r.shown and r.skipped else ("everything" if r.shown else "")
+        if r.skipped and not r.shown:
+            shown = "nothing: the whole notebook is reading"
         lines.append(
             f"| {_clock(start)}-{_clock(end)} | {r.minutes} | {r.label} | {shown} "
             f"| {_titles(r.skipped)} |"

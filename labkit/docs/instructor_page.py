@@ -48,7 +48,7 @@ CORE = Plan(
             "02_gap_free_frontier",
             ("(opening)", "The rule", "Every edge case, run live", "What this taught"),
         ),
-        Lesson("03_triggers_shards_indexes", ()),
+        Lesson("03_triggers_shards_indexes", (), "reading after the day"),
         Pause("break", 5),
         Lesson(
             "04_late_tick_rewinds",
@@ -61,6 +61,7 @@ CORE = Plan(
         ),
         Exercises("ex04_ballots", ("rejection_reasons_ex",), "apply_rule_ex is homework"),
         Lesson("05_five_designs", ("(opening)", "Try it", "Article 2's closing question")),
+        Lesson("05b_pipelined_ballots", (), "reading after the day"),
         Lesson(
             "06_crashes_and_restarts",
             ("Crash 1: the loop dies while the planner call is in flight",),
@@ -73,20 +74,79 @@ CORE = Plan(
 HALF_DAY = Plan(
     "The half-day path",
     (
-        Lesson("00_start_here"),
-        Lesson("01_max_is_not_a_watermark"),
+        Lesson(
+            "00_start_here",
+            (
+                "(opening)",
+                "The two bugs in a few lines",
+                "Bug 1 in one picture",
+                "Bug 2 in one picture",
+            ),
+        ),
+        Lesson(
+            "01_max_is_not_a_watermark",
+            ("(opening)", "The log", "The experiment", "Predict, then reveal", "What this taught"),
+        ),
         Exercises("ex01_max_and_orphans", ("predict_frontier_ex", "max_orphans_ex")),
-        Lesson("02_gap_free_frontier"),
+        Lesson(
+            "02_gap_free_frontier",
+            (
+                "(opening)",
+                "The rule",
+                "Every edge case, run live",
+                "Terminal is forever",
+                "A warning for PostgreSQL",
+                "What this taught",
+            ),
+        ),
         Exercises("ex02_frontier_sql", ("frontier_sql_ex",)),
-        Lesson("03_triggers_shards_indexes"),
+        Lesson(
+            "03_triggers_shards_indexes",
+            (
+                "(opening)",
+                "Two ways to ask",
+                "What the global poll costs",
+                "One index per predicate, proved by the plan",
+                "What this taught",
+            ),
+        ),
         Exercises("ex03_partial_index", ("partial_index_ex",)),
         Pause("break", 15),
-        Lesson("04_late_tick_rewinds"),
+        Lesson(
+            "04_late_tick_rewinds",
+            (
+                "(opening)",
+                "Model and assumptions",
+                "Ballots and the watermark",
+                "Article 2's story, with one set of numbers",
+                "When does a ballot leave flight?",
+                "Article 2's four failure classes, each refused with a reason",
+            ),
+        ),
         Exercises("ex04_ballots", ("rejection_reasons_ex", "apply_rule_ex")),
         Pause("break", 10),
-        Lesson("05_five_designs"),
+        Lesson(
+            "05_five_designs",
+            (
+                "(opening)",
+                "Try it",
+                "All faults at once",
+                "Article 2's closing question",
+                "Compare-and-set: enough for what?",
+            ),
+        ),
         Exercises("ex05_lww_and_late_ticks", ("lww_rewind_ex", "closing_question_ex")),
-        Lesson("06_crashes_and_restarts"),
+        Lesson("05b_pipelined_ballots", ("(opening)", "Pipelined ballots", "The flush")),
+        Lesson(
+            "06_crashes_and_restarts",
+            (
+                "(opening)",
+                "A reader that remembers",
+                "Crash 1: the loop dies while the planner call is in flight",
+                "Crash 2: the loop dies in the middle of a commit",
+                "Crash 3: the late answer arrives after newer work committed",
+            ),
+        ),
         Exercises("ex06_restart", ("crash_verdicts_ex",)),
         Pause("wrap-up and discussion", 10),
     ),

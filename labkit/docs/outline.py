@@ -161,7 +161,20 @@ PART_THREE = Part(
         ),
     ),
 )
-WORKBOOK_PARTS: tuple[Part, ...] = (PART_ONE, PART_TWO, PART_THREE)
+PART_FOUR = Part(
+    "Part four",
+    "your own system",
+    (
+        Notebook(
+            "10_audit_your_own_system",
+            "Audit your own system",
+            "Does your own summarizer skip rows, and can your own loop's catalog head fall?",
+            None,
+            "ex10_audit",
+        ),
+    ),
+)
+WORKBOOK_PARTS: tuple[Part, ...] = (PART_ONE, PART_TWO, PART_THREE, PART_FOUR)
 NOTEBOOKS: tuple[Notebook, ...] = (START, *(nb for part in WORKBOOK_PARTS for nb in part.notebooks))
 # The site's navigation: (caption, notebook stems), the overview first, then the three parts.
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -8,17 +8,19 @@ In a notebook::
     frontier_sql_ex.check(frontier_sql)
 
 One module per domain, named as labkit's own subpackages: `frontier` (part one, notebooks
-01-03), `catalog` (part two, 04-06), and on PostgreSQL `frontier_pg` (07) and `catalog_pg` (08).
-`kit` holds the machinery (`Exercise`, `Feedback`, `Wrong`, the `____` placeholder);
-`sandboxes/` runs the learner's SQL and code behind walls. `part1`, `part2` and `part3` list
-each part's exercises; `by_lesson` maps a notebook number (1-8) to the exercises that practise
-it, in the order its notebook `exercises/solutions/ex0N_*.ipynb` asks them. The other names
+01-03), `catalog` (part two, 04-06), on PostgreSQL `frontier_pg` (07) and `catalog_pg` (08),
+and `audit` (10). `kit` holds the machinery (`Exercise`, `Feedback`, `Wrong`, the `____`
+placeholder); `sandboxes/` runs the learner's SQL and code behind walls. `part1`, `part2` and
+`part3` list each part's exercises; `by_lesson` maps a notebook number (1-8, 10) to the
+exercises that practise it, in the order its notebook `exercises/solutions/exNN_*.ipynb` asks
+them. The other names
 here are what those notebooks read besides the exercises.
 """
 
 from __future__ import annotations
 
-from labkit.exercises import catalog, catalog_pg, frontier, frontier_pg
+from labkit.exercises import audit, catalog, catalog_pg, frontier, frontier_pg
+from labkit.exercises.audit import audit_orphans_ex, fall_log_ex
 from labkit.exercises.catalog import (
     HOST_SKEWS,
     apply_rule_ex,
@@ -47,10 +49,12 @@ __all__ = [
     "Feedback",
     "____",
     "apply_rule_ex",
+    "audit_orphans_ex",
     "by_lesson",
     "closing_question_ex",
     "condition_ex",
     "crash_verdicts_ex",
+    "fall_log_ex",
     "frontier_sql_ex",
     "guarded_write_ex",
     "interleaving_ex",
@@ -59,6 +63,7 @@ __all__ = [
     "part1",
     "part2",
     "part3",
+    "part4",
     "partial_index_ex",
     "predict_frontier_ex",
     "rejection_reasons_ex",
@@ -69,9 +74,11 @@ __all__ = [
 part1: list[Exercise] = frontier.exercises
 part2: list[Exercise] = catalog.exercises
 part3: list[Exercise] = frontier_pg.exercises + catalog_pg.exercises  # on a PostgreSQL server
+part4: list[Exercise] = audit.exercises  # on a reader's own logs
 by_lesson: dict[int, list[Exercise]] = {
     **frontier.by_lesson,
     **catalog.by_lesson,
     **frontier_pg.by_lesson,
     **catalog_pg.by_lesson,
+    **audit.by_lesson,
 }

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import labkit.exercises.walls as walls
+import labkit.walls as walls
 from labkit import validation
 from labkit.exercises import progress
 

@@ -8,7 +8,7 @@ is `labkit.plots.audit.audit_figure`; bad input is the audit's one line (`InputE
 
 from __future__ import annotations
 
-import argparse
+import base64
 import html
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,25 +16,27 @@ from pathlib import Path
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from labkit.audit.catalog import audit_catalog
-from labkit.audit.cli import figure_inputs
+from labkit.audit.catalog import EVENT_COLUMNS, audit_catalog, parse_events
 from labkit.audit.findings import Report, render_text
-from labkit.audit.inputs import InputError, Source, UsageError
+from labkit.audit.inputs import InputError, Source, UsageError, read_rows
 from labkit.audit.log import DEFAULT_TERMINAL, audit_log
 from labkit.audit.loop import audit_loop
 from labkit.paths import REPO
 from labkit.plots.audit import audit_figure
 from labkit.plots.style import png_bytes
-from labkit.widgets.common import classed, png_output
+from labkit.widgets.common import classed
 
 SAMPLES_DIR = REPO / "data" / "audit"
 KINDS = ("log", "catalog", "loop")
 OWN = "(your own: type below)"
 # 90 dpi draws the figures' smallest text (8 pt) at 10 px; the image scrolls, never shrinks.
 DPI = 90
-FIGURE_HEIGHT = "470px"
+FIGURE_HEIGHT = "400px"  # a box that scrolls on its own stays within half the window
 VERDICT_HEIGHT = "150px"
 LOOP_N = 4
+_WRAP = widgets.Layout(flex_flow="row wrap")
+_PRE = "margin:2px 0;font-size:12px;white-space:pre-wrap"  # long lines wrap, never cut
+READS_DRAWN = 20_000  # head reads drawn per observer; every fall is drawn whatever this
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,21 @@ def run_audit(
         report = audit_loop(str(target), n=n)
     else:
         raise UsageError(f"audit kind {kind!r}: one of {', '.join(KINDS)}")
-    reads = None
-    if kind == "catalog":
-        args = argparse.Namespace(audit="catalog", events=Path(target), table=None, map=None)
-        reads = figure_inputs(args)
+    reads = head_reads(Path(target)) if kind == "catalog" else None
     return report, audit_figure(report, reads)
+
+
+def head_reads(path: Path, most: int = READS_DRAWN) -> list[tuple[str, float, int]]:
+    """Each observer's head reads in event log `path` as (observer, at, version), the first
+    `most` of each: what the catalog figure draws beside the falls."""
+    kept: dict[str, int] = {}
+    reads = []
+    rows = read_rows(Source(path), EVENT_COLUMNS, order_by="at")
+    for e in parse_events(rows, str(path)):
+        if e.event == "head" and e.version is not None and kept.get(e.observer, 0) < most:
+            kept[e.observer] = kept.get(e.observer, 0) + 1
+            reads.append((e.observer, e.at, e.version))
+    return reads
 
 
 class AuditApp:
@@ -119,7 +131,7 @@ class AuditApp:
         wide = widgets.Layout(width="440px")
         self.path = classed(
             widgets.Text(
-                placeholder="your file (CSV, JSON Lines, SQLite), or MODULE:FACTORY for loop",
+                placeholder="your file, or MODULE:FACTORY for loop",
                 description="path",
                 layout=wide,
             ),
@@ -141,8 +153,9 @@ class AuditApp:
             widgets.HTML(layout=widgets.Layout(max_height=VERDICT_HEIGHT, overflow="auto")),
             "wb-audit-verdict",
         )
+        # The box inside scrolls; the widget keeps the app's width whatever the image's.
         self.figure = classed(
-            widgets.Output(layout=widgets.Layout(max_height=FIGURE_HEIGHT, overflow="auto")),
+            widgets.HTML(layout=widgets.Layout(overflow="hidden")),
             "wb-audit-figure",
         )
         self.sample.observe(self._picked, names="value")
@@ -150,8 +163,8 @@ class AuditApp:
         self.ui = classed(
             widgets.VBox(
                 [
-                    widgets.HBox([self.sample, self.kind, self.button]),
-                    widgets.HBox([self.path, self.checkpoints]),
+                    widgets.HBox([self.sample, self.kind, self.button], layout=_WRAP),
+                    widgets.HBox([self.path, self.checkpoints], layout=_WRAP),
                     self.verdict,
                     self.figure,
                 ]
@@ -163,7 +176,7 @@ class AuditApp:
     def _picked(self, _change: object = None) -> None:
         if self.sample.value in SAMPLES:
             self.kind.value = SAMPLES[self.sample.value].kind
-            self.update()
+        self.update()
 
     def _inputs(self) -> tuple[str, str | Path, str | Path | None]:
         """What to audit: the sample chosen, or the boxes when the file is your own."""
@@ -185,7 +198,7 @@ class AuditApp:
             self.verdict.value = (
                 f"<span style='color:#b00020'>&#9888; {html.escape(self.message)}</span>"
             )
-            self.figure.outputs = ()
+            self.figure.value = ""
             self.last_png = b""
             return
         self.report = report
@@ -194,7 +207,23 @@ class AuditApp:
         verdict = f"exit {report.exit_code}: " + ("clean" if report.clean else "findings")
         self.verdict.value = (
             f"<b style='color:{colour}'>{verdict}</b>"
-            f"<pre style='margin:2px 0;font-size:12px'>{html.escape(self.message)}</pre>"
+            f"<pre style='{_PRE}'>{html.escape(self.message)}</pre>"
         )
         self.last_png = png_bytes(fig, dpi=DPI)
-        png_output(self.figure, self.last_png)
+        self.figure.value = unshrunk(self.last_png, self.alt(report))
+
+    @staticmethod
+    def alt(report: Report) -> str:
+        """The figure's text alternative: which audit, and its verdict line."""
+        return f"figure of the {report.audit} audit: " + render_text(report).splitlines()[-1]
+
+
+def unshrunk(png: bytes, alt: str) -> str:
+    """HTML showing `png` at its own size in a box that scrolls by itself: a shrunk image would
+    draw the figures' smallest text under 10 px, and a wide one must not widen the app."""
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f"<div style='overflow:auto;max-height:{FIGURE_HEIGHT};width:100%'>"
+        f"<img style='max-width:none' alt='{html.escape(alt, quote=True)}' "
+        f"src='data:image/png;base64,{data}'/></div>"
+    )

@@ -247,7 +247,7 @@ class PipelineDepthApp(BatchedApp):
             trace = self._run("pipelined", window, fault, seed).trace
             table, depth = self._table(window, fault, seed), self._depth(fault, seed)
             shown = lanes(trace)
-            refused = int(table.set_index("design").loc["pipelined", "answers refused"])
+            refused = int(table.loc[table["design"] == "pipelined", "answers refused"].iloc[0])
             title = f"W = {window}, fault: {fault}, random seed {seed}"
             self.canvas.update(trace, depth, window, title, shown=shown)
             view = _View(

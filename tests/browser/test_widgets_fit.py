@@ -30,6 +30,7 @@ NOTEBOOKS = (
     "notebooks/05b_pipelined_ballots.ipynb",
     "notebooks/07_postgres_commit_order.ipynb",
     "notebooks/09_a_real_planner.ipynb",
+    "notebooks/10_audit_your_own_system.ipynb",
 )
 
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import labkit.exercises.sandboxes.pg_walls as pw
 import labkit.exercises.sandboxes.sqlite as sandbox
-import labkit.exercises.walls as walls
 import labkit.pg.instance as pg
+import labkit.walls as walls
 from labkit.backend import POSTGRES
 from labkit.exercises.kit import Wrong, listing, shown
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-import labkit.exercises.walls as walls
+import labkit.walls as walls
 from labkit.exercises.kit import Wrong
 
 # A right answer needs a few thousand SQLite VM steps; these bound a wrong one. The step
