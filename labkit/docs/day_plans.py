@@ -241,7 +241,7 @@ def render_reading_table(
         code = sum(s.code_lines for s in parts)
         seconds = kernel.get(stem)
         shown = "not measured" if seconds is None else f"{seconds:.1f} s"
-        minutes = math.ceil(sum(s.minutes for s in parts))
+        minutes = round(sum(s.minutes for s in parts))  # as each notebook states its time
         lines.append(f"| {stem} | {words:,} | {code} | {minutes} | {shown} |")
     return "\n".join(lines) + "\n"
 
