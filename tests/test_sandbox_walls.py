@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from labkit import exercises as exs
-from labkit.exercises import kit, walls
+from labkit import walls
+from labkit.exercises import kit
 from labkit.exercises.kit import Wrong
 from labkit.exercises.sandboxes import sqlite as sandbox
 from labkit.frontier import log as fr

@@ -40,8 +40,9 @@ def _planned(repo: Path) -> Iterator[tuple[str, Path]]:
             yield f"docs/{path.name}", path
     for path in sorted((repo / "docs" / "figures").glob("*.*")):
         yield f"docs/figures/{path.name}", path
-    for path in sorted((repo / "data").rglob("*.json")):  # the scenarios 01 and 02 point at
-        yield path.relative_to(repo).as_posix(), path
+    for path in sorted((repo / "data").rglob("*")):  # 01's and 02's scenarios, 10's samples
+        if path.is_file():
+            yield path.relative_to(repo).as_posix(), path
 
 
 def _content(inside: str, source: Path) -> str | bytes:
