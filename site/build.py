@@ -101,6 +101,10 @@ def stage(src: Path, instructor: bool = False) -> list[Path]:
     for figure in sorted((ROOT / "docs" / "figures").iterdir()):
         if figure.suffix in {".svg", ".png"}:
             shutil.copy(figure, src / "docs" / "figures")
+    for page in sorted((ROOT / "data").rglob("*.md")):  # 10's formats page, linked from it
+        target = src / page.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("---\norphan: true\n---\n" + page.read_text(encoding="utf-8"))
     shutil.copytree(
         ROOT / "notebooks",
         src / "notebooks",

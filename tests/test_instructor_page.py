@@ -107,3 +107,18 @@ def test_each_notebook_opens_with_its_time_at_the_page_s_pace(path: Path) -> Non
     assert said, f"{path.name}: the first cell does not say '**Time:** about N minutes'"
     computed = sum(s.minutes for s in dp.sections(path))
     assert abs(int(said[1]) - computed) <= 1, (path.name, int(said[1]), round(computed, 1))
+
+
+@pytest.mark.parametrize(
+    "path", sorted((dp.REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem[:3]
+)
+def test_no_notebook_has_more_than_4000_words_of_prose(path: Path) -> None:
+    """A notebook a reader can finish in one sitting: its markdown, whitespace-separated."""
+    words = sum(s.words for s in dp.sections(path))
+    assert words <= 4000, (path.name, words)
+
+
+def test_the_readme_says_what_it_teaches_first_in_at_most_1500_words() -> None:
+    readme = (dp.REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.split()) <= 1500
+    assert readme.index("## What it teaches") < readme.index("make lab")
