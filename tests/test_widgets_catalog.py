@@ -100,9 +100,11 @@ def test_the_clock_skew_says_what_it_moves_and_when_it_moved_nothing(app: FiveDe
 
 
 def test_the_metrics_table_shows_the_rewinds_first(app: FiveDesignsApp) -> None:
-    """The column the notebook reads is in view, not scrolled past 16 others."""
+    """The columns the notebook and the instructor read (rewinds, then throughput, latency and
+    wasted calls) are in view, not scrolled past a dozen others."""
     head = app.metrics.value.split("<tbody>")[0]
-    assert head.index(">rewinds<") < head.index(">commits<") < head.index(">latency p95<")
+    assert head.index(">rewinds<") < head.index(">throughput") < head.index(">latency p95<")
+    assert head.index(">wasted calls / commit<") < head.index(">commits<")
 
 
 def test_fault_presets_set_the_checkboxes(app: FiveDesignsApp) -> None:

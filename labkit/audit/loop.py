@@ -29,8 +29,9 @@ from labkit.designs.design import Decision, Request
 from labkit.designs.schedules import Exploration, ScheduleError, Step, as_steps
 from labkit.walls import Raised, Stopped, run_walled
 
-# Article 2's inverted arrival: ballot 1 is in flight, the loop gives up on it and reserves
-# ballot 2, whose answer commits; then ballot 1's late answer lands.
+# Article 2's own fixture (`invert_late_tick`): the loop gives up on ballot 1 and reserves
+# ballot 2, whose answer commits; then ballot 1's late answer lands. One commit fewer than the
+# late tick (`PRESETS["inverted"]`), which the explorer's search covers.
 FIXTURE: tuple[Step, ...] = (Step.timeout(), Step.deliver(2), Step.deliver(1))
 SECONDS = 60.0  # the wall around the whole search
 MEMORY_BYTES = 1024 * 2**20

@@ -38,16 +38,18 @@ SOLUTIONS = tuple(
 CORE = Plan(
     "The 90-minute core path",
     (
-        Lesson("00_start_here", ("Bug 1 in one picture", "Bug 2 in one picture")),
+        Lesson("00_start_here", ("Bug 1 in one picture",), "bug 2's picture waits for 04"),
         Lesson(
             "01_max_is_not_a_watermark",
             ("(opening)", "The log", "The experiment", "Predict, then reveal", "What this taught"),
         ),
+        Pause("the room answers 01's two questions", 2),
         Exercises("ex01_max_and_orphans", ("predict_frontier_ex",), "max_orphans_ex is homework"),
         Lesson(
             "02_gap_free_frontier",
             ("(opening)", "The rule", "Every edge case, run live", "What this taught"),
         ),
+        Pause("poll the room on the edge cases", 3),
         Lesson("03_triggers_shards_indexes", (), "reading after the day"),
         Pause("break", 5),
         Lesson(
@@ -62,11 +64,8 @@ CORE = Plan(
         Exercises("ex04_ballots", ("rejection_reasons_ex",), "apply_rule_ex is homework"),
         Lesson("05_five_designs", ("(opening)", "Try it", "Article 2's closing question")),
         Lesson("05b_pipelined_ballots", (), "reading after the day"),
-        Lesson(
-            "06_crashes_and_restarts",
-            ("Crash 1: the loop dies while the planner call is in flight",),
-        ),
-        Pause("wrap-up: one discussion question", 5),
+        Lesson("06_crashes_and_restarts", (), "reading after the day"),
+        Pause("wrap-up: one discussion question", 8),
     ),
     limit=90,
 )

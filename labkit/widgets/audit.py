@@ -171,12 +171,22 @@ class AuditApp:
             ),
             "wb-audit-app",
         )
+        self._sync_kind()
         self.update()
 
     def _picked(self, _change: object = None) -> None:
-        if self.sample.value in SAMPLES:
-            self.kind.value = SAMPLES[self.sample.value].kind
+        self._sync_kind()
         self.update()
+
+    def _sync_kind(self) -> None:
+        """A sample has its own audit kind: the menu shows it, greyed, and says why."""
+        sample = self.sample.value in SAMPLES
+        if sample:
+            self.kind.value = SAMPLES[self.sample.value].kind
+        self.kind.disabled = sample
+        self.kind.tooltip = (
+            "a sample has its own audit kind; choose your own file to pick one" if sample else ""
+        )
 
     def _inputs(self) -> tuple[str, str | Path, str | Path | None]:
         """What to audit: the sample chosen, or the boxes when the file is your own."""

@@ -89,7 +89,18 @@ _WRAP = widgets.Layout(flex_flow="row wrap")
 VIEWS = ("lanes and heads", "verdict per design")  # the workbench's two views (a Tab)
 SHORTEST_TITLE = "Shortest arrival order that rewinds each design"
 # The five designs' table: the columns the notebook reads first, so none is scrolled out of view.
-FIRST_COLUMNS = ["design", "name", "rewinds", "overwrites", "commits", "accepted", "kept"]
+FIRST_COLUMNS = [
+    "design",
+    "name",
+    "rewinds",
+    "throughput (kept commits per time unit)",
+    "latency p95",
+    "wasted calls / commit",
+    "overwrites",
+    "commits",
+    "accepted",
+    "kept",
+]
 SKEW_READER = "lww"  # the one design that reads the hosts' clocks (its updated_at stamps)
 # The per-request buttons keep one width whatever the request number, so a row never re-wraps.
 _REQUEST_BUTTON_PX = {"deliver": 160, "dup": 215, "stale": 140, "give_up": 185}
