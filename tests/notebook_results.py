@@ -85,7 +85,7 @@ SHOWS = {
         r"held answer of request 2: refused base_hash_mismatch \| head v1 \| replays "
         r"\(request, of ballot\): \[\(4, 2\), \(5, 3\)\]",
         # the hold's frontier and part one's, computed apart, agree before and after fence 1
-        r"fence 1 in flight: the head may reach v1; part one's frontier: row 1\n"
+        r"fence 1 waiting: the head may reach v1; part one's frontier: row 1\n"
         r"fence 1 answered: the head may reach v4; part one's frontier: row 4\n",
         # the flush: giving up on 1 replays 1, 2 and 3; 1's late answer is refused
         r"ticks replayed: 3\n",

@@ -241,7 +241,7 @@ def frontier_side_by_side(head: int, answered: Iterable[int], fences: int) -> pd
         rows.append(
             {
                 "fence": fence,
-                "ballot": "committed" if fence < head else "held" if fence in done else "in flight",
+                "ballot": "committed" if fence < head else "held" if fence in done else "waiting",
                 "row id": row_id,
                 "row status": part_one.status_of(conn, row_id),
             }
