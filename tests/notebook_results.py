@@ -16,7 +16,7 @@ SHOWS = {
         r"MAX\(delivered\) line jumps to 5 while ids 1, 2 and 4 are open",
     ],
     "01_max_is_not_a_watermark": [
-        r"MAX\(delivered\) watermark: 5\ngap-free frontier: +0\n",
+        r"MAX\(delivered\): +5\ngap-free frontier: +0\n",
         r"max: claims \[1, 5\], holds ids \[3, 5\]\nfrontier: no summary",
         r"orphans under max: +\[1, 2, 4\]\norphans under frontier: \[\]",
         r"orphans under MAX: ids 1, 2, 4; under the frontier: none",  # the timeline's alt text
