@@ -96,7 +96,15 @@ def _audit_parser(sub: argparse._SubParsersAction) -> None:
     )
     loop.add_argument("--n", type=int, default=4, help="deliveries per schedule (default 4)")
     loop.add_argument("--window", type=int, default=1, help="ballots kept in flight (default 1)")
-    loop.add_argument("--seconds", type=float, default=60.0, help="time limit of the whole search")
+    loop.add_argument("--seconds", type=float, default=60.0, help="time limit of the whole audit")
+    loop.add_argument(
+        "--service",
+        type=int,
+        metavar="VERSIONS",
+        help="also run the loop for real against the planner service until its head reaches "
+        "VERSIONS, a second reader process counting falls against its reads",
+    )
+    loop.add_argument("--seed", type=int, default=0, help="the service's random seed (default 0)")
     for one in (log, cat, loop):
         one.add_argument("--json", action="store_true", help="JSON Lines, then a summary")
         one.add_argument("--figure", type=Path, help="also draw the audit, .svg or .png")

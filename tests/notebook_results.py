@@ -181,6 +181,9 @@ SHOWS = {
         r"'timeout; deliver 2; deliver 3; deliver 1'",
         r"Article 2's fixture: holds \['timeout 1', '2:commit', '1:commit'\]",
         r"\naudit loop: no finding \(fixture holds, orders \d+, rewinding 0\)",
+        r"SketchLoop: on the service [1-9]\d* falls in [\d,]+ reads of the reader process, "
+        r"head v20",
+        r"CarefulLoop: on the service 0 falls in [\d,]+ reads of the reader process, head v20",
         r"same findings as the CSV files: True",
     ],
 }

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from labkit.__main__ import main
-from labkit.audit.loop import FIXTURE, load_factory, play
+from labkit.audit.loop import FIXTURE
+from labkit.audit.loop_design import load_factory, play
 from labkit.designs.arrival_orders import explore, run_schedule
 
 # A reader's module: loops as a reader writes them, state in Python, the connection ignored.
@@ -257,3 +258,84 @@ def test_a_hanging_loop_is_stopped_by_the_wall(
 def test_n_out_of_range_is_refused(reader: str, capsys: pytest.CaptureFixture[str], n: str) -> None:
     assert main(["audit", "loop", f"{reader}:CarefulLoop", "--n", n]) == 2
     assert "--n" in capsys.readouterr().err
+
+
+# `--service VERSIONS`: the loop runs for real against the planner service (every planner fault
+# on) and a second reader process counts the falls against its reads: Article 2's denominator.
+
+
+def _service(objs: list[dict]) -> tuple[list[dict], dict]:
+    seen = [o for o in objs if o.get("observer") == "reader process"]
+    return seen, objs[-1]["service"]
+
+
+def test_on_the_service_a_callback_loop_falls_and_each_fall_is_one_the_reader_read(
+    reader: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, objs, err = _audit(capsys, f"{reader}:CallbackLoop", "--service", "12")
+    assert (code, err) == (1, "")
+    seen, run = _service(objs)
+    assert run["finished"] and run["head"] == 12 and run["reader_failure"] is None
+    assert run["falls"] == len(seen) >= 1 and run["reads"] > run["falls"]
+    assert run["falls_per_1000_reads"] == round(1000 * run["falls"] / run["reads"], 3)
+    # Each fall is a change of the head the reader process read, to a lower version, and the
+    # reader's changes chain: each starts where the one before it ended.
+    changes = run["changes"]
+    assert [[f["at"], f["before"], f["after"]] for f in seen] == [c for c in changes if c[2] < c[1]]
+    assert [c[1] for c in changes] == [run["first"], *(c[2] for c in changes[:-1])]
+    # The search's own finding, the shortest falling schedule, is still there.
+    assert [o["schedule"] for o in objs if "schedule" in o] == [
+        ["deliver 1", "deliver 2", "deliver 1"]
+    ]
+
+
+@pytest.mark.parametrize("target", ["CarefulLoop", "labkit.catalog.loop:WatermarkLoop"])
+def test_on_the_service_a_careful_loop_reaches_its_versions_and_never_falls(
+    reader: str, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    full = target if ":" in target else f"{reader}:{target}"
+    code, objs, err = _audit(capsys, full, "--service", "12")
+    assert (code, err) == (0, "")
+    (summary,) = objs
+    run = summary["service"]
+    assert (run["falls"], run["head"], run["finished"]) == (0, 12, True)
+    assert run["reads"] > 0 and run["changes"] and all(c[2] > c[1] for c in run["changes"])
+
+
+def test_the_service_falls_are_in_the_text_and_the_figure(
+    reader: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    figure = tmp_path / "loop.svg"
+    args = ["audit", "loop", f"{reader}:CallbackLoop", "--service", "12", "--figure", str(figure)]
+    assert main(args) == 1
+    text = capsys.readouterr().out
+    verdict = text.splitlines()[-1]
+    assert "on the service" in verdict and "reads" in verdict
+    falls = [line for line in text.splitlines() if "reader process saw the head fall" in line]
+    svg = figure.read_text()
+    assert falls and all(f'id="fall-service-{k}"' in svg for k in range(1, len(falls) + 1))
+    assert f'id="fall-service-{len(falls) + 1}"' not in svg
+
+
+@pytest.mark.parametrize("versions", ["0", "1001"])
+def test_service_out_of_range_is_refused(
+    reader: str, capsys: pytest.CaptureFixture[str], versions: str
+) -> None:
+    assert main(["audit", "loop", f"{reader}:CarefulLoop", "--service", versions]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--service" in err
+
+
+def test_the_driver_refuses_a_design_that_is_not_one() -> None:
+    from labkit.remote.driver import run
+
+    with pytest.raises(TypeError, match="a design's name or a callable"):
+        run(42, "http://127.0.0.1:1", ticks=1)  # type: ignore[arg-type]
+
+
+def test_the_driver_refuses_a_made_design_missing_a_method_in_one_line() -> None:
+    from labkit.remote.driver import run
+    from labkit.remote.service import serve
+
+    with serve() as url, pytest.raises(TypeError, match=r"^run\(\): the design made .* lacks "):
+        run(object, url, ticks=1, deadline=5)

@@ -65,7 +65,14 @@ def run(args: argparse.Namespace) -> tuple[Report, str]:
                 args.delivered,
             )
     elif args.audit == "loop":
-        report = audit_loop(args.target, n=args.n, window=args.window, seconds=args.seconds)
+        report = audit_loop(
+            args.target,
+            n=args.n,
+            window=args.window,
+            seconds=args.seconds,
+            service=args.service,
+            seed=args.seed,
+        )
     else:
         events = source(args.events, args.table)
         mapping = parse_mapping(args.map, EVENT_COLUMNS)

@@ -120,7 +120,11 @@ def _measured(summary: Mapping[str, Any]) -> str:
         "orders",
         "rewinding",
     )
-    return ", ".join(f"{k} {summary[k]}" for k in keys if k in summary)
+    said = [f"{k} {summary[k]}" for k in keys if k in summary]
+    if "service" in summary:  # `audit loop --service`: the real run's falls over its reads
+        run = summary["service"]
+        said.append(f"on the service {run['falls']} falls in {run['reads']:,} reads")
+    return ", ".join(said)
 
 
 def render_json(report: Report) -> str:

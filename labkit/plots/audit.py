@@ -4,7 +4,8 @@ drawn.
 `log`: per shard, each checkpoint's end against the true gap-free frontier over time, orphans
 and chain gaps marked. `catalog`: each observer's head over time, falls marked. `loop`: the
 shortest falling schedule (or, when none falls, Article 2's fixture) as lanes, one per request,
-and as a sequence diagram of loop, store, planner and reader. Marks carry a gid (`orphan-...`,
+and as a sequence diagram of loop, store, planner and reader, and after `--service` the head
+the reader process read during the real run. Marks carry a gid (`orphan-...`,
 `fall-...`), which an SVG keeps as the element's id.
 """
 
@@ -128,7 +129,7 @@ def catalog_figure(report: Report, reads: Sequence[tuple[str, float, int]]) -> F
 def loop_run(report: Report) -> tuple[str, dict[str, Any]]:
     """The run a loop figure draws: the shortest fall if there is one, else the fixture."""
     for f in report.findings:
-        if f.kind == "fall":
+        if f.kind == "fall" and "schedule" in f.details:  # not a fall seen on the service
             d = f.details
             return "shortest falling schedule", {
                 "steps": d["schedule"],
@@ -287,15 +288,51 @@ def _draw_sequence(ax: Axes, run: Mapping[str, Any]) -> None:
     ax.set_title("Sequence: loop, store, planner and reader", fontsize=10)
 
 
+def _draw_service(ax: Axes, run: Mapping[str, Any]) -> None:
+    """`audit loop --service`: the head the reader process read over the run's seconds, every
+    fall a vermillion drop."""
+    xs, ys = [0.0], [run["first"]]
+    for t, _, after in run["changes"]:
+        xs.append(t)
+        ys.append(after)
+    ax.step(xs, ys, where="post", color=OBSERVER_COLORS[0], label="head the reader read")
+    for k, (t, before, after) in enumerate(c for c in run["changes"] if c[2] < c[1]):
+        drop = ax.vlines(t, after, before, color=FALL_COLOR, lw=2.5)
+        drop.set_gid(f"fall-service-{k + 1}")
+        ax.plot([t], [after], ls="none", marker="v", ms=9, color=FALL_COLOR, label="fall")
+    handles, labels = ax.get_legend_handles_labels()
+    keep = dict(zip(labels, handles, strict=True))
+    ax.legend(keep.values(), keep.keys(), **RIGHT_LEGEND)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("seconds since the run started (real time)")
+    ax.set_ylabel("head version")
+    n = run["falls"]
+    ax.set_title(
+        f"On the service: {n} fall{'s' if n != 1 else ''} in {run['reads']:,} reads "
+        "of the reader process",
+        fontsize=10,
+    )
+
+
 @styled
 def loop_figure(report: Report) -> Figure:
-    """The schedule `loop_run` picks, drawn as lanes (left) and as a sequence diagram (right)."""
+    """The schedule `loop_run` picks, drawn as lanes (left) and as a sequence diagram (right);
+    under them, after `--service`, the head the reader process read during the real run."""
     what, run = loop_run(report)
-    rows = len(_messages(run))
-    fig = new_figure(13.0, max(4.0, 1.2 + 0.3 * rows), layout="constrained")
-    lanes, seq = fig.subplots(1, 2, width_ratios=(2, 3))
-    _draw_lanes(lanes, run)
-    _draw_sequence(seq, run)
+    service = report.summary.get("service")
+    height = max(4.0, 1.2 + 0.3 * len(_messages(run)))
+    extra = 0.0 if service is None else 3.2
+    fig = new_figure(13.0, height + extra, layout="constrained")
+    grid = fig.add_gridspec(
+        1 if service is None else 2,
+        2,
+        width_ratios=(2, 3),
+        height_ratios=None if service is None else (height, extra),
+    )
+    _draw_lanes(fig.add_subplot(grid[0, 0]), run)
+    _draw_sequence(fig.add_subplot(grid[0, 1]), run)
+    if service is not None:
+        _draw_service(fig.add_subplot(grid[1, :]), service)
     fig.suptitle(f"{report.summary.get('loop', 'your loop')}: {what}")
     return fig
 

@@ -57,6 +57,8 @@ LOOP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a path segment of the servic
 BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused before any decision
 READER_FAILED = "reader_failed"  # the reason on the `truncated` row of a run its reader failed
 READER_STOP_S = 5.0  # how long a reader that was told to end may take before it is killed
+# What the driver calls on a design (`Design`); a design object given to `run` needs them all.
+DESIGN_METHODS = ("start", "on_response", "on_timeout", "awaited", "settle", "stalled", "read_head")
 
 
 @dataclass(frozen=True)
@@ -89,18 +91,22 @@ def check_loop_name(name: Any) -> str:
 
 
 def _build(
-    name: str, window: int, ticks: int, store: Path | None, dsn: str | None
+    name: str | Callable[[], Design], window: int, ticks: int, store: Path | None, dsn: str | None
 ) -> tuple[Design, Any]:
-    """The design, and for an unguarded one the connection its head row is written through.
-    A SQLite store that cannot be opened is named in the error."""
+    """The design, and for an unguarded one (or one a callable makes) the connection its head
+    row is written through. A SQLite store that cannot be opened is named in the error."""
     conn = None
     if dsn is not None:
         from labkit.pg.instance import connect
 
         conn = connect(dsn, autocommit=True)
     try:
-        design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
-        if isinstance(design, BallotDesign):
+        if isinstance(name, str):
+            design = make_design(name, window=window, ticks=ticks, path=store, conn=conn)
+        else:
+            design = name()
+            _design_object(design)
+        if isinstance(design, BallotDesign) and isinstance(name, str):
             return design, None
         if conn is not None:
             return design, conn
@@ -116,6 +122,17 @@ def _build(
         if conn is not None:
             conn.close()
         raise
+
+
+def _design_object(design: Any) -> None:
+    """Refuse, in one line, a design object `run`'s callable made (a reader's own loop,
+    `labkit.audit.loop_design.LoopDesign`) that lacks a method a driver calls."""
+    missing = [m for m in DESIGN_METHODS if not callable(getattr(design, m, None))]
+    if missing or not isinstance(getattr(design, "name", None), str):
+        raise TypeError(
+            f"run(): the design made must have a str `name` and {', '.join(DESIGN_METHODS)}; "
+            f"{type(design).__name__} lacks {', '.join(missing) or 'name'}"
+        )
 
 
 def _close(design: Design, mirror_conn: Any) -> None:
@@ -383,7 +400,7 @@ def _in_thread(work: Callable[[threading.Event], T], stop: threading.Event, boun
 
 
 def run(
-    design: str,
+    design: str | Callable[[], Design],
     url: str,
     *,
     ticks: int,
@@ -412,8 +429,20 @@ def run(
     `progress` is called with each trace row as it is written (in the loop's thread); setting
     `stop` ends the run early, as an interrupt does (a `truncated` row). Every argument is
     checked before the first call, and a bad one refused in one line naming it.
+
+    `design` may also be a callable that makes a design object (a reader's own loop,
+    `labkit.audit.loop_design.LoopDesign`), called in the loop's thread, whose connections it
+    then owns. The object keeps its head where it likes (`window` is its own), so the driver
+    writes that head to the head row after every answer, as for an unguarded design, and the
+    reader process watches the row.
     """
-    check_design(design)
+    if isinstance(design, str):
+        check_design(design)
+    elif not callable(design):
+        raise TypeError(
+            f"run(): design must be a design's name or a callable that makes one, "
+            f"got {type(design).__name__}"
+        )
     url = check_loopback(url)
     ticks = validation.int_arg(ticks, "run(): ticks", low=1)
     window = knobs.count(window, "run(): window", high=knobs.MAX_WINDOW)
@@ -424,7 +453,8 @@ def run(
         timeout = knobs.seconds(timeout, "run(): timeout")
     poll = knobs.interval(poll, "run(): poll")
     drain = knobs.seconds(drain, "run(): drain", zero=True)
-    name = check_loop_name(f"loop-{design}-{seed}" if name is None else name)
+    slug = design if isinstance(design, str) else "own"
+    name = check_loop_name(f"loop-{slug}-{seed}" if name is None else name)
     if store is not None:
         store = knobs.path(store, "run(): store")
     if dsn is not None:
@@ -451,7 +481,7 @@ def run(
         made, mirror_conn = _build(design, window, ticks, path, dsn)
         if mirror_conn is not None:
             head_row.create(mirror_conn, *made.read_head())
-        kind = "catalog" if isinstance(made, BallotDesign) else "mirror"
+        kind = "catalog" if mirror_conn is None else "mirror"
         reader = ReaderProcess(kind, path, dsn=dsn, poll=poll)
         driver = _Driver(
             made,
@@ -475,7 +505,7 @@ def run(
             falls = reader.stop(READER_STOP_S)
             _close(made, mirror_conn)
         return RemoteRun(
-            design,
+            made.name,
             url,
             None if tmp is not None else str(path),
             pd.DataFrame(rows, columns=TRACE_COLUMNS),
