@@ -707,7 +707,7 @@ RULE_WINDOW = 4
 # Every boundary, applied to a loop in one fixed state (head 2): which ballot answers ...
 BALLOT_CASES: dict[str, int] = {
     "in flight, owns the watermark": 5,
-    "in flight, fenced (the head has passed its watermark)": 3,
+    "in flight, overtaken (the head has passed its fence)": 3,
     "fenced out earlier": 4,
     "abandoned": 6,
     "already committed": 2,
@@ -720,7 +720,7 @@ BASE_CASES = {"base below the head": -1, "base equal to the head": 0, "base abov
 
 
 def _boundary_loop() -> WatermarkLoop:
-    """Head 2; in flight: ballot 3 (observed 1, fenced) and 5 (observed 2, owns the watermark);
+    """Head 2; in flight: ballot 3 (observed 1, overtaken) and 5 (observed 2, owns the watermark);
     ballot 4 fenced out, 6 abandoned, 1 and 2 committed; 9 never reserved."""
     loop = WatermarkLoop(connect(), window=RULE_WINDOW)
     loop.reserve()
@@ -867,7 +867,7 @@ apply_rule_ex = Exercise(
         "'stale_base'; and delete from `inflight` the ballot if this response takes it out of "
         "flight. Answer a function of those three arguments that returns None or one of the "
         "reason strings, like starter_decide in the notebook. The check tries every boundary "
-        "(ballot in flight / fenced / decided / abandoned / unknown; echo and base below, "
+        "(ballot in flight / overtaken / fenced out / decided / abandoned / unknown; echo and base below, "
         "equal, above) and random runs."
     ),
     checker=_check_rule,
@@ -892,7 +892,7 @@ apply_rule_ex = Exercise(
         "        return 'unknown_ballot'\n"
         "    observed = inflight[b]\n"
         "    if observed != head:\n"
-        "        del inflight[b]  # fenced: it can never commit\n"
+        "        del inflight[b]  # overtaken: fenced out, it can never commit\n"
         "        return 'stale_watermark'\n"
         "    if response.observed_watermark != observed:\n"
         "        return 'stale_watermark'\n"
