@@ -867,8 +867,8 @@ apply_rule_ex = Exercise(
         "'stale_base'; and delete from `inflight` the ballot if this response takes it out of "
         "flight. Answer a function of those three arguments that returns None or one of the "
         "reason strings, like starter_decide in the notebook. The check tries every boundary "
-        "(ballot in flight / overtaken / fenced out / decided / abandoned / unknown; echo and base below, "
-        "equal, above) and random runs."
+        "(ballot in flight / overtaken / fenced out / decided / abandoned / unknown; echo and "
+        "base below, equal, above) and random runs."
     ),
     checker=_check_rule,
     hints=(
