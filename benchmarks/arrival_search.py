@@ -99,7 +99,7 @@ def plot(rows: list[dict[str, object]]):
     left.set_yscale("log")
     left.set_xlabel("n deliveries")
     left.set_ylabel("seconds (median)")
-    left.set_title("memo search (o) vs SQLite replay (x); _ = target", fontsize=9)
+    left.set_title("memo search (o) vs replay walk on SQLite (x); _ = target", fontsize=9)
     left.legend(fontsize=8)
     right.set_yscale("log")
     right.set_xlabel("n deliveries")
