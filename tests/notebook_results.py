@@ -29,10 +29,10 @@ SHOWS = {
         r"5 of 6 \(83%\) at n = 3 and 40,319 of 40,320 orders at n = 8; the frontier 0%",
     ],
     "03_triggers_shards_indexes": [
-        r"SEARCH conversations USING INDEX idx_conv_active",
+        r"SEARCH conversations USING COVERING INDEX idx_conv_active",
         # Article 1's scale check: still a SEARCH on the partial index at 50,000 settled rows
         r"50,000 settled rows \+ 2 open, one shard:\n +SCAN CONSTANT ROW\n +SCALAR SUBQUERY 1\n"
-        r" +SEARCH conversations USING INDEX idx_conv_active",
+        r" +SEARCH conversations USING COVERING INDEX idx_conv_active",
         r"VM steps per lookup: \d{1,3} with idx_conv_active, \d{3},\d{3} without it",
         # the partial index stays at one page while 50,000 rows settle
         r"\n50000 +2 +\d{3,} +1 +\d{3,}",

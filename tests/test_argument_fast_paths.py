@@ -198,3 +198,29 @@ def test_the_dialect_of_a_connection_type_is_found_once_and_a_stranger_refused_e
         with pytest.raises(backend.UnsupportedBackend, match=r"got builtins\.dict$"):
             backend.dialect({})
     assert not backend.SQLITE.is_postgres and backend.POSTGRES.is_postgres
+
+
+class _Slow(sqlite3.Connection):
+    """A SQLite connection of another type: `delivered_frontier` takes its long way for it."""
+
+
+_FAST = fr.connect()
+_SLOW = sqlite3.connect(":memory:", factory=_Slow)
+fr.create_schema(_SLOW)
+for _conn in (_FAST, _SLOW):
+    for _key in ("main", "x" * fr.MAX_SHARD_KEY_BYTES, "é"):
+        fr.enqueue(_conn, _key, 1)
+
+
+@given(key=text_like(fr.MAX_SHARD_KEY_BYTES), base=int_like)
+@example(key="main", base=0)
+@example(key="x" * fr.MAX_SHARD_KEY_BYTES, base=INT64_MAX)
+@example(key="x" * (fr.MAX_SHARD_KEY_BYTES + 1), base=0)
+@example(key="a\x00", base=0)
+@example(key="é", base=-1)
+@example(key="main", base=INT64_MAX + 1)
+def test_the_inline_lookup_agrees_with_its_long_way(key: Any, base: Any) -> None:
+    """`delivered_frontier`'s inline fast path (a plain SQLite connection) answers or refuses
+    exactly as the checked path every other connection type takes."""
+    slow = outcome(fr.delivered_frontier, _SLOW, key, base)
+    assert outcome(fr.delivered_frontier, _FAST, key, base) == slow

@@ -9,7 +9,7 @@ import pytest
 from labkit.frontier import log as fr
 from labkit.frontier import triggers
 
-FRONTIER_PLAN = "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
+FRONTIER_PLAN = "SEARCH conversations USING COVERING INDEX idx_conv_active (channel_key=? AND id>?)"
 FALLBACK_PLAN = (
     "SEARCH conversations USING COVERING INDEX idx_conv_shard_id (channel_key=? AND id>?)"
 )

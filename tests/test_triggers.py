@@ -59,7 +59,7 @@ def test_frontier_plan_stays_a_search_on_the_partial_index_at_50000_settled_rows
     plans = triggers.query_plans(settled=50_000, active=2, shards=1).set_index("query")
     lookup = plans.loc["frontier lookup"]
     assert (
-        "SEARCH conversations USING INDEX idx_conv_active (channel_key=? AND id>?)"
+        "SEARCH conversations USING COVERING INDEX idx_conv_active (channel_key=? AND id>?)"
         in (lookup["with_index"])
     )
     assert "SCAN conversations" not in lookup["with_index"]

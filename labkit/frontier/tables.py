@@ -40,7 +40,9 @@ CONVERSATIONS = Table(
         Column("xact_id", XID8, ("NOT NULL", "DEFAULT pg_current_xact_id()")),
     ),
     indexes=(
-        Index("idx_conv_active", "channel_key, id", where=OPEN_ROWS),
+        # `status` too, so the frontier's seek reads the index alone (a covering index: SQLite
+        # opens no table cursor for it, a tenth of the lookup).
+        Index("idx_conv_active", "channel_key, id, status", where=OPEN_ROWS),
         Index("idx_conv_shard_id", "channel_key, id"),
         # PostgreSQL's dispatch locks the pending row it picks (`log_pg.SKIP_LOCKED`).
         Index("idx_conv_pending", "priority, id", where="status = 'pending'", only="postgres"),
