@@ -631,7 +631,7 @@ def test_the_student_copy_starts_not_attempted_and_the_solution_is_all_correct(
 
 
 # Text a cell prints only once the learner has predicted (the answer to that prediction).
-REVEALS = {"ex07_commit_order.ipynb": "orphaned by id order"}
+REVEALS = {"ex07_commit_order.ipynb": "orphaned by the no-wait frontier"}
 
 
 def _printed(nb: Any) -> str:
