@@ -117,7 +117,7 @@ class CatalogAudit:
                 head,
                 e,
                 f"ballot {e.ballot} committed version {e.version} on base {e.base} at "
-                f"{when(e.at)}, but the head was {head.version} (ballot {head.ballot})",
+                f"{when(e.at)}, but the highest commit was {head.version} (ballot {head.ballot})",
             )
         self.committed.setdefault(e.version, e)
         if head is None or (head.version is not None and e.version > head.version):
