@@ -226,13 +226,15 @@ def test_an_overlap_and_a_stale_base_each_get_their_finding() -> None:
         Event(1, "commit", "b1", 1, 0),
         Event(2, "commit", "b2", 2, 1),
         Event(3, "commit", "b3", 3, 1),
-        Event(4, "reject", "b4"),
+        Event(4, "reject", "b4"),  # refused, still in flight: its real answer may commit
         Event(5, "commit", "b4", 4, 3),
+        Event(6, "abandon", "b5"),  # given up: nothing of b5 may commit after this
+        Event(7, "commit", "b5", 5, 4),
     ):
         audit.event(e)
     assert [(f.kind, f.ballot) for f in audit.report().findings] == [
         ("off_head_commit", "b3"),
-        ("given_up_commit", "b4"),
+        ("given_up_commit", "b5"),
     ]
 
 

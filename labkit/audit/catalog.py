@@ -21,7 +21,10 @@ from labkit.audit.inputs import InputError, Source, cell_int, cell_text, cell_ti
 
 EVENT_COLUMNS = ("at", "event", "ballot", "version", "base", "observer")
 EVENTS = ("reserve", "request", "response", "commit", "reject", "abandon", "head")
-GIVE_UP = ("reject", "abandon")
+# Only the loop's own give-up ends a ballot for the audit: a `reject` does not, since the commit
+# rule keeps a ballot refused for a stale base in flight (its real answer may yet commit; the
+# glossary's *Leaving flight*), and the log does not say why an answer was refused.
+GIVE_UP = ("abandon",)
 RECENT = 256  # events kept to print a window; a longer window is given by its two ends
 
 
@@ -59,7 +62,7 @@ class CatalogAudit:
         self.falls: dict[str, int] = {}
         self.last_read: dict[str, Event] = {}
         self.committed: dict[int, Event] = {}  # version -> the commit that made it
-        self.given_up: dict[str, Event] = {}  # ballot -> its reject or abandon
+        self.given_up: dict[str, Event] = {}  # ballot -> its abandon
         self.head: Event | None = None  # the commit of the largest version so far
         self.events = 0
         self.recent: deque[Event] = deque(maxlen=RECENT)
