@@ -21,9 +21,9 @@ from labkit.audit.inputs import InputError, Source, cell_int, cell_text, cell_ti
 
 EVENT_COLUMNS = ("at", "event", "ballot", "version", "base", "observer")
 EVENTS = ("reserve", "request", "response", "commit", "reject", "abandon", "head")
-# Only the loop's own give-up ends a ballot for the audit: a `reject` does not, since the commit
-# rule keeps a ballot refused for a stale base in flight (its real answer may yet commit; the
-# glossary's *Leaving flight*), and the log does not say why an answer was refused.
+# Only the loop's own give-up ends a ballot for the audit. A `reject` does not: the log does not
+# say why an answer was refused, and some refusals (a stale base) leave the ballot in flight, its
+# real answer free to commit later (the glossary's *Leaving flight*).
 GIVE_UP = ("abandon",)
 RECENT = 256  # events kept to print a window; a longer window is given by its two ends
 
