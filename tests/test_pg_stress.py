@@ -27,9 +27,11 @@ def test_article_1_rule_orphans_rows_under_late_commits(pg_dsn: str) -> None:
     naive = stress(pg_dsn, "id_order")
     assert naive.rows == 2000
     # Whether the summarizer runs inside a late commit's window is up to the scheduler: if the
-    # first run lost nothing, the same test with the next random seeds must (it always has).
+    # first run lost nothing, the same test with the next random seeds must. Quiet, the first
+    # run always has; on a machine loaded far past its cores (commits at a fifth of their quiet
+    # rate) three runs in a row once lost nothing, so up to five.
     runs = [naive]
-    for seed in (1, 2):
+    for seed in (1, 2, 3, 4):
         if runs[-1].orphans:
             break
         runs.append(stress(pg_dsn, "id_order", seed=seed))
