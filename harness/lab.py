@@ -115,7 +115,7 @@ def _free_port() -> int:
 
 
 def _private_env(state: Path) -> dict[str, str]:
-    """Environment with private Jupyter dirs and the news notification switched off."""
+    """Environment with private Jupyter dirs, and the news notification and autosave off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MPLBACKEND"))}
     dirs = {
         "JUPYTER_CONFIG_DIR": state / "config",
@@ -134,6 +134,11 @@ def _private_env(state: Path) -> dict[str, str]:
     (news / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    # No autosave: a save timer that fires while a test closes a notebook unsaved opens a
+    # "File Save Error ... Disposed" dialog over the page, and the next click lands on it.
+    docs = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "docmanager-extension"
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
     env.setdefault("LABKIT_PROGRESS", "off")  # a test's checks record no learner's progress
     return env
 

@@ -228,6 +228,28 @@ def test_each_variants_worked_answer_passes_and_a_wrong_one_fails(on_server: str
         assert run_plays(label, scripts[label], answer[label])
 
 
+@pytest.mark.postgres
+def test_a_variant_runs_on_the_server_at_its_first_check_only(
+    on_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next checks of a variant read the runs its first check played on this server; a
+    fresh variant plays its own."""
+    ex = exs.interleaving_ex
+    ex.new_variant()
+    monkeypatch.setattr(frontier_pg, "_PLAYED", {})  # earlier tests played these variants
+    played: list[Any] = []
+    real = frontier_pg._run
+    monkeypatch.setattr(frontier_pg, "_run", lambda s, dsn=None: played.append(s) or real(s, dsn))
+    first = ex.check({"P": set(), "Q": set()})
+    assert len(played) == 2
+    ex.wrong_streak = 0
+    again = ex.check({"P": set(), "Q": set()})
+    assert len(played) == 2 and again.message == first.message
+    ex.new_variant()
+    ex.check({"P": set(), "Q": set()})
+    assert played[2:] == list(frontier_pg.current_scripts().values())
+
+
 def run_plays(label: str, script: Any, orphans: set[int]) -> bool:
     state = frontier_pg.run_script(label)
     return len(state.events) == len(script) and set(state.orphans["id_order"]) == orphans

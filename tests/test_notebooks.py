@@ -121,7 +121,7 @@ def collected(*args: str) -> list[str]:
 @pytest.mark.slow  # three pytest processes
 def test_a_notebook_the_browser_checks_is_not_also_run_headless() -> None:
     """With the browser check collected (and Chromium here) each notebook runs once: those the
-    browser tests Run All (tests/browser/test_widgets_fit.py's list) in JupyterLab, the rest
+    browser tests Run All (tests/browser/test_notebook_results.py's list) in JupyterLab, the rest
     headless; asked for alone, or with the browser tests deselected, all run headless."""
     files = ("tests/test_notebooks.py", "tests/browser/test_notebook_results.py")
     headless = "test_notebook_runs_headless_and_shows_its_result["

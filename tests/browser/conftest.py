@@ -10,6 +10,7 @@ import contextlib
 import os
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,30 +59,40 @@ def _require_browser() -> None:
         _missing(reason)
 
 
-# The order the tests run in: those of one notebook one after another, so it is run once
-# (`Lab.notebook`), the widget fit check first (it looks at the notebook as Run All left it),
-# then the check of its outputs (before a fourth notebook closes it), and the benchmark's
-# presses once notebooks 01, 05 and 04 are all open. A test not listed
-# runs after these; any order passes, only slower.
+# The order the tests run in: first those that open a notebook of their own (`lab.open` closes
+# every other tab), then each notebook's tests one after another, so it is Run All'ed once
+# (`Lab.notebook`): the widget fit check first (it looks at the notebook as Run All left it),
+# then the check of its outputs and the tests that change its apps. The benchmark's presses
+# come once notebooks 01, 05, 05b and 04 are all open (KEEP_OPEN below). A test not listed
+# runs after these; any order passes, only slower (a notebook pushed out is run again).
 ORDER = (
     "test_lab_smoke.py::",
     "test_workbench_pipelined.py::",  # a notebook of its own, as test_lab_smoke
+    "test_workspace_links.py::",  # the lessons, each opened on its own
+    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[02]",
+    "test_notebook_results.py::test_run_all_shows_its_result[02]",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[01]",
     "test_notebook_results.py::test_run_all_shows_its_result[01]",
     "test_notebook_01.py::",
-    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[02]",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[05]",
     "test_notebook_results.py::test_run_all_shows_its_result[05]",
     "test_notebook_05.py::",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[05b]",
+    "test_notebook_results.py::test_run_all_shows_its_result[05b]",
     "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[04]",
     "test_notebook_results.py::test_run_all_shows_its_result[04]",
     "test_workbench.py::",
     "test_widget_browser_smoke.py::",
     "test_widgets_fit.py::test_notebook_07",
     "test_notebook_results.py::test_run_all_shows_its_result[07]",
+    "test_rerun.py::test_07",
     "test_widgets_fit.py::test_notebook_09",
     "test_notebook_results.py::test_run_all_shows_its_result[09]",
+    "test_rerun.py::test_09",
+    "test_widgets_fit.py::test_no_widget_text_is_cut_at_1280[10]",
+    "test_notebook_results.py::test_run_all_shows_its_result[10]",
+    "test_notebook_results.py::test_run_all_shows_its_result[08]",
+    "test_rerun.py::test_08",
 )
 
 
@@ -149,21 +160,22 @@ def _local_only(route: Route) -> None:
 
 
 # Notebooks run and kept open in the tab at once (each has its kernel): enough for the
-# benchmark's three; opening one more closes the one run longest ago.
-KEEP_OPEN = 3
+# benchmark's four; opening one more closes the one run longest ago.
+KEEP_OPEN = 4
 
 
 @dataclass
 class Tab:
     """The one browser tab (None until a test needs it, or after a failure), the notebooks
     Run All'ed in it that later tests may use (oldest first), for each the apps a test
-    asked for `fresh` since (and so may have changed), by cell index, and its outputs as Run
-    All left them (nbformat JSON)."""
+    asked for `fresh` since (and so may have changed), by cell index, its outputs as Run
+    All left them (nbformat JSON), and how often each was Run All'ed since the tab opened."""
 
     page: Page | None = None
     ran: dict[str, Notebook] = field(default_factory=dict)
     changed: dict[str, set[int]] = field(default_factory=dict)
     run_all_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_alls: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -206,6 +218,7 @@ class Lab:
                 self.server.shutdown_kernels(oldest)
             nb = _open_notebook(self.page, self.server, path, keep=True)
             nb.run_all(timeout_ms=180_000)
+            self.tab.run_alls[path] += 1
             ran[path], changed[path] = nb, set()
             self.tab.run_all_outputs[path] = nb.executed()
         if fresh is not None:
@@ -220,9 +233,17 @@ class Lab:
 
 @pytest.fixture(scope="package")
 def _lab_tab(browser: Browser) -> Iterator[Tab]:
-    """The tests' one browser tab (a failed test throws it away)."""
+    """The tests' one browser tab (a failed test throws it away). Each notebook is Run All'ed
+    once in it: a second run means ORDER or KEEP_OPEN no longer fit the tests."""
     tab = Tab()
     yield tab
+    again = sorted(path for path, n in tab.run_alls.items() if n > 1)
+    if again:
+        pytest.fail(
+            "notebooks Run All'ed more than once in one tab (list their tests together in "
+            f"ORDER, or keep more open: KEEP_OPEN = {KEEP_OPEN}): {', '.join(again)}",
+            pytrace=False,
+        )
     if tab.page is not None:
         tab.page.context.close()
 
@@ -268,6 +289,7 @@ def lab(
                 _lab_tab.page = None
                 _lab_tab.ran.clear()
                 _lab_tab.changed.clear()
+                _lab_tab.run_alls.clear()
                 with contextlib.suppress(Exception):
                     page.context.close()
             if not kept or lab.opened:

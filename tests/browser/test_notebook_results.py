@@ -14,6 +14,7 @@ from notebook_results import check_shows_its_result
 
 from harness.nbrun import starts_postgres
 
+from .test_rerun import NB08
 from .test_widgets_fit import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ RUNS = [
         marks=[pytest.mark.notebooks]
         + ([pytest.mark.postgres] if starts_postgres(ROOT / path) else []),
     )
-    for path in NOTEBOOKS
+    for path in (*NOTEBOOKS, NB08)  # every notebook a browser test Run Alls
 ]
 
 
