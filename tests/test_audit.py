@@ -290,12 +290,12 @@ def test_max_checkpoints_orphan_what_labkits_summarizer_orphans(data: st.DataObj
 
 @pytest.mark.slow
 def test_a_long_history_streams_in_bounded_memory() -> None:
-    rows = 200_000
+    rows = 40_000
     tracemalloc.start()
     try:
         audit = LogAudit()
         checkpoints = 0
-        for item in samples.synthetic_log(rows, shards=100, every=1000):
+        for item in samples.synthetic_log(rows, shards=100, every=200):
             if isinstance(item, StatusRow):
                 audit.status(item)
             else:
@@ -308,7 +308,8 @@ def test_a_long_history_streams_in_bounded_memory() -> None:
     assert report.clean and report.summary["status_rows"] == rows
     assert report.summary["rule"] == "frontier" and checkpoints > 100
     assert report.summary["peak_open_rows"] <= 100 * 8
-    assert peak < 4_000_000, peak  # 200,000 rows held would take tens of MB
+    # held, the 40,000 rows took 8.4 MB here; streamed, 0.19 MB (0.33 MB for 200,000 rows)
+    assert peak < 2_000_000, peak
 
 
 def test_the_samples_script_writes_beside_and_renames(tmp_path: Path) -> None:

@@ -338,10 +338,11 @@ def _random_script(rng: random.Random) -> Script:
     if ("worker", "summarize") not in worker:
         worker.append(("worker", "summarize"))
     streams.append(worker)
-    script: list[Step] = []
-    while any(streams):  # each order of the three streams equally likely
-        k = rng.choices(range(len(streams)), weights=[len(s) for s in streams])[0]
-        script.append(streams[k].pop(0))
+    # each interleaving of the three streams equally likely: a shuffled list of whose turn it is
+    turns = [k for k, stream in enumerate(streams) for _ in stream]
+    rng.shuffle(turns)
+    nexts = [iter(stream) for stream in streams]
+    script = [next(nexts[k]) for k in turns]
     return (*script, ("worker", "deliver"), ("worker", "summarize"))
 
 
