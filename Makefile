@@ -112,9 +112,11 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 
-# PYTEST_ARGS reach pytest, e.g. `make test PYTEST_ARGS=--cpu-report=30` (CPU seconds per file).
+# Every run ends with the CPU_REPORT test files that took the most CPU seconds (tests/cpu_report.py),
+# so growth shows where it happens; CPU_REPORT=0 leaves the table out. PYTEST_ARGS reach pytest.
+CPU_REPORT ?= 15
 test: lint
-	$(PY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
+	$(PY) -m pytest $(PARALLEL) --cpu-report=$(CPU_REPORT) $(PYTEST_ARGS)
 
 # The edit-test loop: every test but the browser, PostgreSQL, notebook and slow ones (no ruff).
 # These tests compute rather than wait, so one worker per core: a third only adds its own

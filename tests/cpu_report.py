@@ -65,7 +65,8 @@ class CpuReport:
             return
         total = sum(self.by_file.values())
         tr = terminalreporter
-        tr.section(f"CPU seconds per test file (top {self.top} of {len(self.by_file)})")
+        shown = min(self.top, len(self.by_file))
+        tr.section(f"CPU seconds per test file (top {shown} of {len(self.by_file)})")
         for path, seconds in self.by_file.most_common(self.top):
             tr.write_line(f"{seconds:8.1f}  {100 * seconds / total:5.1f}%  {path}")
         tr.write_line(f"{total:8.1f}  100.0%  all {len(self.by_file)} files")

@@ -44,6 +44,7 @@ def test_the_report_ranks_files_by_their_cpu_seconds(pytester: pytest.Pytester) 
     result.assert_outcomes(passed=2)
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "CPU seconds per test file" in line)
+    assert "(top 2 of 2)" in lines[start]  # not "top 5": there are two files
     rows = [line.split() for line in lines[start + 1 :] if line.strip()][:3]
     assert [r[2] for r in rows] == ["test_busy.py", "test_idle.py", "all"]
     assert float(rows[0][0]) >= 0.3 > float(rows[1][0])
@@ -54,3 +55,11 @@ def test_without_the_option_there_is_no_report(pytester: pytest.Pytester) -> Non
     result = pytester.runpytest()
     result.assert_outcomes(passed=2)
     assert "CPU seconds per test file" not in result.stdout.str()
+
+
+def test_make_test_prints_the_report() -> None:
+    """`make test` (and so CI) ends with the table, so growth shows in every run."""
+    makefile = (HERE.parent / "Makefile").read_text()
+    recipe = makefile.split("\ntest: lint\n", 1)[1].split("\n\n", 1)[0]
+    assert "--cpu-report=$(CPU_REPORT)" in recipe
+    assert "\nCPU_REPORT ?= 15\n" in makefile
