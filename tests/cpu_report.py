@@ -1,10 +1,12 @@
 """CPU seconds per test file, so the suite's growth shows where it happens (`--cpu-report=N`).
 
 Each test process adds up, per file, the CPU its tests took: its own (user + system) and that of
-the child processes it reaped meanwhile (kernels, crash children, walls, JupyterLab). A server
-that outlives its test (the session's PostgreSQL, Chromium) is not a child that is reaped per
-test, so its CPU is counted nowhere. Under xdist each worker sends its table to the controller,
-which prints the N costliest files and the total. Registered by `tests/conftest.py`.
+the child processes it reaped meanwhile (kernels, crash children, walls) and their own reaped
+children. What the browser tests share (JupyterLab with its kernels, Playwright with Chromium)
+is reaped when those fixtures end, so it counts to the browser test that ran last; a PostgreSQL
+server detaches from the process that starts it and counts nowhere. Under xdist each worker
+sends its table to the controller, which prints the N costliest files and the total. Registered
+by `tests/conftest.py`.
 """
 
 from __future__ import annotations

@@ -288,9 +288,9 @@ def test_max_checkpoints_orphan_what_labkits_summarizer_orphans(data: st.DataObj
 # --- streaming: memory bounded by the open rows, not the history ------------------------------
 
 
-@pytest.mark.slow
-def test_a_long_history_streams_in_bounded_memory() -> None:
-    rows = 40_000
+def _streamed(rows: int) -> tuple[Any, int, int]:
+    """Audit a synthetic history of `rows` status rows as it streams by: the report, the
+    checkpoints seen and the peak of memory allocated meanwhile (tracemalloc)."""
     tracemalloc.start()
     try:
         audit = LogAudit()
@@ -305,11 +305,19 @@ def test_a_long_history_streams_in_bounded_memory() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert report.clean and report.summary["status_rows"] == rows
+    return report, checkpoints, peak
+
+
+@pytest.mark.slow
+def test_a_long_history_streams_in_bounded_memory() -> None:
+    """The peak does not grow with the history: from 10,000 to 40,000 rows it grew 39 KB here,
+    where keeping one reference per row (8 bytes each) grows it 300 KB."""
+    _, _, small = _streamed(10_000)
+    report, checkpoints, peak = _streamed(40_000)
+    assert report.clean and report.summary["status_rows"] == 40_000
     assert report.summary["rule"] == "frontier" and checkpoints > 100
     assert report.summary["peak_open_rows"] <= 100 * 8
-    # held, the 40,000 rows took 8.4 MB here; streamed, 0.19 MB (0.33 MB for 200,000 rows)
-    assert peak < 2_000_000, peak
+    assert peak - small < 150_000, (small, peak)
 
 
 def test_the_samples_script_writes_beside_and_renames(tmp_path: Path) -> None:

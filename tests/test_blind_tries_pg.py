@@ -20,8 +20,8 @@ from labkit.exercises.kit import Exercise
 from labkit.exercises.sandboxes import pg as pg_sandbox
 
 MIN_TRIES = 30
-# Each check plays both interleavings on the server (0.3-0.9 s), so a few learners, each
-# stopped at CAP tries and then counted as CAP: the mean is a floor.
+# A variant's first check plays both interleavings on the server (0.3-0.9 s), so a few
+# learners, each stopped at CAP tries and then counted as CAP: the mean is a floor.
 RUNS, CAP = 3, 36
 LABELS = ("P", "Q")
 FRESH = "fresh variant"

@@ -83,7 +83,9 @@ def _run(script: Script, dsn: str | None = None) -> co.LabState:
 
 # The runs checks played, by server and script: a variant's interleavings run on the server at
 # its first check, and the next checks of that variant read the same runs (a learner's second
-# answer waits no 0.3-0.9 s for a run that cannot come out otherwise).
+# answer waits no 0.3-0.9 s for a run that cannot come out otherwise: Article 1's orphans follow
+# from the script, and another session can only hold the horizon wait longer, which orphans
+# nothing either way). Read only: a check never changes a run it reads.
 _PLAYED: dict[tuple[str, Script], co.LabState] = {}
 _PLAYED_KEEP = 8
 

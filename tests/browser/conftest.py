@@ -64,7 +64,8 @@ def _require_browser() -> None:
 # (`Lab.notebook`): the widget fit check first (it looks at the notebook as Run All left it),
 # then the check of its outputs and the tests that change its apps. The benchmark's presses
 # come once notebooks 01, 05, 05b and 04 are all open (KEEP_OPEN below). A test not listed
-# runs after these; any order passes, only slower (a notebook pushed out is run again).
+# runs after these; a notebook it Run Alls again (pushed out, or closed by `lab.open`) is an
+# error at the end of the folder (`_lab_tab`), so a new test takes its place here.
 ORDER = (
     "test_lab_smoke.py::",
     "test_workbench_pipelined.py::",  # a notebook of its own, as test_lab_smoke
@@ -237,15 +238,16 @@ def _lab_tab(browser: Browser) -> Iterator[Tab]:
     once in it: a second run means ORDER or KEEP_OPEN no longer fit the tests."""
     tab = Tab()
     yield tab
+    if tab.page is not None:
+        tab.page.context.close()
     again = sorted(path for path, n in tab.run_alls.items() if n > 1)
     if again:
         pytest.fail(
             "notebooks Run All'ed more than once in one tab (list their tests together in "
-            f"ORDER, or keep more open: KEEP_OPEN = {KEEP_OPEN}): {', '.join(again)}",
+            "ORDER, after the tests that open a notebook of their own, or keep more open: "
+            f"KEEP_OPEN = {KEEP_OPEN}): {', '.join(again)}",
             pytrace=False,
         )
-    if tab.page is not None:
-        tab.page.context.close()
 
 
 @pytest.fixture
