@@ -236,7 +236,7 @@ def test_a_variant_runs_on_the_server_at_its_first_check_only(
     fresh variant plays its own."""
     ex = exs.interleaving_ex
     ex.new_variant()
-    monkeypatch.setattr(frontier_pg, "_PLAYED", {})  # earlier tests played these variants
+    frontier_pg._played.cache_clear()  # earlier tests played these variants
     played: list[Any] = []
     real = frontier_pg._run
     monkeypatch.setattr(frontier_pg, "_run", lambda s, dsn=None: played.append(s) or real(s, dsn))

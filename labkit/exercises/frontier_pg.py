@@ -12,6 +12,7 @@ judge). The learner's SQL runs in the PostgreSQL sandbox (`sandboxes.pg`).
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import time
@@ -86,17 +87,9 @@ def _run(script: Script, dsn: str | None = None) -> co.LabState:
 # answer waits no 0.3-0.9 s for a run that cannot come out otherwise: Article 1's orphans follow
 # from the script, and another session can only hold the horizon wait longer, which orphans
 # nothing either way). Read only: a check never changes a run it reads.
-_PLAYED: dict[tuple[str, Script], co.LabState] = {}
-_PLAYED_KEEP = 8
-
-
+@functools.lru_cache(maxsize=8)
 def _played(script: Script, dsn: str) -> co.LabState:
-    key = (dsn, script)
-    if key not in _PLAYED:
-        if len(_PLAYED) >= _PLAYED_KEEP:
-            del _PLAYED[next(iter(_PLAYED))]
-        _PLAYED[key] = _run(script, dsn)
-    return _PLAYED[key]
+    return _run(script, dsn)
 
 
 def current_scripts() -> dict[str, Script]:
