@@ -1,11 +1,14 @@
 """Part two's exercises, ballots and the catalog watermark: predict `WatermarkLoop`'s verdicts
 and fix a broken commit rule (after notebook 04), fool last-write-wins under skewed host clocks
 and answer Article 2's closing question with other numbers (05), and predict what survives a
-restart (06). Every check drives the real `WatermarkLoop` and `labkit.designs.arrival_orders`.
+restart (06). Every answer is judged by the real `WatermarkLoop` and
+`labkit.designs.arrival_orders`; a verdict scenario is played once, when its variant is drawn (or
+at the first check of the notebook's own), since the loop's decisions for it never change.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import tempfile
@@ -236,7 +239,9 @@ def _new_ballot_mistake(key: str, said: Any, ballot_id: int) -> str:
     return f"{key}: ballot ids start at 1 and only grow"
 
 
-def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
+def _check_verdicts(scenario: VerdictScenario, decided: Decided, answer: Any) -> str:
+    """The answer against what the real loop decided for `scenario`, label by label in order:
+    `Wrong` at the first mismatch (the new ballot's id first, if asked)."""
     if not isinstance(answer, Mapping):
         raise Wrong(
             f"give a dict from label to decision, shaped like {{'P': 'stale_base', 'Q': "
@@ -247,25 +252,16 @@ def _check_verdicts(scenario: VerdictScenario, answer: Any) -> str:
     missing = [k for k in keys if k not in answer]
     if missing:
         raise Wrong(f"give an entry for every label; missing: {', '.join(missing)}")
-    with tempfile.TemporaryDirectory() as tmp:
-        loop, _ = scenario.build(Path(tmp))
-        try:
-            if scenario.new_ballot_key:
-                key = scenario.new_ballot_key
-                ballot = loop.reserve()
-                said = answer[key]
-                if isinstance(said, bool) or whole(said, key) != ballot.ballot_id:
-                    raise Wrong(_new_ballot_mistake(key, said, ballot.ballot_id))
-            for label, resp in scenario.responses.items():
-                said = _normalize_reason(answer[label], label)
-                out = loop.apply(resp)
-                actual = COMMIT if out.committed else str(out.reason)
-                if said != actual:
-                    raise Wrong(_recheck(said, actual, scenario.restart))
-            head = loop.head_version()
-        finally:
-            loop.conn.close()
-    return f"all {len(keys)} match; the head ended at version {head}, never lower."
+    if scenario.new_ballot_key and decided.new_ballot is not None:
+        key = scenario.new_ballot_key
+        said = answer[key]
+        if isinstance(said, bool) or whole(said, key) != decided.new_ballot:
+            raise Wrong(_new_ballot_mistake(key, said, decided.new_ballot))
+    for label in scenario.responses:
+        said = _normalize_reason(answer[label], label)
+        if said != decided.decisions[label]:
+            raise Wrong(_recheck(said, decided.decisions[label], scenario.restart))
+    return f"all {len(keys)} match; the head ended at version {decided.head}, never lower."
 
 
 def _table(responses: Mapping[str, Response]) -> str:
@@ -275,21 +271,40 @@ def _table(responses: Mapping[str, Response]) -> str:
     )
 
 
-def _decisions(scenario: VerdictScenario) -> dict[str, Any]:
-    """What the real loop decides for `scenario`: the new ballot's id (if asked) and each
-    response's decision, in the answer's form."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class Decided:
+    """What the real loop decided for a scenario: the restarted loop's first ballot id (if the
+    scenario asks for it), each response's decision ('commit' or a reason) and the final head."""
+
+    new_ballot: int | None
+    decisions: dict[str, str]
+    head: int
+
+
+def _play_verdicts(
+    base: VerdictScenario, respond: Callable[[WatermarkLoop, str], Response]
+) -> tuple[dict[str, Response], Decided]:
+    """Build `base`'s loop, reserve the new ballot if asked, then apply `respond(loop, label)`
+    for each label in order: the responses applied and what the loop decided."""
+    responses: dict[str, Response] = {}
+    decisions: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        loop, _ = scenario.build(Path(tmp))
+        loop, _ = base.build(Path(tmp))
         try:
-            if scenario.new_ballot_key:
-                out[scenario.new_ballot_key] = loop.reserve().ballot_id
-            for label, resp in scenario.responses.items():
-                o = loop.apply(resp)
-                out[label] = COMMIT if o.committed else str(o.reason)
+            new_ballot = loop.reserve().ballot_id if base.new_ballot_key else None
+            for label in base.responses:
+                responses[label] = respond(loop, label)
+                out = loop.apply(responses[label])
+                decisions[label] = COMMIT if out.committed else str(out.reason)
+            head = loop.head_version()
         finally:
             loop.conn.close()
-    return out
+    return responses, Decided(new_ballot, decisions, head)
+
+
+def _decisions(scenario: VerdictScenario) -> Decided:
+    """What the real loop decides for `scenario`'s own responses."""
+    return _play_verdicts(scenario, lambda _, label: scenario.responses[label])[1]
 
 
 VARIANT_TOOLS = ("mail", "files", "calendar", "maps", "notes")
@@ -305,45 +320,41 @@ def _plausible_response(rng: random.Random, loop: WatermarkLoop, top: int) -> Re
     return Response(b, observed, base, ("search", rng.choice(VARIANT_TOOLS)))
 
 
-def _verdict_variant(base: VerdictScenario, rng: random.Random) -> VerdictScenario:
+def _verdict_variant(base: VerdictScenario, rng: random.Random) -> tuple[VerdictScenario, Decided]:
     """The same setup, new responses to it (as many as `base` has), drawn until at least three
     different decisions occur; the decisions themselves are the real loop's."""
     while True:
-        with tempfile.TemporaryDirectory() as tmp:
-            loop, _ = base.build(Path(tmp))
-            try:
-                if base.new_ballot_key:
-                    loop.reserve()
-                responses = {}
-                for label in base.responses:
-                    responses[label] = _plausible_response(rng, loop, VARIANT_TOP)
-                    loop.apply(responses[label])
-            finally:
-                loop.conn.close()
-        scenario = replace(base, responses=responses)
-        decided = _decisions(scenario)
-        if len({decided[k] for k in responses}) >= 3:
-            return scenario
+        responses, decided = _play_verdicts(
+            base, lambda loop, _: _plausible_response(rng, loop, VARIANT_TOP)
+        )
+        if len(set(decided.decisions.values())) >= 3:
+            return replace(base, responses=responses), decided
 
 
 VARIANT_TOP = 5  # variants use ballot ids 1..5: the reserved ones and one never reserved
 
 
-def _solution(scenario: VerdictScenario) -> str:
-    decided = _decisions(scenario)
-    pairs = ", ".join(f"{k!r}: {v!r}" for k, v in decided.items())
+def _solution(decided: Decided, new_ballot_key: str | None) -> str:
+    answer: dict[str, Any] = {new_ballot_key: decided.new_ballot} if new_ballot_key else {}
+    pairs = ", ".join(f"{k!r}: {v!r}" for k, v in {**answer, **decided.decisions}.items())
     return f"apply() decides, in order: answer = {{{pairs}}}"
+
+
+def _verdict_checker(scenario: VerdictScenario) -> Callable[[Any], str]:
+    """A check of answers for `scenario`: the real loop plays it once, at the first check."""
+    decided = functools.cache(lambda: _decisions(scenario))
+    return lambda answer: _check_verdicts(scenario, decided(), answer)
 
 
 def _verdict_exercise_variant(
     base: VerdictScenario, question: Callable[[VerdictScenario], str]
 ) -> Callable[[random.Random], Variant]:
     def draw(rng: random.Random) -> Variant:
-        scenario = _verdict_variant(base, rng)
+        scenario, decided = _verdict_variant(base, rng)
         return Variant(
             question(scenario),
-            lambda answer: _check_verdicts(scenario, answer),
-            _solution(scenario),
+            lambda answer: _check_verdicts(scenario, decided, answer),
+            _solution(decided, scenario.new_ballot_key),
         )
 
     return draw
@@ -373,7 +384,7 @@ def _crash_question(scenario: VerdictScenario) -> str:
 rejection_reasons_ex = Exercise(
     name="Predict the verdicts",
     question=_reject_question(REJECT),
-    checker=lambda answer: _check_verdicts(REJECT, answer),
+    checker=_verdict_checker(REJECT),
     hints=(
         "apply() asks three questions in a fixed order, and each decision changes the state "
         "the next response meets. Which ballots are in flight after each step?",
@@ -400,7 +411,7 @@ rejection_reasons_ex = Exercise(
 crash_verdicts_ex = Exercise(
     name="What survives a restart",
     question=_crash_question(CRASH),
-    checker=lambda answer: _check_verdicts(CRASH, answer),
+    checker=_verdict_checker(CRASH),
     hints=(
         "Everything the loop knows lives in the database file. What did the file hold when "
         "the process died: which ballots, which next ballot id, which head?",
