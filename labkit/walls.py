@@ -697,8 +697,26 @@ if os.name == "posix":
             if os.getppid() != parent:  # it exited before the call
                 os._exit(70)
 
+        def _ended(pid: int) -> bool:
+            """Whether zombie `pid` has ended: every thread of it has. A main thread that calls
+            `pthread_exit` leaves its process a zombie while its other threads run on."""
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                return True
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/stat", "rb") as stat:
+                        data = stat.read()
+                except OSError:
+                    continue
+                if data[data.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X"):
+                    return False
+            return True
+
         def _descendants(root: int) -> list[int]:
-            """The live processes below `root` (zombies left out), from /proc's parent pids."""
+            """The live processes below `root` (ended zombies left out), from /proc's parent
+            pids."""
             children: dict[int, list[tuple[int, bytes]]] = {}
             for name in os.listdir("/proc"):
                 if not name.isdigit():
@@ -714,7 +732,7 @@ if os.name == "posix":
             while todo:
                 for pid, state in children.get(todo.pop(), ()):
                     todo.append(pid)
-                    if state not in (b"Z", b"X"):
+                    if state not in (b"Z", b"X") or not _ended(pid):
                         found.append(pid)
             return found
 

@@ -10,6 +10,8 @@ the checker's own fallback kill.
 from __future__ import annotations
 
 import collections
+import contextlib
+import ctypes
 import itertools
 import json
 import os
@@ -44,14 +46,19 @@ def _me() -> str:
 
 
 def _alive(record: str) -> bool:
-    """Whether the process `_me()` described still runs (a zombie has ended)."""
+    """Whether the process `_me()` described still runs: a thread of it does (a zombie whose
+    threads have all ended is over; one whose main thread alone ended is not)."""
     pid, start = record.split()
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
     except OSError:
         return False
-    return fields[19] == start and fields[0] not in ("Z", "X")
+    return fields[19] == start and any(state not in ("Z", "X") for state in states)
 
 
 def _put(path: Path, text: str) -> None:
@@ -112,6 +119,44 @@ def test_every_process_an_answer_forks_ends_with_the_check(
     assert len(records) == n
     assert [r for r in records if _alive(r)] == []  # ended before the check returned
     assert _written_after(tmp_path, returned) == []
+
+
+def _headless_sleeper(folder: Path) -> None:
+    """In a forked process: leave the session, start a thread that says it started and sleeps
+    on, then end the main thread alone (`pthread_exit`): /proc shows the process as a zombie
+    while its thread runs."""
+    os.setsid()
+
+    def on() -> None:
+        _put(folder / "started-0", _me())
+        time.sleep(LOOSE_S)
+        os._exit(0)
+
+    threading.Thread(target=on).start()
+    ctypes.CDLL(None).pthread_exit(None)
+
+
+@pytest.mark.slow
+def test_a_process_whose_main_thread_exits_ends_with_the_check(tmp_path: Path) -> None:
+    """A zombie with a live thread is not over: the walls kill it (an attacker's process once
+    outlived the check so, after the supervisor waited its whole KILL_S to reap it)."""
+
+    def answer() -> str:
+        if os.fork() == 0:
+            _headless_sleeper(tmp_path)
+        _await_files(tmp_path, "started-*", 1)
+        return "answered"
+
+    began = time.monotonic()
+    assert walls.run_walled(answer, seconds=LOOSE_S) == "answered"
+    took = time.monotonic() - began
+    record = (tmp_path / "started-0").read_text()
+    try:
+        assert not _alive(record)
+        assert took < walls.KILL_S
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(int(record.split()[0]), signal.SIGKILL)
 
 
 @pytest.mark.slow
