@@ -33,7 +33,8 @@ checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts 
 
 What the walls do not do: they protect the machine and the notebook, not a learner's check from
 that learner. Code in the child can find the answer pipe and write its own "ok" (a forged
-answer), which fools only the learner's own check; and a process of the learner's that kills
+answer), which fools only the learner's own check (a forged answer costly to build is
+decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
 from a notebook cell would. Elsewhere than Linux there is no subreaper: the process group is
 killed, a process that left it is not. Where a platform cannot fork (Windows), the code runs
@@ -142,16 +143,18 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
         if code != 0:
             raise Crashed(f"stopped after its answer (exit code {code})")
-        message = _read_answer(raw)
     finally:
         wall.end()
         wall.output.show()
-    return _answer(message)
+    return _answer(_read_answer(raw))
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
 _HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
-MAX_ANSWER_BYTES = 256 * 2**20
+MAX_ANSWER_BYTES = 64 * 2**20
+# An answer this small decodes in well under a millisecond whatever it holds; a larger one is
+# decoded first behind walls of its own (`_read_answer`).
+SMALL_ANSWER_BYTES = 16 * 1024
 
 
 def _send(send: Any, data: bytes) -> None:
@@ -272,12 +275,32 @@ def decode(data: Any) -> Any:
 
 
 def _read_answer(raw: bytes) -> tuple[str, Any]:
-    """The child's message, decoded as data; a malformed one is the child's failure."""
+    """The child's message, decoded as data; a malformed one is the child's failure. The
+    learner's code can forge the message, and decoding runs here, outside the learner's walls:
+    a forged set of ints that share one hash takes quadratic time to build, a frame of tiny
+    tuples thirty times its size in memory. So a message over `SMALL_ANSWER_BYTES` is decoded
+    once in a walled child of its own (the checker's code, on the checker's data, with the
+    default limits), and here only if that succeeded."""
+    if len(raw) > SMALL_ANSWER_BYTES and can_fork():
+        try:
+            failed = run_walled(lambda: _decoded(raw)[0] == "raised")
+        except Stopped as exc:
+            return _unreadable(f"decoding it {exc}")
+        if failed:  # found within the walls, so found again here as cheaply
+            return _decoded(raw)
+    return _decoded(raw)
+
+
+def _decoded(raw: bytes) -> tuple[str, Any]:
     try:
         kind, payload = json.loads(raw)
         return str(kind), decode(payload)
     except (ValueError, TypeError, KeyError, RecursionError, binascii.Error) as exc:
-        return "raised", ("TypeError", f"sent an answer the checker cannot read ({exc})")
+        return _unreadable(str(exc))
+
+
+def _unreadable(why: str) -> tuple[str, Any]:
+    return "raised", ("TypeError", f"sent an answer the checker cannot read ({why})")
 
 
 def _child(send: Any, task: Callable[[], Any]) -> NoReturn:

@@ -15,6 +15,7 @@ import struct
 import sys
 import threading
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -269,6 +270,45 @@ def test_an_answer_longer_than_the_checker_reads_is_refused_and_its_child_killed
     assert isinstance(raised, walls.Raised) and "cannot read" in raised.message, raised
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def _forge_slow_set() -> None:
+    """A forged answer: a set of 20,000 ints that share one hash (multiples of 2**61 - 1), which
+    takes the process that builds it about 12 s of CPU."""
+    walls._send(
+        _pipe_end(), json.dumps(["ok", {"s": [k * (2**61 - 1) for k in range(20_000)]}]).encode()
+    )
+    os._exit(0)
+
+
+def _forge_big_set_of_tuples() -> None:
+    """A forged answer: 16 MB of empty tuples, about 500 MB once built."""
+    body = b'{"t":[]},' * (16 * 2**20 // 9)
+    walls._send(_pipe_end(), b'["ok", [' + body + b'{"t":[]}]]')
+    os._exit(0)
+
+
+@pytest.mark.parametrize("forge", [_forge_slow_set, _forge_big_set_of_tuples])
+def test_a_forged_answer_costly_to_build_is_refused_and_costs_the_checker_nothing(forge) -> None:
+    """An answer over SMALL_ANSWER_BYTES is decoded behind walls first (an attacker's forged
+    set took the checker 56 s, and a forged 64 MB frame 2 GB of its memory, outside any wall)."""
+    tracemalloc.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(walls.Raised, match=r"cannot read \(decoding it "):
+            walls.run_walled(forge)
+        took = time.monotonic() - began
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert took < 3 * (walls.SECONDS + walls.GRACE_S)
+    assert peak < 64 * 2**20  # the frame itself, read; not what it would build
+
+
+def test_an_answer_over_the_small_size_comes_back_whole() -> None:
+    answer = ({k * 7 for k in range(5_000)}, {str(k): (k, b"x") for k in range(2_000)})
+    assert len(json.dumps(walls.encode(answer))) > walls.SMALL_ANSWER_BYTES
+    assert walls.run_walled(lambda: answer) == answer
 
 
 def test_an_answer_larger_than_the_pipe_buffer_still_comes_back() -> None:
