@@ -9,8 +9,10 @@ else a handler raises is a bug here and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import weakref
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +28,11 @@ CLIENT_FAULTS: tuple[type[BaseException], ...] = (
     HttpProcessingError,
     RequestPayloadError,
 )
+
+
+# Client faults a handler has logged already: after the handler answers, aiohttp reads the rest
+# of the body and meets the same exception again; its server log then stays quiet.
+_SAID: weakref.WeakSet[BaseException] = weakref.WeakSet()
 
 
 class BodyRefused(ValueError):
@@ -55,6 +62,8 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     except CLIENT_FAULTS as exc:
         message = f"{request.method} {request.path}: body cut short ({one_line(exc)})"
         LOG.info("%s from %s", message, request.remote)
+        with contextlib.suppress(TypeError):  # OSErrors take no weak reference; aiohttp is
+            _SAID.add(exc)  # quiet after a hang-up anyway
         raise BodyRefused(400, message, limit) from None
     if len(raw) > limit:
         message = f"{request.method} {request.path}: body over the {limit} byte limit"
@@ -71,7 +80,8 @@ def one_line(exc: BaseException, most: int = 200) -> str:
 
 class QuietServerLog(logging.LoggerAdapter):
     """aiohttp's server log (`AppRunner(..., logger=QuietServerLog())`): a client's fault is
-    one line at INFO on `LOG`; any other exception keeps its level and traceback."""
+    one line at INFO on `LOG`, none if a handler said it already (`read_body`); any other
+    exception keeps its level and traceback."""
 
     def __init__(self) -> None:
         super().__init__(LOG, {})
@@ -81,6 +91,8 @@ class QuietServerLog(logging.LoggerAdapter):
         exc = sys.exc_info()[1] if exc_info is True else exc_info
         if isinstance(exc, BaseException) and not isinstance(exc, CLIENT_FAULTS):
             LOG.log(level, msg, *args, exc_info=exc, **kwargs)
+            return
+        if isinstance(exc, BaseException) and exc in _SAID:
             return
         text = str(msg) % args if args else str(msg)
         if isinstance(exc, BaseException):
