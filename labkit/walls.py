@@ -28,6 +28,12 @@ rights a notebook seldom has. `RLIMIT_NPROC` caps the learner's user at the proc
 threads it has plus `PROCESSES`, so a fork bomb stops; Linux does not enforce it for root, and
 the kill does not rely on it.
 
+Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
+process inherits that limit for its own address space, so the supervisor also adds up, every
+`MEMORY_EVERY_S`, the memory the processes the learner started have written of their own (not
+what they still share with it since the fork) and kills them all past `memory`: `MemoryLimit`.
+The learner's code holds at most `memory` itself and `memory` in what it starts.
+
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
 
@@ -72,6 +78,9 @@ READY_S = 30.0  # a fork on a loaded machine takes a fraction of a second; this 
 MEMORY_BYTES = 512 * 2**20
 OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted, not shown
 PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
+MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
+_OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
+_OVER_MEMORY_EXIT = 86  # the supervisor's exit code then
 T = TypeVar("T")
 
 
@@ -142,7 +151,7 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         if raw is None or code is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
         if code != 0:
-            raise Crashed(f"stopped after its answer (exit code {code})")
+            raise _exit_reason(code, "after its answer")
     finally:
         wall.end()
         wall.output.show()
@@ -207,6 +216,16 @@ class _Sink(io.TextIOBase):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         self.output.add(text.encode("utf-8", "backslashreplace"))
         return len(text)
+
+
+def _exit_reason(code: int | None, when: str) -> Stopped:
+    """What a child that exited with `code` (not 0) `when` stopped for."""
+    if code == _OVER_MEMORY_EXIT:
+        return MemoryLimit(
+            "started processes that together held more memory than it may have, so they were "
+            "all stopped"
+        )
+    return Crashed(f"stopped {when} (exit code {code})")
 
 
 def _answer(message: tuple[str, Any]) -> Any:
@@ -434,7 +453,7 @@ if os.name == "posix":
                     raise ValueError("cut short") from None
             except EOFError:
                 code = self.exit_code(time.monotonic() + GRACE_S)
-                raise Crashed(f"stopped without an answer (exit code {code})") from None
+                raise _exit_reason(code, "without an answer") from None
             except ValueError as exc:
                 problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
                 raise Raised("TypeError", problem) from None
@@ -627,21 +646,24 @@ if os.name == "posix":
             p.send.close()
             os.close(p.out_w)
             outer = time.monotonic() + READY_S + p.seconds + 2 * GRACE_S
-            status = _watch(learner, p.stop_r, outer)
-            if status is None:
+            status = _watch(learner, p, outer)
+            if status is None or status == _OVER_MEMORY:
                 os.kill(learner, signal.SIGKILL)
             _kill_below(os.getpid(), time.monotonic() + KILL_S)
         except BaseException:  # noqa: BLE001 - the supervisor must reach its exit
             with contextlib.suppress(OSError):
                 os.kill(learner, signal.SIGKILL)
+        if status == _OVER_MEMORY:
+            os._exit(_OVER_MEMORY_EXIT)
         _exit_as(status)
 
-    def _watch(learner: int, stop_r: int, until: float) -> int | None:
-        """The learner's wait status once it exits, or None when the checker says stop, the
-        checker is gone (the supervisor was re-parented) or `until` passes."""
+    def _watch(learner: int, p: _Pending, until: float) -> int | None:
+        """The learner's wait status once it exits; `_OVER_MEMORY` once the processes it started
+        hold more than `p.memory` of their own; None when the checker says stop, the checker is
+        gone (the supervisor was re-parented) or `until` passes."""
         pidfd = _pidfd(learner)
         poller = select.poll()
-        poller.register(stop_r, select.POLLIN)
+        poller.register(p.stop_r, select.POLLIN)
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
         checker = os.getppid()
@@ -651,10 +673,25 @@ if os.name == "posix":
                 return status
             if time.monotonic() > until or os.getppid() != checker:
                 return None
-            ready = {fd for fd, _ in poller.poll(250 if pidfd is not None else 5)}
-            if stop_r in ready:
+            if _held_by_started(learner) > p.memory:
+                return _OVER_MEMORY
+            ready = {fd for fd, _ in poller.poll(MEMORY_EVERY_S * 1000 if pidfd is not None else 5)}
+            if p.stop_r in ready:
                 pid, status = os.waitpid(learner, os.WNOHANG)
                 return status if pid else None
+
+    def _held_by_started(learner: int) -> int:
+        """The memory of their own (private, written: not what they share with the learner's
+        process since the fork) held by every process below the supervisor but the learner's."""
+        total, seen = 0, {learner}
+        todo = [*_children(os.getpid()), *_children(learner)]
+        while todo:
+            pid = todo.pop()
+            if pid not in seen:
+                seen.add(pid)
+                total += _private_bytes(pid)
+                todo += _children(pid)
+        return total
 
     def _exit_as(status: int | None) -> NoReturn:
         """Exit as a process with wait `status` did (exit code, or killed by its signal)."""
@@ -759,6 +796,29 @@ if os.name == "posix":
                         found.append(pid)
             return found
 
+        def _children(pid: int) -> list[int]:
+            """The children of process `pid`, from /proc (every thread's list)."""
+            found: list[int] = []
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with (
+                        contextlib.suppress(OSError),
+                        open(f"/proc/{pid}/task/{task}/children", "rb") as children,
+                    ):
+                        found += [int(c) for c in children.read().split()]
+            return found
+
+        def _private_bytes(pid: int) -> int:
+            """The written memory process `pid` shares with no other (0 once it has ended)."""
+            with (
+                contextlib.suppress(OSError, ValueError),
+                open(f"/proc/{pid}/smaps_rollup", "rb") as rollup,
+            ):
+                for line in rollup:
+                    if line.startswith(b"Private_Dirty:"):
+                        return int(line.split()[1]) * 1024
+            return 0
+
         def _process_limit() -> int | None:
             """RLIMIT_NPROC for the learner: the processes and threads its user has now plus
             `PROCESSES`; None for root, for whom Linux does not enforce it."""
@@ -788,6 +848,12 @@ if os.name == "posix":
 
         def _descendants(root: int) -> list[int]:
             return []
+
+        def _children(pid: int) -> list[int]:
+            return []
+
+        def _private_bytes(pid: int) -> int:
+            return 0
 
         def _process_limit() -> int | None:
             return None

@@ -182,6 +182,47 @@ def test_a_supervisor_stopped_by_the_answer_does_not_keep_its_processes(tmp_path
     assert _written_after(tmp_path, returned, outlives) == []
 
 
+# --- memory ------------------------------------------------------------------------------------
+
+
+def _holder(folder: Path, k: int, mb: int) -> None:
+    """In a forked process: write `mb` MB of its own, say it started, then sleep."""
+    try:
+        held = bytearray(mb * 2**20)
+        for i in range(0, len(held), 4096):
+            held[i] = 1
+        _put(folder / f"started-{k}", _me())
+        time.sleep(LOOSE_S)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("n", "mb", "allowed"), [(3, 250, False), (2, 150, True)])
+def test_the_processes_an_answer_starts_share_one_memory_limit(
+    tmp_path: Path, n: int, mb: int, allowed: bool
+) -> None:
+    """Each process has the memory limit for its own address space, so before this an answer
+    that forked held the limit once per process (an attacker's four children held 1 GB under
+    512 MB walls). Now what they write of their own is added up and held to the limit too."""
+
+    def answer() -> str:
+        for k in range(n):
+            if os.fork() == 0:
+                _holder(tmp_path, k, mb)
+        _await_files(tmp_path, "started-*", n)
+        time.sleep(4 * walls.MEMORY_EVERY_S)  # the supervisor's next sums see them all
+        return "answered"
+
+    if allowed:
+        assert walls.run_walled(answer, memory=mb * n * 2**20 + 64 * 2**20) == "answered"
+    else:
+        with pytest.raises(walls.MemoryLimit, match="started processes that together held"):
+            walls.run_walled(answer, seconds=LOOSE_S)
+    records = [p.read_text() for p in tmp_path.glob("started-*")]
+    assert [r for r in records if _alive(r)] == []
+
+
 # --- output ------------------------------------------------------------------------------------
 
 
