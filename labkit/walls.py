@@ -42,8 +42,11 @@ that learner. Code in the child can find the answer pipe and write its own "ok" 
 answer), which fools only the learner's own check (a forged answer costly to build is
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
-from a notebook cell would. Elsewhere than Linux there is no subreaper: the process group is
-killed, a process that left it is not. Where a platform cannot fork (Windows), the code runs
+from a notebook cell would. Nor do they confine the file system: what the code writes to files
+is written, and a file that lives in memory (a memfd, /dev/shm) is a file, not memory the walls
+count (an unlinked one goes with the last process holding it: at the wall's end at the latest).
+Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
+is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
 output capped; CONTRIBUTING.md (Platforms) says so.
 """
@@ -160,10 +163,12 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
 _HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
-MAX_ANSWER_BYTES = 64 * 2**20
+MAX_ANSWER_BYTES = 16 * 2**20
 # An answer this small decodes in well under a millisecond whatever it holds; a larger one is
-# decoded first behind walls of its own (`_read_answer`).
+# decoded first behind walls of its own, these (`_read_answer`).
 SMALL_ANSWER_BYTES = 16 * 1024
+DECODE_S = 1.0
+DECODE_MEMORY = 256 * 2**20
 
 
 def _send(send: Any, data: bytes) -> None:
@@ -298,11 +303,14 @@ def _read_answer(raw: bytes) -> tuple[str, Any]:
     learner's code can forge the message, and decoding runs here, outside the learner's walls:
     a forged set of ints that share one hash takes quadratic time to build, a frame of tiny
     tuples thirty times its size in memory. So a message over `SMALL_ANSWER_BYTES` is decoded
-    once in a walled child of its own (the checker's code, on the checker's data, with the
-    default limits), and here only if that succeeded."""
+    once in a walled child of its own (the checker's code, on the checker's data, within
+    `DECODE_S` and `DECODE_MEMORY`), and here only if that succeeded: reading any answer costs
+    the checker at most about that much once more."""
     if len(raw) > SMALL_ANSWER_BYTES and can_fork():
         try:
-            failed = run_walled(lambda: _decoded(raw)[0] == "raised")
+            failed = run_walled(
+                lambda: _decoded(raw)[0] == "raised", seconds=DECODE_S, memory=DECODE_MEMORY
+            )
         except Stopped as exc:
             return _unreadable(f"decoding it {exc}")
         if failed:  # found within the walls, so found again here as cheaply
@@ -809,15 +817,20 @@ if os.name == "posix":
             return found
 
         def _private_bytes(pid: int) -> int:
-            """The written memory process `pid` shares with no other (0 once it has ended)."""
+            """The memory process `pid` has written that no other process shares, plus its
+            share of the shared memory it maps (0 once it has ended). Shared memory counts:
+            mapped and touched by two processes, it was in neither's private memory (an
+            attacker's fifteen pairs held 600 MB under a 64 MB wall); mapped by one alone, it
+            counts twice, on the safe side."""
+            total = 0
             with (
                 contextlib.suppress(OSError, ValueError),
                 open(f"/proc/{pid}/smaps_rollup", "rb") as rollup,
             ):
                 for line in rollup:
-                    if line.startswith(b"Private_Dirty:"):
-                        return int(line.split()[1]) * 1024
-            return 0
+                    if line.startswith((b"Private_Dirty:", b"Pss_Shmem:")):
+                        total += int(line.split()[1]) * 1024
+            return total
 
         def _process_limit() -> int | None:
             """RLIMIT_NPROC for the learner: the processes and threads its user has now plus

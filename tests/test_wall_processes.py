@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import itertools
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -185,10 +186,23 @@ def test_a_supervisor_stopped_by_the_answer_does_not_keep_its_processes(tmp_path
 # --- memory ------------------------------------------------------------------------------------
 
 
-def _holder(folder: Path, k: int, mb: int) -> None:
-    """In a forked process: write `mb` MB of its own, say it started, then sleep."""
+def _holder(folder: Path, k: int, mb: int, shared: bool) -> None:
+    """In a forked process: write `mb` MB, say it started, then sleep. `shared`: the memory is
+    a shared mapping that a grandchild reads before this process writes it, so it is shared
+    between the two and private to neither."""
     try:
-        held = bytearray(mb * 2**20)
+        if shared:
+            held: Any = mmap.mmap(-1, mb * 2**20, mmap.MAP_SHARED)
+            read, write = os.pipe()
+            if os.fork() == 0:
+                for i in range(0, len(held), 4096):
+                    held[i]  # noqa: B018 - map the page
+                os.write(write, b"x")
+                time.sleep(LOOSE_S)
+                os._exit(0)
+            os.read(read, 1)
+        else:
+            held = bytearray(mb * 2**20)
         for i in range(0, len(held), 4096):
             held[i] = 1
         _put(folder / f"started-{k}", _me())
@@ -198,18 +212,23 @@ def _holder(folder: Path, k: int, mb: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("n", "mb", "allowed"), [(3, 250, False), (2, 150, True)])
+@pytest.mark.parametrize(
+    ("n", "mb", "shared", "allowed"),
+    [(3, 250, False, False), (4, 100, True, False), (2, 150, False, True)],
+    ids=["private", "shared-in-pairs", "under-the-limit"],
+)
 def test_the_processes_an_answer_starts_share_one_memory_limit(
-    tmp_path: Path, n: int, mb: int, allowed: bool
+    tmp_path: Path, n: int, mb: int, shared: bool, allowed: bool
 ) -> None:
     """Each process has the memory limit for its own address space, so before this an answer
     that forked held the limit once per process (an attacker's four children held 1 GB under
-    512 MB walls). Now what they write of their own is added up and held to the limit too."""
+    512 MB walls). Now what they write of their own, and their share of the shared memory they
+    map, is added up and held to the limit too."""
 
     def answer() -> str:
         for k in range(n):
             if os.fork() == 0:
-                _holder(tmp_path, k, mb)
+                _holder(tmp_path, k, mb, shared)
         _await_files(tmp_path, "started-*", n)
         time.sleep(4 * walls.MEMORY_EVERY_S)  # the supervisor's next sums see them all
         return "answered"
@@ -218,7 +237,7 @@ def test_the_processes_an_answer_starts_share_one_memory_limit(
         assert walls.run_walled(answer, memory=mb * n * 2**20 + 64 * 2**20) == "answered"
     else:
         with pytest.raises(walls.MemoryLimit, match="started processes that together held"):
-            walls.run_walled(answer, seconds=LOOSE_S)
+            walls.run_walled(answer, seconds=LOOSE_S, memory=256 * 2**20)
     records = [p.read_text() for p in tmp_path.glob("started-*")]
     assert [r for r in records if _alive(r)] == []
 
