@@ -401,6 +401,10 @@ def test_condition_wrong_answers_name_the_cause(
         ("DELETE FROM conversations WHERE id = CAST(:xact AS bigint)", ("one SELECT or WITH",)),
         ("SELECT 1; SELECT CAST(:xact AS xid8) IS NULL", ("single statement",)),
         (["SELECT true"], ("Python string of SQL",)),
+        (  # one row of huge numeric products once ran 70 s past the time limit
+            "SELECT CAST(:xact AS xid8) IS NOT NULL" + " AND true" * 120,
+            ("1,118 characters long without its comments", "none over 1,000"),
+        ),
     ],
 )
 def test_condition_malformed_answers_say_what_is_off(sql: Any, needles: tuple[str, ...]) -> None:

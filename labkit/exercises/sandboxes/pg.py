@@ -1,6 +1,6 @@
-"""The learner-SQL sandbox on PostgreSQL: which server the part-three checks run on, and the
-walls around a learner's statement there (the exercises that use it: `frontier_pg`, notebook
-07's, and `catalog_pg`, notebook 08's).
+"""The learner-SQL sandbox on PostgreSQL: which server the part-three checks run on, and the walls
+around a learner's statement there (the exercises that use it: `frontier_pg`, notebook 07's,
+and `catalog_pg`, notebook 08's).
 
 Every check runs on a server: `use_server(dsn)` names one, else `labkit.pg.shared_server()`
 (the notebook's own).
@@ -10,11 +10,12 @@ How learner SQL runs (`pg_query` here, `race_write` in `catalog_pg`): in a walle
 throwaway schema made for that check, logged in as that check's own role (`pg_walls`: the
 learner is the session user, so it cannot `SET ROLE` back to the checker's superuser), behind
 limits it cannot lift from inside its statement (time, locks, temp files; on a server on this
-machine, memory); the roles, all they own and the schema are dropped after the check, whatever
-its outcome. A query runs READ ONLY; the condition check's queries share one time budget
-(`CHECK_MS`). Where the server's user is not a superuser the check makes no role and the
-learner's SQL runs as that user. Backend memory is capped only on a server on this machine;
-the learner's own kernel can run anything anyway.
+machine, memory; the time limit is met where PostgreSQL looks for a cancel, so a statement is
+at most `MOST_CHARS` long); the roles, all they own and the schema are dropped after the check,
+whatever its outcome. A query runs READ ONLY; the condition check's queries share one time
+budget (`CHECK_MS`). Where the server's user is not a superuser the check makes no role and the
+learner's SQL runs as that user. Backend memory is capped only on a server on this machine; the
+learner's own kernel can run anything anyway.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from labkit.exercises.kit import Wrong, listing, shown
 STATEMENT_MS = pw.STATEMENT_MS
 LOCK_MS = pw.LOCK_MS
 CHECK_MS = 6_000  # the condition check's queries together, over all its situations
+# An answer here needs a few hundred characters. The cap bounds what one expression can cost past
+# the time limit: PostgreSQL looks for a cancel between rows and calls, not inside every
+# operator (a row of huge numeric products ran 70 s past it and past pg_terminate_backend).
+MOST_CHARS = 1_000
 _server: dict[str, str] = {}
 
 
@@ -114,6 +119,11 @@ def learner_sql(
     a string, one statement, of the right kind, using every one of `names` (`advice`: where a
     missing one goes), and no parameter but those and the `optional` ones."""
     text = sandbox.strip_sql(sql, what)
+    if len(text) > MOST_CHARS:
+        raise Wrong(
+            f"{what} is {len(text):,} characters long without its comments; an answer here "
+            f"needs a few hundred, and the check runs none over {MOST_CHARS:,}"
+        )
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
         kinds = " or ".join(s.upper() for s in starts)
