@@ -19,7 +19,9 @@ columns (times in seconds since the start) plus `wall`; the summary is the simul
 (`labkit.designs.run_stats.summarize_rows`), so throughput is kept versions per second.
 
 A run on a store that already holds ballots is a restart: ballots in flight survive, and the
-answers to calls a dead process made are judged by them when the service redelivers them.
+answers to calls a dead process made are judged by them when the service redelivers them. One
+run drives a store at a time (`labkit.remote.store_claim`); a run that reaches its deadline or
+is stopped ends with a `truncated` row saying which (`deadline`, `stopped`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import pandas as pd
 
 import labkit.remote.head_row as head_row
 import labkit.remote.knobs as knobs
+import labkit.remote.store_claim as store_claim
 from labkit import db, validation
 from labkit.designs.design import BallotDesign, Design, Request
 from labkit.designs.planner import HeadReader
@@ -56,6 +59,8 @@ T = TypeVar("T")
 LOOP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a path segment of the service's URLs
 BAD_ANSWER = "bad_answer"  # the reason on a trace row for an answer refused before any decision
 READER_FAILED = "reader_failed"  # the reason on the `truncated` row of a run its reader failed
+DEADLINE = "deadline"  # ... of a run still going at its deadline
+STOPPED = "stopped"  # ... of a run stopped early (`stop`, an interrupt)
 READER_STOP_S = 5.0  # how long a reader that was told to end may take before it is killed
 # What the driver calls on a design (`Design`); a design object given to `run` needs them all.
 DESIGN_METHODS = ("start", "on_response", "on_timeout", "awaited", "settle", "stalled", "read_head")
@@ -351,7 +356,9 @@ class _Driver:
                 if not self.d.awaited():
                     break
                 if self.stop.is_set() or time.monotonic() > self.end:
-                    self.row(self.now(), "truncated")
+                    self.row(
+                        self.now(), "truncated", reason=STOPPED if self.stop.is_set() else DEADLINE
+                    )
                     return
                 try:
                     event = await asyncio.wait_for(self.events.get(), timeout=0.1)
@@ -428,7 +435,8 @@ def run(
     `drain` keeps the closed loop listening, refusing late answers, that many seconds.
     `progress` is called with each trace row as it is written (in the loop's thread); setting
     `stop` ends the run early, as an interrupt does (a `truncated` row). Every argument is
-    checked before the first call, and a bad one refused in one line naming it.
+    checked before the first call, and a bad one refused in one line naming it; a store another
+    run is driving is refused too (`store_claim.StoreBusy`).
 
     `design` may also be a callable that makes a design object (a reader's own loop,
     `labkit.audit.loop_design.LoopDesign`), called in the loop's thread, whose connections it
@@ -475,9 +483,12 @@ def run(
     )
     path = Path(tmp.name) / "store.db" if tmp is not None else None
     path = store if store is not None else path
-    restart = path is not None and path.exists()
 
     def work(stop: threading.Event) -> RemoteRun:
+        with store_claim.claim(path, dsn) as held:
+            return drive(stop, held.restart)
+
+    def drive(stop: threading.Event, restart: bool) -> RemoteRun:
         made, mirror_conn = _build(design, window, ticks, path, dsn)
         if mirror_conn is not None:
             head_row.create(mirror_conn, *made.read_head())

@@ -43,7 +43,7 @@ class FaultSwitch:
         """`rng` draws the first targets (the service passes its `Random(seed)` after drawing
         the hosts' skews, as the simulator does, so that with `span` = ticks - 3 both pick the
         same targets); later switches draw from their own seeded generator."""
-        self.span = knobs.count(span, "span")
+        self.span = knobs.count(span, "span", high=knobs.MAX_SPAN)
         self.arms = 0
         self.arm(faults, seed, heads={}, rng=rng)
 

@@ -17,6 +17,7 @@ MAX_SECONDS = 86_400.0  # the longest time knob, a day: far longer ones overflow
 MIN_INTERVAL_S = 0.001  # the shortest repeat (a retry, a poll): a shorter one only spins a core
 MAX_HOSTS = 1_000  # planner hosts (each a clock skew drawn when the service starts)
 MAX_WINDOW = 1_000  # requests a loop keeps in flight at once
+MAX_SPAN = 100_000  # versions a fault's target is drawn within (drawn from a list this long)
 MAX_LOOPS = 256  # loops `load` runs at once (each a thread and a reader process)
 
 

@@ -392,7 +392,7 @@ def serve(
     """
     seed = validation.int_arg(seed, "serve(): seed")
     hosts = knobs.count(hosts, "serve(): hosts", high=knobs.MAX_HOSTS)
-    span = knobs.count(span, "serve(): span")
+    span = knobs.count(span, "serve(): span", high=knobs.MAX_SPAN)
     latency = knobs.seconds(latency, "serve(): latency")
     sigma = validation.number_arg(sigma, "serve(): sigma", at_least=0.0, at_most=MAX_SIGMA)
     duplicate_rate = validation.number_arg(
