@@ -251,10 +251,26 @@ def test_an_unreachable_planner_is_one_line_naming_its_url() -> None:
     assert url in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("url", ["http://example.com:80", "https://127.0.0.1:5", "127.0.0.1:8"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com:80",
+        "https://127.0.0.1:5",
+        "127.0.0.1:8",
+        "http://127.0.0.1:80\n",  # reached aiohttp's header check
+        "http://u:p@127.0.0.1:80",  # passed, then failed to resolve
+        "http://127.0.0.1:80/x",  # passed, the endpoints appended after the path
+        "http://127.0.0.1:80?y",
+        "http://127.0.0.1:80#z",
+    ],
+)
 def test_only_loopback_urls_are_called(url: str) -> None:
     with pytest.raises(ValueError, match="loopback only"):
         check_loopback(url)
+
+
+def test_a_loopback_url_with_a_trailing_slash_is_taken() -> None:
+    assert check_loopback("http://127.0.0.1:80/") == "http://127.0.0.1:80"
 
 
 @pytest.mark.postgres

@@ -21,8 +21,9 @@ class PlannerUnreachable(ConnectionError):
     """The planner service did not answer; the message is one line naming its URL."""
 
 
-def check_loopback(url: Any) -> str:
-    """`url` if it is an http URL on 127.0.0.1 with a port; `ValueError` in one line if not."""
+def check_loopback(url: Any, *, path: bool = False) -> str:
+    """`url` if it is an http URL on 127.0.0.1 with a port, and nothing else (a path too with
+    `path`: a callback's endpoint); `ValueError` in one line if not."""
     if not isinstance(url, str):
         raise ValueError(f"a URL on http://127.0.0.1 is expected, got {url!r}")
     try:
@@ -30,7 +31,18 @@ def check_loopback(url: Any) -> str:
         port = parts.port
     except ValueError:
         port, parts = None, None
-    if parts is None or parts.scheme != "http" or parts.hostname != "127.0.0.1" or port is None:
+    if (
+        parts is None
+        or parts.scheme != "http"
+        or parts.hostname != "127.0.0.1"
+        or port is None
+        or parts.netloc != f"127.0.0.1:{port}"  # no user, password or stray characters
+        or (parts.path not in ("", "/") and not path)
+        or parts.query
+        or parts.fragment
+        or not url.isprintable()
+        or url != url.strip()
+    ):
         raise ValueError(f"{url!r}: only http://127.0.0.1:PORT is allowed (loopback only)")
     return url.rstrip("/")
 

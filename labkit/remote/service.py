@@ -250,7 +250,7 @@ def _app(planner: Planner) -> web.Application:
         body = await body_of(request)
         callback, seed = body.get("callback"), body.get("seed", 0)
         try:
-            check_loopback(callback)
+            check_loopback(callback, path=True)
         except ValueError as exc:
             raise web.HTTPBadRequest(text=str(exc)) from None
         if not validation.is_int(seed):
