@@ -29,10 +29,12 @@ threads it has plus `PROCESSES`, so a fork bomb stops; Linux does not enforce it
 the kill does not rely on it.
 
 Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
-process inherits that limit for its own address space, so the supervisor also adds up, every
-`MEMORY_EVERY_S`, the memory the processes the learner started have written of their own (not
-what they still share with it since the fork) and kills them all past `memory`: `MemoryLimit`.
-The learner's code holds at most `memory` itself and `memory` in what it starts.
+process inherits that limit for its own address space, so on Linux the supervisor also adds up,
+about every `MEMORY_EVERY_S`, what the processes the learner started hold of their own (written
+and shared with no other process, plus their share of shared memory they map) and stops them
+all once it passes `memory` plus what the learner's process held in RAM when it was forked: a
+started process that only reads what it inherited copies it (Python counts references), and
+that one copy is not the code's doing. `MemoryLimit` says which limit stopped it.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
@@ -62,6 +64,7 @@ import json
 import multiprocessing
 import os
 import select
+import socket
 import struct
 import sys
 import threading
@@ -83,7 +86,7 @@ OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted
 PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
 MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
 _OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
-_OVER_MEMORY_EXIT = 86  # the supervisor's exit code then
+_SAID_MEMORY = b"m"  # what the supervisor says on the stop channel before it exits for that
 T = TypeVar("T")
 
 
@@ -141,7 +144,7 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         output = _Output()
         message = _attempt(task, output)
         output.show()
-        return _answer(message)
+        return _answer(message, memory)
     wall = _Wall(task, seconds, memory)
     try:
         if wall.receive(len(READY), time.monotonic() + READY_S) is None:
@@ -154,20 +157,23 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         if raw is None or code is None:
             raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
         if code != 0:
-            raise _exit_reason(code, "after its answer")
+            raise wall.ended(code, "after its answer")
     finally:
         wall.end()
         wall.output.show()
-    return _answer(_read_answer(raw))
+    return _answer(_read_answer(raw), memory)
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
 _HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
 MAX_ANSWER_BYTES = 16 * 2**20
-# An answer this small decodes in well under a millisecond whatever it holds; a larger one is
-# decoded first behind walls of its own, these (`_read_answer`).
-SMALL_ANSWER_BYTES = 16 * 1024
+# An answer of so few items decodes in a few milliseconds whatever it holds; one of more is
+# decoded first behind walls of its own (`_read_answer`): DECODE_S, and DECODE_ITEM_S more per
+# item (a legitimate item takes about 3 us on the reference machine, idle), at most DECODE_MAX_S.
+SMALL_ANSWER_ITEMS = 2_000
 DECODE_S = 1.0
+DECODE_ITEM_S = 1e-5
+DECODE_MAX_S = 10.0
 DECODE_MEMORY = 256 * 2**20
 
 
@@ -223,24 +229,12 @@ class _Sink(io.TextIOBase):
         return len(text)
 
 
-def _exit_reason(code: int | None, when: str) -> Stopped:
-    """What a child that exited with `code` (not 0) `when` stopped for."""
-    if code == _OVER_MEMORY_EXIT:
-        return MemoryLimit(
-            "started processes that together held more memory than it may have, so they were "
-            "all stopped"
-        )
-    return Crashed(f"stopped {when} (exit code {code})")
-
-
-def _answer(message: tuple[str, Any]) -> Any:
+def _answer(message: tuple[str, Any], memory: int) -> Any:
     kind, payload = message
     if kind == "ok":
         return payload
     if kind == "memory":
-        raise MemoryLimit(
-            f"needed more than {MEMORY_BYTES // 2**20} MB of memory, so it was stopped"
-        )
+        raise MemoryLimit(f"needed more than {memory // 2**20} MB of memory, so it was stopped")
     raise Raised(*payload)
 
 
@@ -302,19 +296,19 @@ def _read_answer(raw: bytes) -> tuple[str, Any]:
     """The child's message, decoded as data; a malformed one is the child's failure. The
     learner's code can forge the message, and decoding runs here, outside the learner's walls:
     a forged set of ints that share one hash takes quadratic time to build, a frame of tiny
-    tuples thirty times its size in memory. So a message over `SMALL_ANSWER_BYTES` is decoded
-    once in a walled child of its own (the checker's code, on the checker's data, within
-    `DECODE_S` and `DECODE_MEMORY`), and here only if that succeeded: reading any answer costs
-    the checker at most about that much once more."""
-    if len(raw) > SMALL_ANSWER_BYTES and can_fork():
+    tuples thirty times its size in memory. So a message of more than `SMALL_ANSWER_ITEMS`
+    items (counted by its commas, strings' included) is decoded once in a walled child of its
+    own (the checker's code, on the checker's data, within `DECODE_MEMORY` and a time that
+    grows with the items), and here only if that did not hit a wall: reading any answer costs
+    the checker at most about that much once more. A decoding child that does not start or
+    crashes is the check's failure (`NotStarted`, `Crashed`), not the learner's."""
+    items = raw.count(b",")
+    if items > SMALL_ANSWER_ITEMS and can_fork():
+        seconds = min(DECODE_MAX_S, DECODE_S + items * DECODE_ITEM_S)
         try:
-            failed = run_walled(
-                lambda: _decoded(raw)[0] == "raised", seconds=DECODE_S, memory=DECODE_MEMORY
-            )
-        except Stopped as exc:
+            run_walled(lambda: _decoded(raw)[0], seconds=seconds, memory=DECODE_MEMORY)
+        except (TimeLimit, MemoryLimit) as exc:
             return _unreadable(f"decoding it {exc}")
-        if failed:  # found within the walls, so found again here as cheaply
-            return _decoded(raw)
     return _decoded(raw)
 
 
@@ -412,7 +406,10 @@ if os.name == "posix":
         def __init__(self, task: Callable[[], Any], seconds: float, memory: int) -> None:
             self.answers, send = multiprocessing.Pipe(duplex=False)
             out_r, out_w = os.pipe()
-            stop_r, self.stop = os.pipe()
+            # the stop channel: the checker asks the supervisor to stop; the supervisor says
+            # why it stopped the learner, if for memory (the learner closes its copy)
+            mine, theirs = socket.socketpair()
+            self.stop, stop_r = mine.detach(), theirs.detach()
             os.set_blocking(out_r, False)
             self.out: int | None = out_r
             self.output = _Output()
@@ -461,10 +458,24 @@ if os.name == "posix":
                     raise ValueError("cut short") from None
             except EOFError:
                 code = self.exit_code(time.monotonic() + GRACE_S)
-                raise _exit_reason(code, "without an answer") from None
+                raise self.ended(code, "without an answer") from None
             except ValueError as exc:
                 problem = f"sent an answer the checker cannot read ({exc}), so it was stopped"
                 raise Raised("TypeError", problem) from None
+
+        def ended(self, code: int | None, when: str) -> Stopped:
+            """What the child, which exited with `code` (not 0) `when`, was stopped for: the
+            supervisor says so if it was the memory of the processes the learner started."""
+            said = b""
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.stop, False)
+                said = os.read(self.stop, 1)
+            if said == _SAID_MEMORY:
+                return MemoryLimit(
+                    "started processes that together held more memory than it may have, so "
+                    "they were all stopped"
+                )
+            return Crashed(f"stopped {when} (exit code {code})")
 
         def _read(self, size: int, deadline: float) -> bytes | None:
             """`size` bytes from the answer pipe, or None at `deadline`; `EOFError` if it
@@ -662,35 +673,48 @@ if os.name == "posix":
             with contextlib.suppress(OSError):
                 os.kill(learner, signal.SIGKILL)
         if status == _OVER_MEMORY:
-            os._exit(_OVER_MEMORY_EXIT)
+            with contextlib.suppress(OSError):
+                os.write(p.stop_r, _SAID_MEMORY)
+            status = None  # exits as killed
         _exit_as(status)
 
     def _watch(learner: int, p: _Pending, until: float) -> int | None:
         """The learner's wait status once it exits; `_OVER_MEMORY` once the processes it started
-        hold more than `p.memory` of their own; None when the checker says stop, the checker is
-        gone (the supervisor was re-parented) or `until` passes."""
+        hold more than `p.memory` of their own beyond a copy of the learner's (summed about
+        every `MEMORY_EVERY_S`, less often if a sum takes long); None when the checker says
+        stop, the checker is gone (the supervisor was re-parented) or `until` passes."""
         pidfd = _pidfd(learner)
         poller = select.poll()
         poller.register(p.stop_r, select.POLLIN)
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
         checker = os.getppid()
+        # a started process that only reads what it inherited copies it page by page (Python
+        # counts references): one copy of the learner's memory at the fork is not the code's
+        allowance = p.memory + _resident(learner)
+        next_sum = 0.0
         while True:
             pid, status = os.waitpid(learner, os.WNOHANG)
             if pid:
                 return status
-            if time.monotonic() > until or os.getppid() != checker:
+            now = time.monotonic()
+            if now > until or os.getppid() != checker:
                 return None
-            if _held_by_started(learner) > p.memory:
-                return _OVER_MEMORY
-            ready = {fd for fd, _ in poller.poll(MEMORY_EVERY_S * 1000 if pidfd is not None else 5)}
+            if now >= next_sum:
+                if _held_by_started(learner) > allowance:
+                    return _OVER_MEMORY
+                spent = time.monotonic() - now  # a sum reads page tables: never most of a core
+                next_sum = now + max(MEMORY_EVERY_S, 10 * spent)
+            wait = max(0.0, min(next_sum - now, 0.25)) if pidfd is not None else 0.005
+            ready = {fd for fd, _ in poller.poll(wait * 1000)}
             if p.stop_r in ready:
                 pid, status = os.waitpid(learner, os.WNOHANG)
                 return status if pid else None
 
     def _held_by_started(learner: int) -> int:
-        """The memory of their own (private, written: not what they share with the learner's
-        process since the fork) held by every process below the supervisor but the learner's."""
+        """The memory held by every process below the supervisor but the learner's: what each
+        has written that no other process shares, and its share of the shared memory it maps
+        (`_private_bytes`)."""
         total, seen = 0, {learner}
         todo = [*_children(os.getpid()), *_children(learner)]
         while todo:
@@ -782,9 +806,9 @@ if os.name == "posix":
                     return False
             return True
 
-        def _descendants(root: int) -> list[int]:
+        def _descendants(root: int, depth: int | None = None) -> list[int]:
             """The live processes below `root` (ended zombies left out), from /proc's parent
-            pids."""
+            pids; at most `depth` generations down."""
             children: dict[int, list[tuple[int, bytes]]] = {}
             for name in os.listdir("/proc"):
                 if not name.isdigit():
@@ -796,41 +820,67 @@ if os.name == "posix":
                     continue
                 state, ppid = data[data.rfind(b")") + 2 :].split()[:2]
                 children.setdefault(int(ppid), []).append((int(name), state))
-            found, todo = [], [root]
+            found, todo = [], [(root, 0)]
             while todo:
-                for pid, state in children.get(todo.pop(), ()):
-                    todo.append(pid)
+                parent, level = todo.pop()
+                if depth is not None and level >= depth:
+                    continue
+                for pid, state in children.get(parent, ()):
+                    todo.append((pid, level + 1))
                     if state not in (b"Z", b"X") or not _ended(pid):
                         found.append(pid)
             return found
 
         def _children(pid: int) -> list[int]:
-            """The children of process `pid`, from /proc (every thread's list)."""
+            """The children of process `pid`: every thread's list in /proc, or, on a kernel
+            without those lists, the processes whose parent it is."""
+            if not _CHILD_LISTS:
+                return _descendants(pid, depth=1)
             found: list[int] = []
-            with contextlib.suppress(OSError):
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with (
-                        contextlib.suppress(OSError),
-                        open(f"/proc/{pid}/task/{task}/children", "rb") as children,
-                    ):
-                        found += [int(c) for c in children.read().split()]
+            for task in _tasks(pid):
+                with (
+                    contextlib.suppress(OSError),
+                    open(f"/proc/{pid}/task/{task}/children", "rb") as children,
+                ):
+                    found += [int(c) for c in children.read().split()]
             return found
 
+        def _tasks(pid: int) -> list[str]:
+            try:
+                return os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                return []
+
         def _private_bytes(pid: int) -> int:
-            """The memory process `pid` has written that no other process shares, plus its
-            share of the shared memory it maps (0 once it has ended). Shared memory counts:
-            mapped and touched by two processes, it was in neither's private memory (an
-            attacker's fifteen pairs held 600 MB under a 64 MB wall); mapped by one alone, it
-            counts twice, on the safe side."""
+            """What process `pid` has written that no other process shares, plus its share of
+            the shared memory it maps (two processes that both touch a shared mapping hold it
+            in neither's private memory); mapped by one alone, shared memory counts twice, on
+            the safe side. Read from any live thread once the main one has ended; a process
+            that made itself unreadable (not dumpable) counts all it holds; an ended one 0."""
+            for rollup in (f"/proc/{pid}", *(f"/proc/{pid}/task/{t}" for t in _tasks(pid))):
+                try:
+                    with open(f"{rollup}/smaps_rollup", "rb") as lines:
+                        fields = dict(line.split(b":", 1) for line in lines if b":" in line)
+                except PermissionError:
+                    return _resident(pid)
+                except OSError:
+                    continue
+                with contextlib.suppress(KeyError, ValueError, IndexError):
+                    kb = int(fields[b"Private_Dirty"].split()[0])
+                    return (kb + int(fields[b"Pss_Shmem"].split()[0])) * 1024
+            return 0
+
+        def _resident(pid: int) -> int:
+            """The anonymous and shared memory process `pid` has in RAM (0 once it has
+            ended): its copies of what it shares count in full."""
             total = 0
-            with (
-                contextlib.suppress(OSError, ValueError),
-                open(f"/proc/{pid}/smaps_rollup", "rb") as rollup,
-            ):
-                for line in rollup:
-                    if line.startswith((b"Private_Dirty:", b"Pss_Shmem:")):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/status", "rb") as status:
+                for line in status:
+                    if line.startswith((b"RssAnon:", b"RssShmem:")):
                         total += int(line.split()[1]) * 1024
             return total
+
+        _CHILD_LISTS = os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
 
         def _process_limit() -> int | None:
             """RLIMIT_NPROC for the learner: the processes and threads its user has now plus
@@ -859,13 +909,16 @@ if os.name == "posix":
         def _die_with(parent: int) -> None:
             pass
 
-        def _descendants(root: int) -> list[int]:
+        def _descendants(root: int, depth: int | None = None) -> list[int]:
             return []
 
         def _children(pid: int) -> list[int]:
             return []
 
         def _private_bytes(pid: int) -> int:
+            return 0
+
+        def _resident(pid: int) -> int:
             return 0
 
         def _process_limit() -> int | None:

@@ -23,7 +23,7 @@ from labkit.ballot import WatermarkLoop
 from labkit.designs.arrival_orders import run_schedule
 from labkit.designs.schedules import Kind
 from labkit.docs.nbfiles import make_student_copies
-from labkit.exercises import ____, catalog, frontier
+from labkit.exercises import ____, catalog, frontier, kit
 from labkit.exercises.kit import Exercise, Feedback
 from labkit.exercises.sandboxes import sqlite as sandbox
 from labkit.frontier import log as fr
@@ -747,3 +747,23 @@ def test_numpy_strings_are_read_where_the_meaning_is_clear() -> None:
 def test_a_str_enum_decision_is_read_as_its_value() -> None:
     decision = enum.StrEnum("Decision", {v.upper(): v for v in set(VERDICTS.values())})
     assert exs.rejection_reasons_ex.check({k: decision(v) for k, v in VERDICTS.items()}).passed
+
+
+@pytest.mark.parametrize("name", ["rejection_reasons_ex", "crash_verdicts_ex"])
+def test_a_verdict_variant_plays_the_loop_when_drawn_not_at_each_check(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The loop's decisions for a scenario never change, so checking answers replays nothing
+    (crash_verdicts_ex rebuilt a store on disk at every check: 13 s for a blind learner's 225)."""
+    played: list[int] = []
+    real = catalog._play_verdicts
+    monkeypatch.setattr(catalog, "_play_verdicts", lambda *a: played.append(1) or real(*a))
+    monkeypatch.setattr(kit, "VARIANT_AFTER", 10**9)  # no fresh variant after a wrong streak
+    ex = getattr(exs, name)
+    ex.new_variant()
+    drawn = len(played)
+    assert drawn >= 1
+    for label in ("commit", "stale_base", "unknown_ballot"):
+        ex.check({k: label for k in "XABCDE"})
+    ex.check(eval(ex.solution().message.rsplit("answer = ", 1)[1]))  # noqa: S307 - our own text
+    assert len(played) == drawn

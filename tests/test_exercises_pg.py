@@ -403,7 +403,7 @@ def test_condition_wrong_answers_name_the_cause(
         (["SELECT true"], ("Python string of SQL",)),
         (  # one row of huge numeric products once ran 70 s past the time limit
             "SELECT CAST(:xact AS xid8) IS NOT NULL" + " AND true" * 120,
-            ("1,118 characters long without its comments", "none over 1,000"),
+            ("1,118 characters long without its comments and extra spaces", "none over 1,000"),
         ),
     ],
 )

@@ -37,7 +37,7 @@ LOCK_MS = pw.LOCK_MS
 CHECK_MS = 6_000  # the condition check's queries together, over all its situations
 # An answer here needs a few hundred characters. The cap bounds what one expression can cost past
 # the time limit: PostgreSQL looks for a cancel between rows and calls, not inside every
-# operator (a row of huge numeric products ran 70 s past it and past pg_terminate_backend).
+# operator (a row of many huge numeric products runs on past it, and past pg_terminate_backend).
 MOST_CHARS = 1_000
 _server: dict[str, str] = {}
 
@@ -119,10 +119,11 @@ def learner_sql(
     a string, one statement, of the right kind, using every one of `names` (`advice`: where a
     missing one goes), and no parameter but those and the `optional` ones."""
     text = sandbox.strip_sql(sql, what)
-    if len(text) > MOST_CHARS:
+    length = len(" ".join(text.split()))  # indenting costs nothing
+    if length > MOST_CHARS:
         raise Wrong(
-            f"{what} is {len(text):,} characters long without its comments; an answer here "
-            f"needs a few hundred, and the check runs none over {MOST_CHARS:,}"
+            f"{what} is {length:,} characters long without its comments and extra spaces; an "
+            f"answer here needs a few hundred, and the check runs none over {MOST_CHARS:,}"
         )
     code = sandbox.code_only(text)
     if not re.match(rf"(?is)^\s*({'|'.join(starts)})\b", code):
