@@ -34,7 +34,9 @@ about every `MEMORY_EVERY_S`, what the processes the learner started hold of the
 and shared with no other process, plus their share of shared memory they map) and stops them
 all once it passes `memory` plus what the learner's process held in RAM when it was forked: a
 started process that only reads what it inherited copies it (Python counts references), and
-that one copy is not the code's doing. `MemoryLimit` says which limit stopped it.
+that one copy is not the code's doing. `MemoryLimit` says which limit stopped it. The sum is a
+sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, up to
+`MEMORY_MOST_S` when a sum is slow) can pass unseen.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
@@ -85,6 +87,7 @@ MEMORY_BYTES = 512 * 2**20
 OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted, not shown
 PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
 MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
+MEMORY_MOST_S = 1.0  # ... at the least often, however long a sum takes
 _OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
 _SAID_MEMORY = b"m"  # what the supervisor says on the stop channel before it exits for that
 T = TypeVar("T")
@@ -680,9 +683,10 @@ if os.name == "posix":
 
     def _watch(learner: int, p: _Pending, until: float) -> int | None:
         """The learner's wait status once it exits; `_OVER_MEMORY` once the processes it started
-        hold more than `p.memory` of their own beyond a copy of the learner's (summed about
-        every `MEMORY_EVERY_S`, less often if a sum takes long); None when the checker says
-        stop, the checker is gone (the supervisor was re-parented) or `until` passes."""
+        hold more than `p.memory` of their own beyond a copy of the learner's (summed every
+        `MEMORY_EVERY_S`, less often if a sum takes long, at least every `MEMORY_MOST_S`);
+        None when the checker says stop, the checker is gone (the supervisor was re-parented)
+        or `until` passes."""
         pidfd = _pidfd(learner)
         poller = select.poll()
         poller.register(p.stop_r, select.POLLIN)
@@ -703,8 +707,8 @@ if os.name == "posix":
             if now >= next_sum:
                 if _held_by_started(learner) > allowance:
                     return _OVER_MEMORY
-                spent = time.monotonic() - now  # a sum reads page tables: never most of a core
-                next_sum = now + max(MEMORY_EVERY_S, 10 * spent)
+                spent = time.monotonic() - now  # a sum reads page tables: not most of a core,
+                next_sum = now + min(max(MEMORY_EVERY_S, 2 * spent), MEMORY_MOST_S)  # nor rare
             wait = max(0.0, min(next_sum - now, 0.25)) if pidfd is not None else 0.005
             ready = {fd for fd, _ in poller.poll(wait * 1000)}
             if p.stop_r in ready:

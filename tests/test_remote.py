@@ -262,6 +262,10 @@ def test_an_unreachable_planner_is_one_line_naming_its_url() -> None:
         "http://127.0.0.1:80/x",  # passed, the endpoints appended after the path
         "http://127.0.0.1:80?y",
         "http://127.0.0.1:80#z",
+        "http://127.0.0.1:80#",
+        "http://127.0.0.1:80?",
+        "HTTP://127.0.0.1:80",
+        "http://127.0.0.1:0",
     ],
 )
 def test_only_loopback_urls_are_called(url: str) -> None:

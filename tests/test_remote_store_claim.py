@@ -7,6 +7,8 @@ which on its `truncated` row."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -95,6 +97,31 @@ def test_the_claim_goes_with_the_process_that_held_it(tmp_path: Path) -> None:
         holder.wait()
     with claim(store, None) as held:
         assert not held.restart  # the holder only claimed it; nothing made the store
+
+
+def test_a_link_to_a_claimed_store_is_the_same_store(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    alias = tmp_path / "alias.db"
+    alias.symlink_to(store)
+    with claim(store, None), pytest.raises(StoreBusy), claim(alias, None):
+        pass
+
+
+def test_a_child_forked_during_a_run_does_not_keep_the_store(tmp_path: Path) -> None:
+    """A child forked while a claim is held gets a copy of its descriptor, and an flock holds
+    until every copy is closed: a notebook's forked worker kept a finished run's store busy."""
+    store = tmp_path / "store.db"
+    with claim(store, None):
+        child = os.fork()
+        if child == 0:
+            time.sleep(LOOSE_S)
+            os._exit(0)
+    try:
+        with claim(store, None):
+            pass
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
 
 
 @pytest.mark.postgres

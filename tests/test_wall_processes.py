@@ -159,7 +159,9 @@ def test_a_process_whose_main_thread_exits_ends_with_the_check(tmp_path: Path) -
 # --- memory ------------------------------------------------------------------------------------
 
 
-def _holder(folder: Path, k: int, mb: int, shared: bool, headless: bool = False) -> None:
+def _holder(
+    folder: Path, k: int, mb: int, shared: bool, headless: bool = False, hold: float = LOOSE_S
+) -> None:
     """In a forked process: write `mb` MB, say it started, then sleep. `shared`: the memory is
     a shared mapping that a grandchild reads before this process writes it, so it is shared
     between the two and private to neither. `headless`: a thread sleeps on and the main thread
@@ -181,9 +183,9 @@ def _holder(folder: Path, k: int, mb: int, shared: bool, headless: bool = False)
             held[i] = 1
         _put(folder / f"started-{k}", _me())
         if headless:
-            threading.Thread(target=time.sleep, args=(LOOSE_S,)).start()
+            threading.Thread(target=time.sleep, args=(hold,)).start()
             ctypes.CDLL(None).pthread_exit(None)
-        time.sleep(LOOSE_S)
+        time.sleep(hold)
     finally:
         os._exit(0)
 
@@ -235,6 +237,35 @@ def test_the_processes_an_answer_starts_share_one_memory_limit(
             walls.run_walled(answer, seconds=2 * LOOSE_S, memory=MEMORY)
     records = [p.read_text() for p in tmp_path.glob("started-*")]
     assert [r for r in records if _alive(r)] == []
+
+
+@pytest.mark.slow
+def test_a_slow_sum_still_comes_round_within_the_longest_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sum made slow (an attacker's sleepers with thousands of mappings each: half a second a
+    sum) once put the next sum ten sums away, and processes that held memory in between were
+    never seen. The interval is at most MEMORY_MOST_S."""
+    real = walls._held_by_started
+
+    def slow(learner: int) -> int:  # what the supervisor, forked from here, will call
+        time.sleep(0.6)
+        return real(learner)
+
+    monkeypatch.setattr(walls, "_held_by_started", slow)
+    mb = MEMORY * 3 // 4 // 2**20
+    n = -(-(MEMORY + _resident_here() + 32 * 2**20) // (mb * 2**20))
+
+    def answer() -> str:
+        time.sleep(0.8)  # the first sum has begun
+        for k in range(n):
+            if os.fork() == 0:
+                _holder(tmp_path, k, mb, shared=False, hold=3 * walls.MEMORY_MOST_S)
+        time.sleep(LOOSE_S)
+        return "not stopped"
+
+    with pytest.raises(walls.MemoryLimit, match="started processes that together held"):
+        walls.run_walled(answer, seconds=2 * LOOSE_S, memory=MEMORY)
 
 
 def test_an_exit_code_is_not_taken_for_the_memory_wall() -> None:

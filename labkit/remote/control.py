@@ -38,8 +38,10 @@ def check_loopback(url: Any, *, path: bool = False) -> str:
         or port is None
         or parts.netloc != f"127.0.0.1:{port}"  # no user, password or stray characters
         or (parts.path not in ("", "/") and not path)
-        or parts.query
-        or parts.fragment
+        or not url.startswith("http://")
+        or not 0 < port
+        or "?" in url
+        or "#" in url
         or not url.isprintable()
         or url != url.strip()
     ):

@@ -42,8 +42,27 @@ class Claim:
 
 
 def lock_path(store: Path) -> Path:
-    """The file beside a SQLite store that a run's claim locks."""
+    """The file beside a SQLite store that a run's claim locks: beside the file itself, so a
+    symbolic link to the store names the same lock."""
+    store = store.resolve()
     return store.with_name(store.name + ".run-lock")
+
+
+# The claims this process holds. A forked child gets a copy of each descriptor, and an flock
+# holds until every copy is closed: a child forked while a run went would keep the store
+# claimed after the run. So every child closes its copies at once.
+_HELD: set[int] = set()
+
+
+def _forget_in_child() -> None:
+    for fd in _HELD:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @contextlib.contextmanager
@@ -80,8 +99,10 @@ def _claim_file(store: Path) -> Iterator[Claim]:
             raise StoreBusy(
                 f"run(): another loop is driving store {store} now; one loop at a time"
             ) from None
+        _HELD.add(fd)
         yield Claim(restart=store.exists())
     finally:
+        _HELD.discard(fd)
         os.close(fd)  # drops the lock
 
 
