@@ -111,17 +111,22 @@ def test_a_child_forked_during_a_run_does_not_keep_the_store(tmp_path: Path) -> 
     """A child forked while a claim is held gets a copy of its descriptor, and an flock holds
     until every copy is closed: a notebook's forked worker kept a finished run's store busy."""
     store = tmp_path / "store.db"
+    read, write = os.pipe()
     with claim(store, None):
         child = os.fork()
-        if child == 0:
+        if child == 0:  # the fork hooks have run by now
+            os.write(write, b"x")
             time.sleep(LOOSE_S)
             os._exit(0)
+        os.read(read, 1)
     try:
         with claim(store, None):
             pass
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+        os.close(read)
+        os.close(write)
 
 
 @pytest.mark.postgres
