@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 # one key per schema, apart from the catalog's own transaction locks (`versions_pg.LOCK_SQL`)
-CLAIM_PG_SQL = "SELECT pg_try_advisory_lock(hashtext('labkit.remote.run ' || current_schema()))"
-RELEASE_PG_SQL = "SELECT pg_advisory_unlock(hashtext('labkit.remote.run ' || current_schema()))"
+_KEY = "hashtext('labkit.remote.run ' || coalesce(current_schema(), ''))"
+CLAIM_PG_SQL = f"SELECT pg_try_advisory_lock({_KEY})"
+RELEASE_PG_SQL = f"SELECT pg_advisory_unlock({_KEY})"
 # a store that holds a loop's tables already: the catalog's (safe designs) or the head row's
 EXISTS_PG_SQL = (
     "SELECT to_regclass('wm_store') IS NOT NULL OR to_regclass('remote_head') IS NOT NULL"
