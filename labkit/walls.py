@@ -26,7 +26,9 @@ supervisor's descendants itself. Why this: a process group or session is left by
 list of descendants (psutil's) loses a double-forked orphan once init adopts it; a cgroup needs
 rights a notebook seldom has. `RLIMIT_NPROC` caps the learner's user at the processes and
 threads it has plus `PROCESSES`, so a fork bomb stops; Linux does not enforce it for root, and
-the kill does not rely on it.
+there hundreds of processes that each fork and exit every few milliseconds can starve the
+supervisor's scans on a machine of few cores and outlive the wall: run the workbook as an
+ordinary user.
 
 Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
 process inherits that limit for its own address space, so on Linux the supervisor also adds up,
@@ -46,9 +48,11 @@ that learner. Code in the child can find the answer pipe and write its own "ok" 
 answer), which fools only the learner's own check (a forged answer costly to build is
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
-from a notebook cell would. Nor do they confine the file system: what the code writes to files
-is written, and a file that lives in memory (a memfd, /dev/shm) is a file, not memory the walls
-count (an unlinked one goes with the last process holding it: at the wall's end at the latest).
+from a notebook cell would. Nor do they confine the file system or the kernel's other stores:
+what the code writes to files is written, and a file that lives in memory (a memfd, /dev/shm),
+a System V shared memory segment (which outlives the check unless removed) or a pipe's buffer
+is not memory the walls count (an unlinked file goes with the last process holding it: at the
+wall's end at the latest).
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its

@@ -143,6 +143,11 @@ def test_on_postgresql_one_run_at_a_time_and_a_second_is_a_restart(slow: str, pg
                 _wait(lambda: conn.execute("SELECT to_regclass('wm_store')").fetchone()[0])
             with pytest.raises(StoreBusy, match="another loop is driving the PostgreSQL store"):
                 run("ballot", slow, ticks=5, dsn=dsn, name="second")
+            # the same tables found through a search path whose first schema is another, empty
+            with pg.scratch_schema(pg_dsn, prefix="empty") as empty:
+                other = make_conninfo(pg_dsn, options=f"-c search_path={empty},{schema}")
+                with pytest.raises(StoreBusy, match="another loop is driving"):
+                    run("ballot", slow, ticks=5, dsn=other, name="third")
         finally:
             stop.set()
             thread.join(LOOSE_S)

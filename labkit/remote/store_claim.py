@@ -7,8 +7,8 @@ return as if done. So a run claims its store before it opens it, and a second cl
 in one line. The claim ends with the run, or with its process: on SQLite an exclusive `flock`
 on a file beside the store (`<store>.run-lock`, kept: removing a lock file races with the next
 claim), which the OS drops when the process dies; on PostgreSQL a session advisory lock keyed
-by the store's schema, which the server drops when the session ends. Elsewhere than POSIX a
-SQLite store is not claimed.
+by the store's schema (where the search path finds its tables, else the current schema), which
+the server drops when the session ends. Elsewhere than POSIX a SQLite store is not claimed.
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# one key per schema, apart from the catalog's own transaction locks (`versions_pg.LOCK_SQL`)
-_KEY = "hashtext('labkit.remote.run ' || coalesce(current_schema(), ''))"
-CLAIM_PG_SQL = f"SELECT pg_try_advisory_lock({_KEY})"
-RELEASE_PG_SQL = f"SELECT pg_advisory_unlock({_KEY})"
+# The store's schema: where its tables are found on the session's search path, else where they
+# would be made (the current schema). One key per such schema, apart from the catalog's own
+# transaction locks (`versions_pg.LOCK_SQL`).
+STORE_SCHEMA_PG_SQL = (
+    "SELECT coalesce((SELECT n.nspname FROM pg_class c"
+    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.oid = coalesce(to_regclass('wm_store'), to_regclass('remote_head'))),"
+    " current_schema(), '')"
+)
+CLAIM_PG_SQL = "SELECT pg_try_advisory_lock(hashtext('labkit.remote.run ' || %s))"
+RELEASE_PG_SQL = "SELECT pg_advisory_unlock(hashtext('labkit.remote.run ' || %s))"
 # a store that holds a loop's tables already: the catalog's (safe designs) or the head row's
 EXISTS_PG_SQL = (
     "SELECT to_regclass('wm_store') IS NOT NULL OR to_regclass('remote_head') IS NOT NULL"
@@ -113,7 +120,8 @@ def _claim_pg(dsn: str) -> Iterator[Claim]:
 
     conn: Any = connect(dsn, autocommit=True)
     try:
-        if not conn.execute(CLAIM_PG_SQL).fetchone()[0]:
+        schema = conn.execute(STORE_SCHEMA_PG_SQL).fetchone()[0]
+        if not conn.execute(CLAIM_PG_SQL, (schema,)).fetchone()[0]:
             raise StoreBusy(
                 "run(): another loop is driving the PostgreSQL store in this schema now; one "
                 "loop at a time"
@@ -122,6 +130,6 @@ def _claim_pg(dsn: str) -> Iterator[Claim]:
             yield Claim(restart=bool(conn.execute(EXISTS_PG_SQL).fetchone()[0]))
         finally:
             with contextlib.suppress(Exception):  # the session's end drops it anyway
-                conn.execute(RELEASE_PG_SQL)
+                conn.execute(RELEASE_PG_SQL, (schema,))
     finally:
         conn.close()
