@@ -800,11 +800,7 @@ if os.name == "posix":
         def _ended(pid: int) -> bool:
             """Whether zombie `pid` has ended: every thread of it has. A main thread that calls
             `pthread_exit` leaves its process a zombie while its other threads run on."""
-            try:
-                tasks = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                return True
-            for task in tasks:
+            for task in _tasks(pid):
                 try:
                     with open(f"/proc/{pid}/task/{task}/stat", "rb") as stat:
                         data = stat.read()
