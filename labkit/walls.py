@@ -23,12 +23,20 @@ time limit, an error, an exception in the checker), the supervisor kills them al
 /proc by parent pid, again until none is left) and exits; the checker then kills the process
 group, and if the supervisor has not exited within `KILL_S` (stopped, say), kills the
 supervisor's descendants itself. Why this: a process group or session is left by `setsid()`; a
-list of descendants (psutil's) loses a double-forked orphan once init adopts it; a cgroup needs
-rights a notebook seldom has. `RLIMIT_NPROC` caps the learner's user at the processes and
-threads it has plus `PROCESSES`, so a fork bomb stops; Linux does not enforce it for root, and
-there hundreds of processes that each fork and exit every few milliseconds can starve the
-supervisor's scans on a machine of few cores and outlive the wall: run the workbook as an
-ordinary user.
+list of descendants (psutil's) loses a double-forked orphan once init adopts it. `RLIMIT_NPROC`
+caps the learner's user at the processes and threads it has plus `PROCESSES`, so a fork bomb
+stops; Linux does not enforce it for root.
+
+Where the machine lets the checker make a control group (root on cgroup v1: `labkit/cgroups.py`),
+each wall has one, and Linux holds the learner's processes from outside: at most `PROCESSES`
+tasks beyond the learner's process, for root too; kernel memory and shared memory charged to the
+group count against `memory` (next paragraph); and at the wall's end the group is frozen, every
+member killed and thawed, so no fork outruns the kill (the supervisor and the checker both do
+this, and the scans above follow). There the learner's process also has an IPC namespace of its
+own, so a System V segment it leaves goes with its last process. Elsewhere (an ordinary user, a
+machine with cgroup v2 only) as root, hundreds of processes that each fork and exit every few
+milliseconds can starve the supervisor's scans and outlive the wall: run the workbook there as
+an ordinary user.
 
 Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
 process inherits that limit for its own address space, so on Linux the supervisor also adds up,
@@ -38,7 +46,10 @@ all once it passes `memory` plus what the learner's process held in RAM when it 
 started process that only reads what it inherited copies it (Python counts references), and
 that one copy is not the code's doing. `MemoryLimit` says which limit stopped it. The sum is a
 sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, up to
-`MEMORY_MOST_S` when a sum is slow) can pass unseen.
+`MEMORY_MOST_S` when a sum is slow) can pass unseen. With a control group, what the kernel holds
+for the group that no process maps (pipe buffers, sockets, System V segments, memfds and files
+in /dev/shm) is summed too and held to `memory`, and the group's own limit
+(`2 * (memory + the checker's resident memory) + GROUP_SLACK`) holds between two sums.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
@@ -48,11 +59,11 @@ that learner. Code in the child can find the answer pipe and write its own "ok" 
 answer), which fools only the learner's own check (a forged answer costly to build is
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
-from a notebook cell would. Nor do they confine the file system or the kernel's other stores:
-what the code writes to files is written, and a file that lives in memory (a memfd, /dev/shm),
-a System V shared memory segment (which outlives the check unless removed) or a pipe's buffer
-is not memory the walls count (an unlinked file goes with the last process holding it: at the
-wall's end at the latest).
+from a notebook cell would (and as root it can write itself out of the control group). Nor do
+they confine the file system: what the code writes to files is written. Without a control
+group, the kernel's other stores are not memory the walls count: a file that lives in memory (a
+memfd, /dev/shm), a System V segment (which then outlives the check unless removed) or a pipe's
+buffer (an unlinked file goes with the last process holding it: at the wall's end at the latest).
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
@@ -80,6 +91,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
+from labkit import cgroups
+
 SECONDS = 2.0
 GRACE_S = 0.5
 # How long the supervisor may take to kill and reap every process below it (done at once when
@@ -92,6 +105,7 @@ OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted
 PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
 MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
 MEMORY_MOST_S = 1.0  # ... at the least often, however long a sum takes
+GROUP_SLACK = 64 * 2**20  # a control group's memory limit, beyond what the sums allow
 _OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
 _SAID_MEMORY = b"m"  # what the supervisor says on the stop channel before it exits for that
 T = TypeVar("T")
@@ -119,7 +133,7 @@ class NotStarted(Crashed):
     module was imported (the learner's, if any, run after the ready signal, on its clock)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: Python sets an exception's traceback as it propagates
 class Raised(Exception):
     """The learner's code raised: its exception's type name and message, as the child saw them."""
 
@@ -376,6 +390,7 @@ class _Pending:
     stop_r: int
     parents_ends: tuple[int, ...]
     processes: int | None = None
+    group: cgroups.Group | None = None
 
 
 _pending: _Pending | None = None  # set around the checker's fork, read by the fork hook
@@ -423,9 +438,11 @@ if os.name == "posix":
             self.code: int | None = None  # the supervisor's exit code, once it has exited
             self.reaped = False
             ends = (self.answers.fileno(), out_r, self.stop)
+            self.group = _make_group(memory)
             pending = _Pending(
                 threading.get_ident(), task, seconds, memory, send, out_w, stop_r, ends
             )
+            pending.group = self.group
             try:
                 with _forking(pending), warnings.catch_warnings():
                     # Python 3.12+ warns that fork in a threaded process can deadlock; the
@@ -440,6 +457,9 @@ if os.name == "posix":
                 self.answers.close()
                 os.close(out_r)
                 os.close(self.stop)
+                if self.group is not None:
+                    self.group.empty(time.monotonic() + KILL_S)
+                    self.group.remove(time.monotonic() + GRACE_S)
                 raise
             finally:
                 send.close()
@@ -573,8 +593,12 @@ if os.name == "posix":
             until = time.monotonic() + KILL_S
             while self.exit_code(min(until, time.monotonic() + GRACE_S)) is None:
                 if time.monotonic() >= until or _stopped(self.pid):
+                    if self.group is not None:
+                        self.group.empty(time.monotonic() + KILL_S)
                     _kill_below(self.pid, time.monotonic() + KILL_S)
                     break
+            if self.group is not None:
+                self.group.empty(time.monotonic() + KILL_S)
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
             until = time.monotonic() + GRACE_S
@@ -587,6 +611,8 @@ if os.name == "posix":
                     break  # stuck in the kernel; init reaps it after this process
                 time.sleep(0 if self.reaped else 0.002)
             self._drain(GRACE_S)
+            if self.group is not None:
+                self.group.remove(time.monotonic() + GRACE_S)
             for fd in (self.out, self.pidfd):
                 if fd is not None:
                     os.close(fd)
@@ -637,10 +663,24 @@ if os.name == "posix":
             raise OSError(ctypes.get_errno(), "fork failed")
         return pid
 
+    def _make_group(memory: int) -> cgroups.Group | None:
+        """A control group for one wall where the machine allows one: `PROCESSES` tasks beyond
+        the learner's process; memory for the learner's and its started processes' (`memory`
+        each) plus a copy of this process's for each and `GROUP_SLACK`, a ceiling above the
+        supervisor's sums that holds between two of them."""
+        if not sys.platform.startswith("linux"):
+            return None
+        ceiling = 2 * (memory + _resident(os.getpid())) + GROUP_SLACK
+        return cgroups.make(PROCESSES + 1, ceiling)
+
     def _become_learner(p: _Pending) -> None:
-        """In the learner's process: dies with the supervisor; stdin empty, stdout and stderr
+        """In the learner's process: in the wall's control group and an IPC namespace of its
+        own, where the machine allows; dies with the supervisor; stdin empty, stdout and stderr
         into the output pipe; processes and memory capped; then says it is ready."""
         os.close(p.stop_r)
+        if p.group is not None:
+            p.group.join()
+        _own_ipc_namespace()
         _die_with(os.getppid())
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -675,6 +715,10 @@ if os.name == "posix":
             status = _watch(learner, p, outer)
             if status is None or status == _OVER_MEMORY:
                 os.kill(learner, signal.SIGKILL)
+            elif p.group is not None and os.WIFSIGNALED(status) and p.group.oom_killed():
+                status = _OVER_MEMORY  # the kernel killed it at the group's memory ceiling
+            if p.group is not None:
+                p.group.empty(time.monotonic() + KILL_S)
             _kill_below(os.getpid(), time.monotonic() + KILL_S)
         except BaseException:  # noqa: BLE001 - the supervisor must reach its exit
             with contextlib.suppress(OSError):
@@ -696,28 +740,52 @@ if os.name == "posix":
         poller.register(p.stop_r, select.POLLIN)
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
+        poller.register(_wake_on_child_exit(), select.POLLIN)
         checker = os.getppid()
         # a started process that only reads what it inherited copies it page by page (Python
         # counts references): one copy of the learner's memory at the fork is not the code's
         allowance = p.memory + _resident(learner)
         next_sum = 0.0
         while True:
-            pid, status = os.waitpid(learner, os.WNOHANG)
-            if pid:
+            status = _reap(learner)
+            if status is not None:
                 return status
             now = time.monotonic()
             if now > until or os.getppid() != checker:
                 return None
             if now >= next_sum:
-                if _held_by_started(learner) > allowance:
+                if _held_by_started(learner) > allowance or _charged(p) > p.memory:
                     return _OVER_MEMORY
                 spent = time.monotonic() - now  # a sum reads page tables: not most of a core,
                 next_sum = now + min(max(MEMORY_EVERY_S, 2 * spent), MEMORY_MOST_S)  # nor rare
             wait = max(0.0, min(next_sum - now, 0.25)) if pidfd is not None else 0.005
             ready = {fd for fd, _ in poller.poll(wait * 1000)}
             if p.stop_r in ready:
-                pid, status = os.waitpid(learner, os.WNOHANG)
-                return status if pid else None
+                return _reap(learner)
+
+    def _wake_on_child_exit() -> int:
+        """A descriptor that turns readable when a child of this process exits (a wake-up
+        pipe written by a SIGCHLD handler), so `_watch` reaps at once."""
+        wake_r, wake_w = os.pipe()
+        for fd in (wake_r, wake_w):
+            os.set_blocking(fd, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        return wake_r
+
+    def _reap(learner: int) -> int | None:
+        """Reap every child that has exited: the learner's process, or an orphan of the
+        learner's handed to this subreaper (a zombie holds a place in the group's process
+        limit until reaped); the learner's wait status if it was among them."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid == 0:
+                return None
+            if pid == learner:
+                return status
 
     def _held_by_started(learner: int) -> int:
         """The memory held by every process below the supervisor but the learner's: what each
@@ -732,6 +800,11 @@ if os.name == "posix":
                 total += _private_bytes(pid)
                 todo += _children(pid)
         return total
+
+    def _charged(p: _Pending) -> int:
+        """What the kernel holds for the wall's control group that no process map shows
+        (pipe buffers, shared memory nothing maps); 0 without a group."""
+        return 0 if p.group is None else p.group.charged()
 
     def _exit_as(status: int | None) -> NoReturn:
         """Exit as a process with wait `status` did (exit code, or killed by its signal)."""
@@ -784,6 +857,15 @@ if os.name == "posix":
         _prctl.restype = ctypes.c_int
         _prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
         PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+        _unshare = ctypes.CDLL(None, use_errno=True).unshare
+        _unshare.argtypes = [ctypes.c_int]
+        CLONE_NEWIPC = 0x08000000
+
+        def _own_ipc_namespace() -> None:
+            """System V IPC and POSIX message queues of this process's own, gone with its last
+            process (needs CAP_SYS_ADMIN: root; elsewhere it keeps the machine's)."""
+            _unshare(CLONE_NEWIPC)
 
         def _become_subreaper() -> None:
             """Orphans below this process are re-parented to it, not to init (Linux 3.4+)."""
@@ -908,6 +990,9 @@ if os.name == "posix":
     else:  # other POSIX systems: no subreaper; the process group is what is killed
 
         def _become_subreaper() -> None:
+            pass
+
+        def _own_ipc_namespace() -> None:
             pass
 
         def _die_with(parent: int) -> None:

@@ -357,6 +357,7 @@ def test_bad_run_knobs_are_refused_in_one_line_before_any_call(knobs: dict, says
         (lambda url: load(url, loops=0), "load\\(\\): loops"),
         (lambda url: load(url, seconds=math.nan), "load\\(\\): seconds"),
         (lambda url: load(url, poll=0), "load\\(\\): poll"),
+        (lambda url: load(url, connect_timeout=-1), "load\\(\\): connect_timeout"),
         (lambda url: load(url, mix=[]), "load\\(\\): mix"),
         (lambda url: load(url, mix="ballot"), "load\\(\\): mix"),
         (lambda url: load(url, mix=[("ballot",)]), "load\\(\\): mix\\[0\\]"),

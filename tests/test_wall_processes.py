@@ -10,6 +10,7 @@ the checker's own fallback kill.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import itertools
 import json
@@ -452,3 +453,18 @@ def test_an_endless_iterator_answer_leaves_the_checkers_memory_alone() -> None:
     seen = json.loads(run.stdout.splitlines()[-1])
     assert "more than 100 ids in the orphans" in seen["message"], seen
     assert seen["grew_mb"] < bound_mb and seen["took"] < LOOSE_S, seen
+
+
+def test_the_learners_exception_passes_through_a_context_manager() -> None:
+    """`Raised` was a frozen dataclass, and a generator context manager sets the traceback of
+    what passes through it: `FrozenInstanceError` came out instead."""
+
+    @contextlib.contextmanager
+    def around() -> Iterator[None]:
+        yield
+
+    def fails() -> None:
+        raise ValueError("the learner's")
+
+    with pytest.raises(walls.Raised, match="ValueError: the learner's"), around():
+        walls.run_walled(fails)

@@ -21,6 +21,7 @@ from labkit.remote.control import check_loopback
 from labkit.remote.driver import RemoteRun, run
 
 MIX: tuple[tuple[str, int], ...] = (("ballot", 1), ("fenced", 3), ("pipelined", 3))
+LOAD_CONNECT_S = 10.0  # how long each loop waits for one answer from the service here
 
 
 @dataclass(frozen=True)
@@ -81,16 +82,21 @@ def load(
     mix: Sequence[tuple[str, int]] = MIX,
     poll: float = 0.005,
     store_dir: str | Path | None = None,
+    connect_timeout: float = LOAD_CONNECT_S,
 ) -> LoadResult:
     """Run `loops` loops at once (designs and windows taken in turn from `mix`), each until
     `ticks` commits or `seconds` seconds; check every store and trace afterwards. Every
-    argument is checked before the first loop starts."""
+    argument is checked before the first loop starts. The loops run as threads of this
+    process, beside a service started here, so each call to the service gets
+    `connect_timeout` (not `run`'s 2 s): on a loaded machine of two cores, one of sixteen
+    loops once waited longer than 2 s for an answer and stopped as if the service were gone."""
     url = check_loopback(url)
     loops = knobs.count(loops, "load(): loops", high=knobs.MAX_LOOPS)
     seconds = knobs.seconds(seconds, "load(): seconds")
     ticks = validation.int_arg(ticks, "load(): ticks", low=1)
     mix = _check_mix(mix)
     poll = knobs.interval(poll, "load(): poll")
+    connect_timeout = knobs.seconds(connect_timeout, "load(): connect_timeout")
     if store_dir is not None:
         store_dir = knobs.path(store_dir, "load(): store_dir")
     with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
@@ -109,6 +115,7 @@ def load(
                 name=f"load-{i}",
                 deadline=seconds,
                 poll=poll,
+                connect_timeout=connect_timeout,
             )
             return store, result
 

@@ -1,0 +1,183 @@
+"""The walls' control group, where the machine lets the checker make one (root on cgroup v1, as
+in CI): a fork storm that leaves the session ends with the check however fast it forks, a fork
+bomb stops at `PROCESSES` for root too, and memory the kernel holds for the learner (pipe
+buffers, System V segments nothing maps) counts against the wall; a System V segment left by
+the learner goes with its IPC namespace. Each was an attacker's escape under root before."""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import cgroups, walls
+
+MB = 2**20
+
+
+def _groups_here() -> bool:
+    group = cgroups.make(2, 64 * MB) if sys.platform.startswith("linux") else None
+    if group is None:
+        return False
+    group.remove(time.monotonic() + 1)
+    return True
+
+
+pytestmark = [
+    pytest.mark.skipif(not walls.can_fork(), reason="the walls fork"),
+    pytest.mark.skipif(
+        not _groups_here(),
+        reason="this process may make no control group here (root on cgroup v1 may)",
+    ),
+]
+LOOSE_S = 15.0
+KEY = 0x1AB5C0DE  # the System V key of the segment a learner leaves behind
+
+
+def _storm(marks: Path) -> None:
+    """In a forked process: leave the session, then fork and exit every few milliseconds
+    forever (a new pid each time), appending a mark with the time every 0.1 s."""
+    try:
+        os.setsid()
+        last = 0.0
+        while True:
+            time.sleep(0.003)
+            now = time.monotonic()
+            if now - last > 0.1:
+                with open(marks, "a") as f:
+                    f.write(f"{now}\n")
+                last = now
+            try:
+                if os.fork():
+                    os._exit(0)
+            except OSError:
+                pass  # the group is full: try again with the same pid
+    finally:
+        os._exit(0)
+
+
+def _marks(path: Path) -> list[float]:
+    return [float(line) for line in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_a_fork_storm_that_left_the_session_ends_with_the_check(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+
+    def answer() -> str:
+        started = 0
+        while started < 24:  # two tasks each while one forks: within the process limit
+            try:
+                if os.fork() == 0:
+                    _storm(marks)
+                started += 1
+            except OSError:
+                time.sleep(0.01)  # the group is full for a moment: the storm forks too
+        time.sleep(1.0)
+        return time.monotonic()  # the clock is the machine's: the checker reads it too
+
+    answered = walls.run_walled(answer, seconds=LOOSE_S)
+    returned = time.monotonic()
+    assert returned - answered < 2.0  # an attacker's storm once held the checker 10-21 s
+    assert len(_marks(marks)) > 24  # the storm ran while the wall stood
+    time.sleep(1.0)
+    assert [t for t in _marks(marks) if t > returned] == []
+
+
+@pytest.mark.slow
+def test_a_fork_bomb_stops_at_the_process_limit_for_root_too() -> None:
+    def answer() -> int:
+        n = 0
+        for _ in range(3 * walls.PROCESSES):
+            try:
+                if os.fork() == 0:
+                    time.sleep(LOOSE_S)
+                    os._exit(0)
+                n += 1
+            except OSError:
+                pass
+        return n
+
+    assert walls.run_walled(answer, seconds=LOOSE_S) == walls.PROCESSES
+
+
+def _pipe_buffers(mb: int) -> str:
+    """Fill pipes of 1 MB with `mb` MB, keeping only their read ends, then wait."""
+    kept, total = [], 0
+    while total < mb * MB:
+        read, write = os.pipe()
+        fcntl.fcntl(write, 1031, MB)  # F_SETPIPE_SZ
+        os.set_blocking(write, False)
+        try:
+            while True:
+                total += os.write(write, b"x" * 65536)
+        except BlockingIOError:
+            pass
+        os.close(write)
+        kept.append(read)
+    time.sleep(LOOSE_S)
+    return "not stopped"
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmget.restype = ctypes.c_int
+    libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    libc.shmdt.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _segments(mb: int) -> str:
+    """Write `mb` MB into System V segments of 32 MB, each detached once written: memory no
+    process maps."""
+    libc = _libc()
+    for _ in range(mb // 32):
+        segment = libc.shmget(0, 32 * MB, 0o1600)  # IPC_PRIVATE, IPC_CREAT, 0600
+        address = libc.shmat(segment, None, 0)
+        ctypes.memset(address, 1, 32 * MB)
+        libc.shmdt(ctypes.c_void_p(address))
+    time.sleep(LOOSE_S)
+    return "not stopped"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hold", [_pipe_buffers, _segments], ids=["pipe-buffers", "segments"])
+def test_memory_the_kernel_holds_for_the_learner_counts(hold) -> None:
+    started = time.monotonic()
+    with pytest.raises(walls.MemoryLimit, match="held more memory than it may have"):
+        walls.run_walled(lambda: hold(320), seconds=LOOSE_S, memory=64 * MB)
+    assert time.monotonic() - started < 5.0
+
+
+def _keys() -> set[int]:
+    with open("/proc/sysvipc/shm") as table:
+        return {int(line.split()[0]) for line in list(table)[1:]}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an IPC namespace of its own needs root")
+def test_a_segment_the_learner_leaves_goes_with_the_check() -> None:
+    def leave() -> bool:
+        return _libc().shmget(KEY, MB, 0o1600) >= 0 and KEY in _keys()
+
+    assert walls.run_walled(leave) is True  # the learner saw its segment
+    assert KEY not in _keys()  # the checker never did, and nothing is left
+
+
+def test_the_group_is_removed_with_the_wall_and_a_dead_process_groups_are_swept() -> None:
+    assert walls.run_walled(lambda: os.getpid()) > 0
+    parents = cgroups._own_groups().values()
+    mine = f"{cgroups.PREFIX}{os.getpid()}-"
+    assert [n for p in parents for n in os.listdir(p) if n.startswith(mine)] == []
+    dead = max(int(n) for n in os.listdir("/proc") if n.isdigit()) + 10_000
+    left = [f"{p}/{cgroups.PREFIX}{dead}-0" for p in parents]
+    for folder in left:
+        os.mkdir(folder)
+    assert walls.run_walled(lambda: 1) == 1
+    assert [f for f in left if os.path.exists(f)] == []
