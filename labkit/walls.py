@@ -740,7 +740,8 @@ if os.name == "posix":
         poller.register(p.stop_r, select.POLLIN)
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
-        poller.register(_wake_on_child_exit(), select.POLLIN)
+        woken = _wake_on_child_exit()
+        poller.register(woken, select.POLLIN)
         checker = os.getppid()
         # a started process that only reads what it inherited copies it page by page (Python
         # counts references): one copy of the learner's memory at the fork is not the code's
@@ -762,6 +763,10 @@ if os.name == "posix":
             ready = {fd for fd, _ in poller.poll(wait * 1000)}
             if p.stop_r in ready:
                 return _reap(learner)
+            if woken in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(woken, 4096):
+                        pass
 
     def _wake_on_child_exit() -> int:
         """A descriptor that turns readable when a child of this process exits (a wake-up

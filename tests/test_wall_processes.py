@@ -468,3 +468,27 @@ def test_the_learners_exception_passes_through_a_context_manager() -> None:
 
     with pytest.raises(walls.Raised, match="ValueError: the learner's"), around():
         walls.run_walled(fails)
+
+
+def _children_cpu() -> float:
+    import resource  # POSIX only, as this file is
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def test_the_supervisor_sleeps_after_an_orphan_it_reaped() -> None:
+    """The supervisor is woken when an orphan handed to it exits, and reaps it; its wake-up
+    pipe, once left undrained, kept it polling at full speed for the rest of the wall."""
+
+    def answer() -> int:
+        if os.fork() == 0:
+            if os.fork() == 0:
+                time.sleep(0.2)  # the supervisor's by now
+            os._exit(0)
+        time.sleep(2.0)
+        return 1
+
+    before = _children_cpu()
+    assert walls.run_walled(answer, seconds=LOOSE_S) == 1
+    assert _children_cpu() - before < 0.6  # a spinning supervisor spent 1.7 s of the 2
