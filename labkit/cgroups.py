@@ -52,7 +52,8 @@ class Group:
     def charged(self) -> int:
         """The memory the kernel holds for the group that no process's own map shows: kernel
         memory (pipe buffers, sockets, page tables) plus shared memory (System V segments,
-        memfds, files in /dev/shm), whether or not anything maps it; 0 without `memory`."""
+        memfds, files in a tmpfs such as /dev/shm), whether or not anything maps it; 0
+        without `memory`."""
         folder = self.dirs.get("memory")
         if folder is None:
             return 0

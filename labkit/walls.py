@@ -48,7 +48,7 @@ that one copy is not the code's doing. `MemoryLimit` says which limit stopped it
 sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, up to
 `MEMORY_MOST_S` when a sum is slow) can pass unseen. With a control group, what the kernel holds
 for the group that no process maps (pipe buffers, sockets, System V segments, memfds and files
-in /dev/shm) is summed too and held to `memory`, and the group's own limit
+in a tmpfs such as /dev/shm) is summed too and held to `memory`, and the group's own limit
 (`2 * (memory + the checker's resident memory) + GROUP_SLACK`) holds between two sums.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
