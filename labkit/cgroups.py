@@ -22,38 +22,38 @@ from dataclasses import dataclass
 
 ROOT = "/sys/fs/cgroup"
 CONTROLLERS = ("pids", "freezer", "memory")
-PREFIX = "labkit-wall-"  # a group's name: this prefix, the pid of the process that made it, a count
+PREFIX = "labkit-wall-"  # then the maker's pid namespace, its pid there, and a count
 FREEZE_S = 2.0  # how long a freeze may take before the members are killed as they run
 _made = itertools.count()
 
 
 @dataclass(frozen=True)
 class Group:
-    """One run's group: its directory in each hierarchy this process could write."""
+    """One run's group: its directory in each hierarchy (two controllers mounted together
+    share one)."""
 
     dirs: Mapping[str, str]
 
     def join(self) -> None:
         """Move this process into the group (its children follow it there)."""
-        for folder in self.dirs.values():
+        for folder in set(self.dirs.values()):
             _write(f"{folder}/cgroup.procs", str(os.getpid()))
 
     def members(self) -> list[int]:
-        """The processes in the group now (one hierarchy is enough: every member joined all)."""
-        folder = self.dirs.get("freezer") or self.dirs.get("pids") or self.dirs.get("memory")
-        if folder is None:
-            return []
-        try:
-            with open(f"{folder}/cgroup.procs", "rb") as procs:
-                return [int(pid) for pid in procs.read().split()]
-        except OSError:
-            return []
+        """The processes in the group and in any group below it now (one hierarchy is enough:
+        every member joined all)."""
+        top = self.dirs.get("freezer") or self.dirs.get("pids") or self.dirs.get("memory")
+        found: list[int] = []
+        for folder in _below(top) if top is not None else []:
+            with contextlib.suppress(OSError), open(f"{folder}/cgroup.procs", "rb") as procs:
+                found += [int(pid) for pid in procs.read().split()]
+        return found
 
     def charged(self) -> int:
         """The memory the kernel holds for the group that no process's own map shows: kernel
-        memory (pipe buffers, sockets, page tables) plus shared memory (System V segments,
-        memfds, files in a tmpfs such as /dev/shm), whether or not anything maps it; 0
-        without `memory`."""
+        memory (pipe buffers, sockets, page tables, the dentries and inodes of files made)
+        plus shared memory (System V segments, memfds, files in a tmpfs such as /dev/shm),
+        whether or not anything maps it; 0 without `memory`."""
         folder = self.dirs.get("memory")
         if folder is None:
             return 0
@@ -62,7 +62,7 @@ class Group:
                 kernel = int(kmem.read())
             with open(f"{folder}/memory.stat", "rb") as stat:
                 fields = dict(line.split() for line in stat if line.strip())
-            return kernel + int(fields[b"shmem"])
+            return kernel + int(fields[b"total_shmem"])
         except (OSError, KeyError, ValueError):
             return 0
 
@@ -77,67 +77,56 @@ class Group:
         return False
 
     def empty(self, until: float) -> bool:
-        """Kill every member: freeze the group (none can fork or run), SIGKILL each, thaw.
-        True once the group has no member, False if `until` passes first."""
+        """Kill every member: freeze the group (none can fork or run), SIGKILL each member
+        read after the freeze, thaw (always, so nothing is left frozen). True once the group
+        has no member, False if `until` passes first."""
         freezer = self.dirs.get("freezer")
-        while True:
-            members = self.members()
-            if not members:
-                return True
+        while self.members():
             if time.monotonic() > until:
                 return False
-            soon = min(until, time.monotonic() + FREEZE_S)
-            frozen = freezer is not None and _freeze(freezer, soon)
-            if sys.platform.startswith("linux"):  # where `make` returns a group
-                for pid in self.members() if frozen else members:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-            if freezer is not None:
-                _write_quietly(f"{freezer}/freezer.state", "THAWED")
+            try:
+                if freezer is not None:
+                    _freeze(freezer, min(until, time.monotonic() + FREEZE_S))
+                _kill(self.members())  # read again: a pid read before a slow freeze may be reused
+            finally:
+                if freezer is not None:
+                    _write_quietly(f"{freezer}/freezer.state", "THAWED")
             time.sleep(0.001)
+        return True
 
     def remove(self, until: float) -> None:
-        """Remove the group's directories once its last member has gone (a member the kernel
-        has not released yet holds a directory for a moment); left behind if `until` passes,
-        for the next `make` in any process to sweep."""
-        for folder in self.dirs.values():
-            while True:
-                try:
-                    os.rmdir(folder)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > until:
-                        break
-                    time.sleep(0.002)
+        """Remove the group's directories, deepest first, once their last member has gone (a
+        member the kernel has not released yet holds one for a moment); what is left when
+        `until` passes is swept by a later `make` once its maker has ended."""
+        for top in set(self.dirs.values()):
+            _remove_tree(top, until)
 
 
 def make(tasks: int, memory: int) -> Group | None:
-    """A new group below this process's own in each hierarchy it may write, at most `tasks`
-    tasks (processes and threads) and `memory` bytes charged; None where none can be made."""
-    dirs: dict[str, str] = {}
-    name = f"{PREFIX}{os.getpid()}-{next(_made)}"
-    for controller, parent in _own_groups().items():
-        _sweep(parent)
-        folder = f"{parent}/{name}"
-        try:
-            os.mkdir(folder)
-        except OSError:
-            continue
-        dirs[controller] = folder
-        try:
-            if controller == "pids":
-                _write(f"{folder}/pids.max", str(tasks))
-            elif controller == "memory":
-                _write(f"{folder}/memory.limit_in_bytes", str(memory))
-        except OSError:
-            Group(dirs).remove(time.monotonic())
-            return None
-    if "freezer" in dirs or "pids" in dirs:
-        return Group(dirs)
-    Group(dirs).remove(time.monotonic())  # memory alone neither caps nor empties the group
-    return None
+    """A new group below this process's own in every hierarchy of `CONTROLLERS` mounted, at
+    most `tasks` tasks (processes and threads) and `memory` bytes charged (with swap, where
+    the kernel counts it); None where none can be made: this process may not write there, or
+    it is in a wall's group already (the outer group holds it and all below)."""
+    own = _own_groups()
+    if not own or any(f"/{PREFIX}" in folder for folder in own.values()):
+        return None
+    name = f"{PREFIX}{_namespace()}-{os.getpid()}-{next(_made)}"
+    group = Group({controller: f"{parent}/{name}" for controller, parent in own.items()})
+    try:
+        for parent in set(own.values()):
+            _sweep(parent)
+            os.mkdir(f"{parent}/{name}")
+        if "pids" in group.dirs:
+            _write(f"{group.dirs['pids']}/pids.max", str(tasks))
+        if "memory" in group.dirs:
+            _write(f"{group.dirs['memory']}/memory.limit_in_bytes", str(memory))
+            # with swap, anonymous memory past the limit is swapped out, not refused: hold
+            # memory and swap together where the kernel counts swap (quiet where it does not)
+            _write_quietly(f"{group.dirs['memory']}/memory.memsw.limit_in_bytes", str(memory))
+    except OSError:
+        group.remove(time.monotonic())
+        return None
+    return group
 
 
 def _own_groups() -> dict[str, str]:
@@ -158,15 +147,47 @@ def _own_groups() -> dict[str, str]:
     return found
 
 
+def _namespace() -> int:
+    """This process's pid namespace (its inode): a pid names a process only within one."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            return os.stat("/proc/self/ns/pid").st_ino
+    return 0
+
+
 def _sweep(parent: str) -> None:
-    """Remove the empty groups left below `parent` by processes that have ended."""
+    """Remove the groups left below `parent` by ended processes of this pid namespace (a
+    group with members stays)."""
+    mine = f"{PREFIX}{_namespace()}-"
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if name.startswith(PREFIX):
-                owner = name[len(PREFIX) :].split("-", 1)[0]
+            if name.startswith(mine):
+                owner = name[len(mine) :].split("-", 1)[0]
                 if owner.isdigit() and not _alive(int(owner)):
-                    with contextlib.suppress(OSError):
-                        os.rmdir(f"{parent}/{name}")
+                    _remove_tree(f"{parent}/{name}", time.monotonic())
+
+
+def _below(top: str) -> list[str]:
+    """`top` and every group directory below it, parents before children."""
+    found = [top]
+    for folder in found:
+        with contextlib.suppress(OSError):
+            found += [entry.path for entry in os.scandir(folder) if entry.is_dir()]
+    return found
+
+
+def _remove_tree(top: str, until: float) -> None:
+    for folder in reversed(_below(top)):
+        while True:
+            try:
+                os.rmdir(folder)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if time.monotonic() > until:
+                    break
+                time.sleep(0.002)
 
 
 def _alive(pid: int) -> bool:
@@ -176,16 +197,26 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _kill(pids: list[int]) -> None:
+    if sys.platform.startswith("linux"):  # the only platform `make` returns a group on
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def _freeze(folder: str, until: float) -> bool:
-    """Freeze the group; True once every member is frozen, False if `until` passes first."""
-    try:
-        _write(f"{folder}/freezer.state", "FROZEN")
-    except OSError:
-        return False
+    """Freeze the group (again if another process thawed it meanwhile); True once every
+    member is frozen, False if `until` passes first."""
     while time.monotonic() < until:
-        with contextlib.suppress(OSError), open(f"{folder}/freezer.state") as state:
-            if state.read().strip() == "FROZEN":
+        try:
+            with open(f"{folder}/freezer.state") as state:
+                now = state.read().strip()
+            if now == "FROZEN":
                 return True
+            if now == "THAWED":
+                _write(f"{folder}/freezer.state", "FROZEN")
+        except OSError:
+            return False
         time.sleep(0.001)
     return False
 

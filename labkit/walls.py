@@ -32,11 +32,12 @@ each wall has one, and Linux holds the learner's processes from outside: at most
 tasks beyond the learner's process, for root too; kernel memory and shared memory charged to the
 group count against `memory` (next paragraph); and at the wall's end the group is frozen, every
 member killed and thawed, so no fork outruns the kill (the supervisor and the checker both do
-this, and the scans above follow). There the learner's process also has an IPC namespace of its
-own, so a System V segment it leaves goes with its last process. Elsewhere (an ordinary user, a
-machine with cgroup v2 only) as root, hundreds of processes that each fork and exit every few
-milliseconds can starve the supervisor's scans and outlive the wall: run the workbook there as
-an ordinary user.
+this, and the scans above follow). A wall inside a wall (learner code that calls `run_walled`)
+makes no group of its own: the outer group holds it. Without a group (an ordinary user, a
+machine with cgroup v2 only), a root learner's hundreds of processes that each fork and exit
+every few milliseconds can starve the supervisor's scans and outlive the wall: there, run the
+workbook as an ordinary user. As root the learner's process also gets an IPC namespace of its
+own, so a System V segment or message queue it leaves goes with its last process.
 
 Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
 process inherits that limit for its own address space, so on Linux the supervisor also adds up,
@@ -48,8 +49,8 @@ that one copy is not the code's doing. `MemoryLimit` says which limit stopped it
 sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, up to
 `MEMORY_MOST_S` when a sum is slow) can pass unseen. With a control group, what the kernel holds
 for the group that no process maps (pipe buffers, sockets, System V segments, memfds and files
-in a tmpfs such as /dev/shm) is summed too and held to `memory`, and the group's own limit
-(`2 * (memory + the checker's resident memory) + GROUP_SLACK`) holds between two sums.
+in a tmpfs such as /dev/shm; the dentries and inodes of files it makes too) is summed as well
+and held to `memory`, and the group's own ceiling (`_make_group`) holds between two sums.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
@@ -62,8 +63,9 @@ the supervisor (same user) and then leaves the session outlives the wall, as a p
 from a notebook cell would (and as root it can write itself out of the control group). Nor do
 they confine the file system: what the code writes to files is written. Without a control
 group, the kernel's other stores are not memory the walls count: a file that lives in memory (a
-memfd, /dev/shm), a System V segment (which then outlives the check unless removed) or a pipe's
-buffer (an unlinked file goes with the last process holding it: at the wall's end at the latest).
+memfd, /dev/shm), a System V segment (which, not as root, then outlives the check unless
+removed) or a pipe's buffer (an unlinked file goes with the last process holding it: at the
+wall's end at the latest).
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
@@ -107,7 +109,9 @@ MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the proce
 MEMORY_MOST_S = 1.0  # ... at the least often, however long a sum takes
 GROUP_SLACK = 64 * 2**20  # a control group's memory limit, beyond what the sums allow
 _OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
-_SAID_MEMORY = b"m"  # what the supervisor says on the stop channel before it exits for that
+_OVER_KERNEL = -2  # ... or the kernel held too much for the wall's control group
+# what the supervisor says on the stop channel before it exits for either
+_SAID = {_OVER_MEMORY: b"m", _OVER_KERNEL: b"k"}
 T = TypeVar("T")
 
 
@@ -497,10 +501,16 @@ if os.name == "posix":
             with contextlib.suppress(OSError):
                 os.set_blocking(self.stop, False)
                 said = os.read(self.stop, 1)
-            if said == _SAID_MEMORY:
+            if said == _SAID[_OVER_MEMORY]:
                 return MemoryLimit(
                     "started processes that together held more memory than it may have, so "
                     "they were all stopped"
+                )
+            if said == _SAID[_OVER_KERNEL]:
+                return MemoryLimit(
+                    "had the kernel hold more memory for it than it may have (pipe buffers, "
+                    "shared memory, files in memory, many files made), so its processes were "
+                    "all stopped"
                 )
             return Crashed(f"stopped {when} (exit code {code})")
 
@@ -593,14 +603,12 @@ if os.name == "posix":
             until = time.monotonic() + KILL_S
             while self.exit_code(min(until, time.monotonic() + GRACE_S)) is None:
                 if time.monotonic() >= until or _stopped(self.pid):
-                    if self.group is not None:
-                        self.group.empty(time.monotonic() + KILL_S)
                     _kill_below(self.pid, time.monotonic() + KILL_S)
                     break
-            if self.group is not None:
-                self.group.empty(time.monotonic() + KILL_S)
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
+            if self.group is not None:  # whatever the supervisor did, killed mid-freeze even
+                self.group.empty(time.monotonic() + KILL_S)
             until = time.monotonic() + GRACE_S
             while not self.reaped:
                 try:
@@ -665,12 +673,13 @@ if os.name == "posix":
 
     def _make_group(memory: int) -> cgroups.Group | None:
         """A control group for one wall where the machine allows one: `PROCESSES` tasks beyond
-        the learner's process; memory for the learner's and its started processes' (`memory`
-        each) plus a copy of this process's for each and `GROUP_SLACK`, a ceiling above the
-        supervisor's sums that holds between two of them."""
+        the learner's process; a memory ceiling above all the sums allow (the learner's own
+        `memory`, its started processes' `memory` and the kernel's `memory`, a copy of this
+        process's for the learner and one for its started processes, and `GROUP_SLACK`) that
+        holds between two sums."""
         if not sys.platform.startswith("linux"):
             return None
-        ceiling = 2 * (memory + _resident(os.getpid())) + GROUP_SLACK
+        ceiling = 3 * memory + 2 * _resident(os.getpid()) + GROUP_SLACK
         return cgroups.make(PROCESSES + 1, ceiling)
 
     def _become_learner(p: _Pending) -> None:
@@ -713,34 +722,44 @@ if os.name == "posix":
             os.close(p.out_w)
             outer = time.monotonic() + READY_S + p.seconds + 2 * GRACE_S
             status = _watch(learner, p, outer)
-            if status is None or status == _OVER_MEMORY:
+            if status is None or status in _SAID:
                 os.kill(learner, signal.SIGKILL)
             elif p.group is not None and os.WIFSIGNALED(status) and p.group.oom_killed():
-                status = _OVER_MEMORY  # the kernel killed it at the group's memory ceiling
+                status = _OVER_KERNEL  # the kernel killed it at the group's memory ceiling
             if p.group is not None:
                 p.group.empty(time.monotonic() + KILL_S)
             _kill_below(os.getpid(), time.monotonic() + KILL_S)
         except BaseException:  # noqa: BLE001 - the supervisor must reach its exit
+            if status is None or status in _SAID:  # not reaped: the pid is still the learner's
+                with contextlib.suppress(OSError):
+                    os.kill(learner, signal.SIGKILL)
+        if status in _SAID:
             with contextlib.suppress(OSError):
-                os.kill(learner, signal.SIGKILL)
-        if status == _OVER_MEMORY:
-            with contextlib.suppress(OSError):
-                os.write(p.stop_r, _SAID_MEMORY)
+                os.write(p.stop_r, _SAID[status])
             status = None  # exits as killed
         _exit_as(status)
 
     def _watch(learner: int, p: _Pending, until: float) -> int | None:
         """The learner's wait status once it exits; `_OVER_MEMORY` once the processes it started
-        hold more than `p.memory` of their own beyond a copy of the learner's (summed every
+        hold more than `p.memory` of their own beyond a copy of the learner's, `_OVER_KERNEL`
+        once the kernel holds more than `p.memory` for the wall's group (summed every
         `MEMORY_EVERY_S`, less often if a sum takes long, at least every `MEMORY_MOST_S`);
         None when the checker says stop, the checker is gone (the supervisor was re-parented)
         or `until` passes."""
+        woken = _wake_on_child_exit()
+        try:
+            return _watch_until(learner, p, until, woken)
+        finally:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(woken)
+
+    def _watch_until(learner: int, p: _Pending, until: float, woken: int) -> int | None:
         pidfd = _pidfd(learner)
         poller = select.poll()
         poller.register(p.stop_r, select.POLLIN)
         if pidfd is not None:
             poller.register(pidfd, select.POLLIN)
-        woken = _wake_on_child_exit()
         poller.register(woken, select.POLLIN)
         checker = os.getppid()
         # a started process that only reads what it inherited copies it page by page (Python
@@ -748,21 +767,23 @@ if os.name == "posix":
         allowance = p.memory + _resident(learner)
         next_sum = 0.0
         while True:
-            status = _reap(learner)
+            _, status = _reap(learner)
             if status is not None:
                 return status
             now = time.monotonic()
             if now > until or os.getppid() != checker:
                 return None
             if now >= next_sum:
-                if _held_by_started(learner) > allowance or _charged(p) > p.memory:
+                if _held_by_started(learner) > allowance:
                     return _OVER_MEMORY
+                if p.group is not None and p.group.charged() > p.memory:
+                    return _OVER_KERNEL
                 spent = time.monotonic() - now  # a sum reads page tables: not most of a core,
                 next_sum = now + min(max(MEMORY_EVERY_S, 2 * spent), MEMORY_MOST_S)  # nor rare
             wait = max(0.0, min(next_sum - now, 0.25)) if pidfd is not None else 0.005
             ready = {fd for fd, _ in poller.poll(wait * 1000)}
             if p.stop_r in ready:
-                return _reap(learner)
+                return _reap(learner)[1]
             if woken in ready:
                 with contextlib.suppress(BlockingIOError):
                     while os.read(woken, 4096):
@@ -775,22 +796,24 @@ if os.name == "posix":
         for fd in (wake_r, wake_w):
             os.set_blocking(fd, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         return wake_r
 
-    def _reap(learner: int) -> int | None:
+    def _reap(learner: int = 0) -> tuple[bool, int | None]:
         """Reap every child that has exited: the learner's process, or an orphan of the
         learner's handed to this subreaper (a zombie holds a place in the group's process
-        limit until reaped); the learner's wait status if it was among them."""
+        limit until reaped). Whether a child is left, and the learner's wait status if it
+        was among them."""
+        found = None
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return None
+                return False, found
             if pid == 0:
-                return None
+                return True, found
             if pid == learner:
-                return status
+                found = status
 
     def _held_by_started(learner: int) -> int:
         """The memory held by every process below the supervisor but the learner's: what each
@@ -805,11 +828,6 @@ if os.name == "posix":
                 total += _private_bytes(pid)
                 todo += _children(pid)
         return total
-
-    def _charged(p: _Pending) -> int:
-        """What the kernel holds for the wall's control group that no process map shows
-        (pipe buffers, shared memory nothing maps); 0 without a group."""
-        return 0 if p.group is None else p.group.charged()
 
     def _exit_as(status: int | None) -> NoReturn:
         """Exit as a process with wait `status` did (exit code, or killed by its signal)."""
@@ -829,7 +847,7 @@ if os.name == "posix":
         child: a subreaper with no child has no descendant."""
         mine = root == os.getpid()
         while True:
-            if mine and not _reap_children():
+            if mine and not _reap()[0]:
                 return  # all dead and reaped: none is left a zombie for init
             below = _descendants(root)
             for pid in below:
@@ -846,16 +864,6 @@ if os.name == "posix":
                 return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
         except (OSError, IndexError):
             return False
-
-    def _reap_children() -> bool:
-        """Reap every child that has exited; False if this process has no child left."""
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return False
-            if pid == 0:
-                return True
 
     if sys.platform.startswith("linux"):
         _prctl = ctypes.CDLL(None, use_errno=True).prctl
