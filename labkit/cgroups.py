@@ -51,15 +51,21 @@ class Group:
 
     def charged(self) -> int:
         """The memory the kernel holds for the group that no process's own map shows: kernel
-        memory (pipe buffers, sockets, page tables, the dentries and inodes of files made)
-        plus shared memory (System V segments, memfds, files in a tmpfs such as /dev/shm),
-        whether or not anything maps it; 0 without `memory`."""
+        memory (pipe buffers, Unix and TCP sockets' buffers, page tables, the dentries and
+        inodes of files made; not UDP's, which cgroup v1 does not charge) plus shared memory
+        (System V segments, memfds, files in a tmpfs such as /dev/shm), whether or not
+        anything maps it; 0 without `memory`."""
         folder = self.dirs.get("memory")
         if folder is None:
             return 0
         try:
             with open(f"{folder}/memory.kmem.usage_in_bytes", "rb") as kmem:
                 kernel = int(kmem.read())
+            with (
+                contextlib.suppress(OSError),
+                open(f"{folder}/memory.kmem.tcp.usage_in_bytes") as tcp,
+            ):
+                kernel += int(tcp.read())  # TCP buffers: counted apart, once `make` set a limit
             with open(f"{folder}/memory.stat", "rb") as stat:
                 fields = dict(line.split() for line in stat if line.strip())
             return kernel + int(fields[b"total_shmem"])
@@ -121,8 +127,10 @@ def make(tasks: int, memory: int) -> Group | None:
         if "memory" in group.dirs:
             _write(f"{group.dirs['memory']}/memory.limit_in_bytes", str(memory))
             # with swap, anonymous memory past the limit is swapped out, not refused: hold
-            # memory and swap together where the kernel counts swap (quiet where it does not)
-            _write_quietly(f"{group.dirs['memory']}/memory.memsw.limit_in_bytes", str(memory))
+            # memory and swap together where the kernel counts swap (quiet where it does not);
+            # TCP buffers are charged only to a group with a TCP limit of its own
+            for extra in ("memory.memsw.limit_in_bytes", "memory.kmem.tcp.limit_in_bytes"):
+                _write_quietly(f"{group.dirs['memory']}/{extra}", str(memory))
     except OSError:
         group.remove(time.monotonic())
         return None

@@ -37,15 +37,20 @@ makes no group of its own: the outer group holds it. Without a group (an ordinar
 machine with cgroup v2 only), a root learner's hundreds of processes that each fork and exit
 every few milliseconds can starve the supervisor's scans and outlive the wall: there, run the
 workbook as an ordinary user. As root the learner's process also gets an IPC namespace of its
-own, so a System V segment or message queue it leaves goes with its last process.
+own, so a System V segment or message queue it leaves goes with its last process, and gives up
+root's powers over the walls (`_drop_powers`: raising its own limits, forcing socket buffers,
+entering other namespaces, real-time priority), for every program it runs too.
+
+Ctrl-C while the checker waits raises KeyboardInterrupt once; while a wall is made or ends it is
+held until the wall has ended (`_Interrupts`), so an interrupt never leaves a wall half ended.
 
 Memory: the learner's process cannot grow its address space past `memory` (RLIMIT_AS). A forked
 process inherits that limit for its own address space, so on Linux the supervisor also adds up,
-about every `MEMORY_EVERY_S`, what the processes the learner started hold of their own (written
-and shared with no other process, plus their share of shared memory they map) and stops them
-all once it passes `memory` plus what the learner's process held in RAM when it was forked: a
-started process that only reads what it inherited copies it (Python counts references), and
-that one copy is not the code's doing. `MemoryLimit` says which limit stopped it. The sum is a
+about every `MEMORY_EVERY_S`, what the processes the learner started hold (each its share of
+every page it holds: a page n processes hold counts 1/n in each) and stops them all once it
+passes `memory` plus what the learner's process held in RAM when it was forked: a started
+process that only reads what it inherited copies it (Python counts references), and that one
+copy is not the code's doing. `MemoryLimit` says which limit stopped it. The sum is a
 sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, up to
 `MEMORY_MOST_S` when a sum is slow) can pass unseen. With a control group, what the kernel holds
 for the group that no process maps (pipe buffers, sockets, System V segments, memfds and files
@@ -60,12 +65,15 @@ that learner. Code in the child can find the answer pipe and write its own "ok" 
 answer), which fools only the learner's own check (a forged answer costly to build is
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
-from a notebook cell would (and as root it can write itself out of the control group). Nor do
-they confine the file system: what the code writes to files is written. Without a control
-group, the kernel's other stores are not memory the walls count: a file that lives in memory (a
-memfd, /dev/shm), a System V segment (which, not as root, then outlives the check unless
-removed) or a pipe's buffer (an unlinked file goes with the last process holding it: at the
-wall's end at the latest).
+from a notebook cell would (and as root it can write itself out of the control group); it can
+signal the checker too (stop it, kill it, interrupt its wait). Nor do they confine the file
+system: what the code writes to files is written. Without a control group, the kernel's other
+stores are not memory the walls count: a file that lives in memory (a memfd, /dev/shm), a
+System V segment (which, not as root, then outlives the check unless removed) or a pipe's
+buffer (an unlinked file goes with the last process holding it: at the wall's end at the
+latest). With one, two stores are still not counted: UDP socket buffers (cgroup v1 charges
+none; each socket's is capped by the machine's `net.core.rmem_max`) and the kernel's key store
+(`keyctl`: capped by the user's key quota; keys outlive the check).
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
@@ -170,23 +178,75 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
         message = _attempt(task, output)
         output.show()
         return _answer(message, memory)
-    wall = _Wall(task, seconds, memory)
-    try:
-        if wall.receive(len(READY), time.monotonic() + READY_S) is None:
-            raise NotStarted(
-                f"was not ready within {READY_S:g} s (the machine is too busy), so it was stopped"
-            )
-        deadline = time.monotonic() + seconds + GRACE_S  # the learner's clock starts now
-        raw = wall.receive(MAX_ANSWER_BYTES, deadline)
-        code = wall.exit_code(deadline)  # an answer counts once the child has exited
-        if raw is None or code is None:
-            raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
-        if code != 0:
-            raise wall.ended(code, "after its answer")
-    finally:
-        wall.end()
-        wall.output.show()
+    with _Interrupts() as interrupts:
+        wall = _Wall(task, seconds, memory)
+        try:
+            interrupts.allow()
+            if wall.receive(len(READY), time.monotonic() + READY_S) is None:
+                raise NotStarted(
+                    f"was not ready within {READY_S:g} s (the machine is too busy), so it was "
+                    "stopped"
+                )
+            deadline = time.monotonic() + seconds + GRACE_S  # the learner's clock starts now
+            raw = wall.receive(MAX_ANSWER_BYTES, deadline)
+            code = wall.exit_code(deadline)  # an answer counts once the child has exited
+            if raw is None or code is None:
+                raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
+            if code != 0:
+                raise wall.ended(code, "after its answer")
+        finally:
+            interrupts.hold()
+            wall.end()
+            wall.output.show()
     return _answer(_read_answer(raw), memory)
+
+
+class _Interrupts:
+    """Ctrl-C (SIGINT) around one wall: held while the wall is made and while it ends (ended
+    half way, it would leave the learner's processes running and its descriptors and group
+    behind), raised as KeyboardInterrupt once while the checker waits, and dropped after that
+    until the wall has ended (an attacker's learner flooded the checker with SIGINT to cut
+    each ending short). One held and never raised is raised when the block ends. Only the
+    main thread receives signals; elsewhere this does nothing."""
+
+    def __init__(self) -> None:
+        self.active = os.name == "posix" and threading.current_thread() is threading.main_thread()
+        self.holding, self.raised, self.pending = True, False, False
+        self.before: Any = None
+
+    def __enter__(self) -> _Interrupts:
+        if self.active:
+            import signal
+
+            self.before = signal.signal(signal.SIGINT, self._on_interrupt)
+        return self
+
+    def _on_interrupt(self, signum: int, frame: Any) -> None:
+        if self.holding or self.raised:
+            self.pending = True
+            return
+        self.raised = True
+        raise KeyboardInterrupt
+
+    def allow(self) -> None:
+        """From now on the first interrupt raises (at once, if one was held)."""
+        self.holding = False
+        if self.pending and not self.raised:
+            self.pending, self.raised = False, True
+            raise KeyboardInterrupt
+
+    def hold(self) -> None:
+        """From now on every interrupt is held."""
+        self.holding = True
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.active:
+            return
+        import signal
+
+        signal.signal(signal.SIGINT, self.before)
+        if self.pending and not self.raised:
+            raise KeyboardInterrupt
 
 
 READY = b"ready"  # the child's first message: forked, capped, about to run the task
@@ -338,11 +398,21 @@ def _read_answer(raw: bytes) -> tuple[str, Any]:
 
 
 def _decoded(raw: bytes) -> tuple[str, Any]:
+    """The message as `_attempt` makes it, or the child's failure: a forged one may be any
+    JSON, and only "ok" carries whatever data the task returned."""
     try:
         kind, payload = json.loads(raw)
-        return str(kind), decode(payload)
+        payload = decode(payload)
     except (ValueError, TypeError, KeyError, RecursionError, binascii.Error) as exc:
         return _unreadable(str(exc))
+    if kind == "ok":
+        return kind, payload
+    if kind == "memory" and payload is None:
+        return kind, payload
+    if kind == "raised" and isinstance(payload, (list, tuple)) and len(payload) == 2:
+        if all(isinstance(part, str) for part in payload):
+            return kind, tuple(payload)
+    return _unreadable("not a message the child sends")
 
 
 def _unreadable(why: str) -> tuple[str, Any]:
@@ -684,12 +754,14 @@ if os.name == "posix":
 
     def _become_learner(p: _Pending) -> None:
         """In the learner's process: in the wall's control group and an IPC namespace of its
-        own, where the machine allows; dies with the supervisor; stdin empty, stdout and stderr
-        into the output pipe; processes and memory capped; then says it is ready."""
+        own, where the machine allows, without root's powers over the walls; dies with the
+        supervisor; stdin empty, stdout and stderr into the output pipe; processes and memory
+        capped; then says it is ready."""
         os.close(p.stop_r)
         if p.group is not None:
             p.group.join()
         _own_ipc_namespace()
+        _drop_powers()
         _die_with(os.getppid())
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -816,16 +888,15 @@ if os.name == "posix":
                 found = status
 
     def _held_by_started(learner: int) -> int:
-        """The memory held by every process below the supervisor but the learner's: what each
-        has written that no other process shares, and its share of the shared memory it maps
-        (`_private_bytes`)."""
+        """The memory held by every process below the supervisor but the learner's, each
+        counting its share of what it holds (`_held_share`)."""
         total, seen = 0, {learner}
         todo = [*_children(os.getpid()), *_children(learner)]
         while todo:
             pid = todo.pop()
             if pid not in seen:
                 seen.add(pid)
-                total += _private_bytes(pid)
+                total += _held_share(pid)
                 todo += _children(pid)
         return total
 
@@ -879,6 +950,36 @@ if os.name == "posix":
             """System V IPC and POSIX message queues of this process's own, gone with its last
             process (needs CAP_SYS_ADMIN: root; elsewhere it keeps the machine's)."""
             _unshare(CLONE_NEWIPC)
+
+        # root's capabilities the walls cannot afford a learner's code: raising its own limits
+        # (SYS_RESOURCE), socket buffers past the machine's cap (NET_ADMIN), other namespaces
+        # and mounts (SYS_ADMIN), real-time priority over the supervisor (SYS_NICE), locked
+        # memory (IPC_LOCK), and the rest of the system's kind. Root keeps its power over files,
+        # users and other users' processes (the checks' own code in the wall caps a PostgreSQL
+        # backend's memory with it: `pg_walls.bound_backend`).
+        POWERS = (9, *range(12, 19), *range(20, 41))  # then SETPCAP (8), which drops them
+        PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
+        _capget = ctypes.CDLL(None, use_errno=True).capget
+        _capset = ctypes.CDLL(None, use_errno=True).capset
+
+        def _drop_powers() -> None:
+            """Drop `POWERS` from this process and every program it runs (bounding set, no new
+            privileges): root keeps its files and its user, not its power over the walls.
+            Needs CAP_SETPCAP, which only root has; an ordinary user has none to drop."""
+            if os.geteuid() != 0:
+                return
+            for power in (*POWERS, 8):
+                _prctl(PR_CAPBSET_DROP, power, 0, 0, 0)  # EINVAL for one this kernel lacks
+            _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, self
+            sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; low then high
+            if _capget(header, sets) != 0:
+                raise OSError(ctypes.get_errno(), "capget failed")
+            for power in (*POWERS, 8):
+                for field in range(3):
+                    sets[field + 3 * (power // 32)] &= ~(1 << (power % 32)) & 0xFFFFFFFF
+            if _capset(header, sets) != 0:
+                raise OSError(ctypes.get_errno(), "capset failed")
 
         def _become_subreaper() -> None:
             """Orphans below this process are re-parented to it, not to init (Linux 3.4+)."""
@@ -950,12 +1051,13 @@ if os.name == "posix":
             except OSError:
                 return []
 
-        def _private_bytes(pid: int) -> int:
-            """What process `pid` has written that no other process shares, plus its share of
-            the shared memory it maps (two processes that both touch a shared mapping hold it
-            in neither's private memory); mapped by one alone, shared memory counts twice, on
-            the safe side. Read from any live thread once the main one has ended; a process
-            that made itself unreadable (not dumpable) counts all it holds; an ended one 0."""
+        def _held_share(pid: int) -> int:
+            """Process `pid`'s share of the memory it holds in RAM or swap, anonymous or
+            shared (a page held by n processes counts 1/n in each: what a started process
+            wrote and then shares with its own child counts once between them, where its
+            private memory counted it in neither). Read from any live thread once the main
+            one has ended; a process that made itself unreadable (not dumpable) counts all it
+            holds; an ended one 0."""
             for rollup in (f"/proc/{pid}", *(f"/proc/{pid}/task/{t}" for t in _tasks(pid))):
                 try:
                     with open(f"{rollup}/smaps_rollup", "rb") as lines:
@@ -964,9 +1066,11 @@ if os.name == "posix":
                     return _resident(pid)
                 except OSError:
                     continue
-                with contextlib.suppress(KeyError, ValueError, IndexError):
-                    kb = int(fields[b"Private_Dirty"].split()[0])
-                    return (kb + int(fields[b"Pss_Shmem"].split()[0])) * 1024
+                kb = {k: int(v.split()[0]) for k, v in fields.items() if v.strip()[:1].isdigit()}
+                if b"Pss_Anon" in kb:
+                    return (kb[b"Pss_Anon"] + kb[b"Pss_Shmem"] + kb.get(b"SwapPss", 0)) * 1024
+                if b"Private_Dirty" in kb:  # a kernel before 5.8 splits no Pss
+                    return (kb[b"Private_Dirty"] + kb.get(b"Pss_Shmem", 0)) * 1024
             return 0
 
         def _resident(pid: int) -> int:
@@ -1008,6 +1112,9 @@ if os.name == "posix":
         def _own_ipc_namespace() -> None:
             pass
 
+        def _drop_powers() -> None:
+            pass
+
         def _die_with(parent: int) -> None:
             pass
 
@@ -1017,7 +1124,7 @@ if os.name == "posix":
         def _children(pid: int) -> list[int]:
             return []
 
-        def _private_bytes(pid: int) -> int:
+        def _held_share(pid: int) -> int:
             return 0
 
         def _resident(pid: int) -> int:

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -348,3 +349,23 @@ def test_a_learner_fork_hook_runs_on_the_learners_clock(learner_hook) -> None:
     learner_hook["armed"] = "sleep"
     with pytest.raises(walls.TimeLimit):
         walls.run_walled(lambda: 7, seconds=0.3)
+
+
+def _forging(message: Any) -> Callable[[], None]:
+    def forge() -> None:
+        walls._send(_pipe_end(), json.dumps(message).encode())
+        os._exit(0)
+
+    return forge
+
+
+@pytest.mark.parametrize(
+    "message",
+    [["raised", 5], ["raised", None], ["raised", ["a", "b", "c"]], [[1], 2], ["memory", 1]],
+    ids=["raised-int", "raised-null", "raised-three", "kind-a-list", "memory-with-data"],
+)
+def test_a_forged_message_of_any_shape_is_refused_as_the_learners(message) -> None:
+    """Forged messages of the wrong shape once came out of `run_walled` as a bare TypeError
+    (`Raised(*5)`), which a grader catching the walls' exceptions did not expect."""
+    with pytest.raises(walls.Raised, match="not a message the child sends"):
+        walls.run_walled(_forging(message))

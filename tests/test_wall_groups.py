@@ -6,9 +6,12 @@ the learner goes with its IPC namespace. Each was an attacker's escape under roo
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,19 +110,49 @@ def test_a_fork_bomb_stops_at_the_process_limit_for_root_too() -> None:
 
 
 def _pipe_buffers(mb: int) -> str:
-    """Fill pipes of 1 MB with `mb` MB, keeping only their read ends, then wait."""
-    kept, total = [], 0
+    """Fill pipes (of 1 MB where the kernel lets this user resize one), keeping only their
+    read ends, until they hold `mb` MB; out of descriptors, a child carries on with its own."""
+    kept: list[int] = []
+    total = 0
     while total < mb * MB:
-        read, write = os.pipe()
-        fcntl.fcntl(write, 1031, MB)  # F_SETPIPE_SZ
-        os.set_blocking(write, False)
         try:
+            read, write = os.pipe()
+        except OSError:
+            if os.fork():
+                break
+            for fd in kept:  # the parent keeps these
+                os.close(fd)
+            kept = []
+            continue
+        with contextlib.suppress(OSError):  # past the per-user soft limit without root's powers
+            fcntl.fcntl(write, 1031, MB)  # F_SETPIPE_SZ
+        os.set_blocking(write, False)
+        with contextlib.suppress(BlockingIOError):
             while True:
                 total += os.write(write, b"x" * 65536)
-        except BlockingIOError:
-            pass
         os.close(write)
         kept.append(read)
+    time.sleep(LOOSE_S)
+    return "not stopped"
+
+
+def _tcp_buffers(mb: int) -> str:
+    """Send over loopback TCP connections nobody reads until `mb` MB wait in their buffers."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(256)
+    kept, total = [server], 0
+    while total < mb * MB and len(kept) < 600:
+        sender = socket.create_connection(server.getsockname())
+        kept += [sender, server.accept()[0]]
+        sender.setblocking(False)
+        try:
+            while True:
+                total += sender.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
     time.sleep(LOOSE_S)
     return "not stopped"
 
@@ -148,7 +181,11 @@ def _segments(mb: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hold", [_pipe_buffers, _segments], ids=["pipe-buffers", "segments"])
+@pytest.mark.parametrize(
+    "hold",
+    [_pipe_buffers, _tcp_buffers, _segments],
+    ids=["pipe-buffers", "tcp-buffers", "segments"],
+)
 def test_memory_the_kernel_holds_for_the_learner_counts(hold) -> None:
     started = time.monotonic()
     with pytest.raises(walls.MemoryLimit, match="had the kernel hold more memory for it"):
@@ -184,7 +221,12 @@ def test_a_segment_the_learner_leaves_goes_with_its_namespace() -> None:
 
 def _mine() -> set[str]:
     """The groups this process has made, in every hierarchy, at any depth."""
-    mine = f"{cgroups.PREFIX}{cgroups._namespace()}-{os.getpid()}-"
+    return _made_by(os.getpid())
+
+
+def _made_by(pid: int) -> set[str]:
+    """The groups process `pid` (of this pid namespace) has made, in every hierarchy."""
+    mine = f"{cgroups.PREFIX}{cgroups._namespace()}-{pid}-"
     return {
         folder
         for parent in cgroups._own_groups().values()
@@ -231,3 +273,107 @@ def test_a_wall_inside_a_wall_is_held_by_the_outer_group(tmp_path: Path) -> None
     assert _mine() == before
     time.sleep(2.5)
     assert not (tmp_path / "late").exists()
+
+
+def _powers_left() -> dict[str, bool]:
+    """In the learner's process: which of root's powers over the walls still work."""
+    import resource
+    import socket
+
+    def works(call) -> bool:
+        try:
+            call()
+        except (OSError, ValueError):  # setrlimit says EPERM as ValueError
+            return False
+        return True
+
+    def raise_memory_limit() -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, resource.RLIM_INFINITY))
+
+    def force_a_socket_buffer() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, 33, 512 * MB)  # SO_RCVBUFFORCE
+
+    def leave_the_ipc_namespace() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/proc/{os.getppid()}/ns/ipc", os.O_RDONLY)
+        try:
+            if libc.setns(fd, 0x08000000) != 0:
+                raise OSError(ctypes.get_errno(), "setns")
+        finally:
+            os.close(fd)
+
+    def real_time() -> None:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+
+    return {
+        "raise its memory limit": works(raise_memory_limit),
+        "force a socket buffer": works(force_a_socket_buffer),
+        "leave its IPC namespace": works(leave_the_ipc_namespace),
+        "take real-time priority": works(real_time),
+    }
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's powers")
+def test_a_root_learner_has_no_power_over_the_walls() -> None:
+    """An attacker's root learner forced 1.5 GB of socket buffers past a 64 MB wall and left
+    its IPC namespace with setns (its segments then outlived the check); it could also raise
+    its own memory limit and take real-time priority over the supervisor."""
+    read, write = os.pipe()
+    if os.fork() == 0:  # a child without walls: root has every one of these powers
+        os.write(write, json.dumps(_powers_left()).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as said:
+        unwalled = json.load(said)
+    os.wait()
+    assert unwalled == dict.fromkeys(unwalled, True)
+    assert walls.run_walled(_powers_left) == dict.fromkeys(unwalled, False)
+
+
+FLOOD = """
+import json, os, signal, sys, time
+from labkit import walls
+
+def answer():
+    checker = int(open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1])
+    for k in range(4):
+        if os.fork() == 0:
+            os.setsid()
+            with open(f"{sys.argv[1]}/flooder-{k}", "w") as f:
+                f.write(str(os.getpid()))
+            while True:
+                os.kill(checker, signal.SIGINT)
+                time.sleep(0.002)
+    time.sleep(30)
+
+fds = len(os.listdir("/proc/self/fd"))
+said = []
+for _ in range(5):
+    try:
+        walls.run_walled(answer, seconds=30)
+    except KeyboardInterrupt:
+        said.append("interrupted")
+print(json.dumps({"said": said, "fds": len(os.listdir("/proc/self/fd")) - fds, "pid": os.getpid()}))
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_floods_while_a_wall_ends_still_end_it_whole(tmp_path: Path) -> None:
+    """An attacker's learner flooded the checker with SIGINT: each check raised
+    KeyboardInterrupt part way through ending its wall, and left descriptors, group
+    directories and (for up to 31 s) the learner's processes behind. The interrupt is held
+    until the wall has ended, then passed on."""
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=LOOSE_S * 4,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    result = json.loads(done.stdout)
+    assert (result["said"], result["fds"]) == (["interrupted"] * 5, 0), done.stderr
+    pids = [int(p.read_text()) for p in tmp_path.glob("flooder-*")]
+    assert pids and [p for p in pids if os.path.exists(f"/proc/{p}")] == []
+    assert _made_by(result["pid"]) == set()

@@ -240,6 +240,42 @@ def test_the_processes_an_answer_starts_share_one_memory_limit(
     assert [r for r in records if _alive(r)] == []
 
 
+def _writer_with_child(folder: Path, k: int, mb: int) -> None:
+    """In a forked process: write `mb` MB, fork a child that only sleeps (every page written
+    is now shared by the two, private to neither), say it started, sleep."""
+    try:
+        held = bytearray(mb * 2**20)
+        for i in range(0, len(held), 4096):
+            held[i] = 1
+        if os.fork() == 0:
+            time.sleep(LOOSE_S)
+            os._exit(0)
+        _put(folder / f"started-{k}", _me())
+        time.sleep(LOOSE_S)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.slow
+def test_memory_a_started_process_shares_with_its_child_counts(tmp_path: Path) -> None:
+    """An attacker's started processes each wrote 110 MB and forked a child that slept: the
+    pages, shared by the pair, were in neither's private memory, and 449 MB passed a 128 MB
+    wall's sum. Each process's share of what it holds counts now."""
+    mb = MEMORY * 3 // 4 // 2**20
+    n = -(-(MEMORY + _resident_here() + 32 * 2**20) // (mb * 2**20))
+
+    def answer() -> str:
+        for k in range(n):
+            if os.fork() == 0:
+                _writer_with_child(tmp_path, k, mb)
+        _await_files(tmp_path, "started-*", n)
+        time.sleep(LOOSE_S)
+        return "not stopped"
+
+    with pytest.raises(walls.MemoryLimit, match="started processes that together held"):
+        walls.run_walled(answer, seconds=2 * LOOSE_S, memory=MEMORY)
+
+
 @pytest.mark.slow
 def test_a_slow_sum_still_comes_round_within_the_longest_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
