@@ -50,25 +50,28 @@ class Group:
         return found
 
     def charged(self) -> int:
-        """The memory the kernel holds for the group that no process's own map shows: kernel
-        memory (pipe buffers, Unix and TCP sockets' buffers, page tables, the dentries and
-        inodes of files made; not UDP's, which cgroup v1 does not charge) plus shared memory
-        (System V segments, memfds, files in a tmpfs such as /dev/shm), whether or not
-        anything maps it; 0 without `memory`."""
+        """The memory charged to the group that no process's own map shows: all it is charged
+        but anonymous memory a process maps (the walls count that per process) and the page
+        cache of files (the disk holds those): so kernel memory (pipe buffers, Unix and TCP
+        sockets' buffers, page tables, the dentries and inodes of files made), shared memory
+        (System V segments, memfds, files in a tmpfs such as /dev/shm) and pages a pipe holds
+        after their process unmapped them (vmsplice), whether or not anything maps them; 0
+        without `memory`."""
         folder = self.dirs.get("memory")
         if folder is None:
             return 0
         try:
-            with open(f"{folder}/memory.kmem.usage_in_bytes", "rb") as kmem:
-                kernel = int(kmem.read())
+            with open(f"{folder}/memory.usage_in_bytes", "rb") as usage:
+                total = int(usage.read())
             with (
                 contextlib.suppress(OSError),
                 open(f"{folder}/memory.kmem.tcp.usage_in_bytes") as tcp,
             ):
-                kernel += int(tcp.read())  # TCP buffers: counted apart, once `make` set a limit
+                total += int(tcp.read())  # TCP buffers: counted apart, once `make` set a limit
             with open(f"{folder}/memory.stat", "rb") as stat:
                 fields = dict(line.split() for line in stat if line.strip())
-            return kernel + int(fields[b"total_shmem"])
+            mapped = int(fields[b"total_rss"]) + int(fields[b"total_cache"])
+            return max(0, total - mapped + int(fields[b"total_shmem"]))
         except (OSError, KeyError, ValueError):
             return 0
 

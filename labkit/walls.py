@@ -39,7 +39,10 @@ every few milliseconds can starve the supervisor's scans and outlive the wall: t
 workbook as an ordinary user. As root the learner's process also gets an IPC namespace of its
 own, so a System V segment or message queue it leaves goes with its last process, and gives up
 root's powers over the walls (`_drop_powers`: raising its own limits, forcing socket buffers,
-entering other namespaces, real-time priority), for every program it runs too.
+entering other namespaces, tracing the supervisor, real-time priority), for every program it
+runs too. For any user, the learner's process runs under a seccomp filter (`labkit/seccomp.py`)
+that refuses user namespaces and the socket families whose buffers no group charges, and the
+supervisor cannot be traced by the learner's processes.
 
 Ctrl-C while the checker waits raises KeyboardInterrupt once; while a wall is made or ends it is
 held until the wall has ended (`_Interrupts`), so an interrupt never leaves a wall half ended.
@@ -71,9 +74,10 @@ system: what the code writes to files is written. Without a control group, the k
 stores are not memory the walls count: a file that lives in memory (a memfd, /dev/shm), a
 System V segment (which, not as root, then outlives the check unless removed) or a pipe's
 buffer (an unlinked file goes with the last process holding it: at the wall's end at the
-latest). With one, two stores are still not counted: UDP socket buffers (cgroup v1 charges
-none; each socket's is capped by the machine's `net.core.rmem_max`) and the kernel's key store
-(`keyctl`: capped by the user's key quota; keys outlive the check).
+latest). With one, the kernel's key store is still not counted (`keyctl`: capped by the user's
+key quota; keys outlive the check), nor any store cgroup v1 does not charge that the filter
+lets through. A learner's process that is not root can trace the checker, as any process of
+its user can: the walls take root's extra powers, not the user's own.
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
@@ -101,7 +105,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
-from labkit import cgroups
+from labkit import cgroups, seccomp
 
 SECONDS = 2.0
 GRACE_S = 0.5
@@ -511,6 +515,9 @@ if os.name == "posix":
             self.output = _Output()
             self.code: int | None = None  # the supervisor's exit code, once it has exited
             self.reaped = False
+            # never blocks: a learner holding a copy of this end could empty it between the
+            # poll that says readable and the read
+            os.set_blocking(self.answers.fileno(), False)
             ends = (self.answers.fileno(), out_r, self.stop)
             self.group = _make_group(memory)
             pending = _Pending(
@@ -592,7 +599,10 @@ if os.name == "posix":
             while len(got) < size:
                 if not self._wait(fd, deadline):
                     return None
-                chunk = os.read(fd, min(size - len(got), 2**20))
+                try:
+                    chunk = os.read(fd, min(size - len(got), 2**20))
+                except BlockingIOError:
+                    continue
                 if not chunk:
                     raise ValueError("cut short") if got else EOFError
                 got += chunk
@@ -762,6 +772,7 @@ if os.name == "posix":
             p.group.join()
         _own_ipc_namespace()
         _drop_powers()
+        seccomp.install()
         _die_with(os.getppid())
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -790,6 +801,7 @@ if os.name == "posix":
         process did (killed, if it had to be)."""
         status = None
         try:
+            _untraceable()
             p.send.close()
             os.close(p.out_w)
             outer = time.monotonic() + READY_S + p.seconds + 2 * GRACE_S
@@ -953,24 +965,25 @@ if os.name == "posix":
 
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
         # (SYS_RESOURCE), socket buffers past the machine's cap (NET_ADMIN), other namespaces
-        # and mounts (SYS_ADMIN), real-time priority over the supervisor (SYS_NICE), locked
-        # memory (IPC_LOCK), and the rest of the system's kind. Root keeps its power over files,
-        # users and other users' processes (the checks' own code in the wall caps a PostgreSQL
-        # backend's memory with it: `pg_walls.bound_backend`).
-        POWERS = (9, *range(12, 19), *range(20, 41))  # then SETPCAP (8), which drops them
-        PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
+        # and mounts (SYS_ADMIN), tracing the supervisor or the checker, which hold every power
+        # (SYS_PTRACE), real-time priority over the supervisor (SYS_NICE), locked memory
+        # (IPC_LOCK), and the rest of the system's kind. Root keeps its power over files, users
+        # and signals (the checks' own code in the wall caps a PostgreSQL backend's memory
+        # with it: `pg_walls.bound_backend`).
+        POWERS = (9, *range(12, 41))  # then SETPCAP (8), which drops them
+        PR_CAPBSET_DROP, PR_SET_DUMPABLE = 24, 4
         _capget = ctypes.CDLL(None, use_errno=True).capget
         _capset = ctypes.CDLL(None, use_errno=True).capset
 
         def _drop_powers() -> None:
-            """Drop `POWERS` from this process and every program it runs (bounding set, no new
-            privileges): root keeps its files and its user, not its power over the walls.
-            Needs CAP_SETPCAP, which only root has; an ordinary user has none to drop."""
+            """Drop `POWERS` from this process and every program it runs (the bounding set
+            too, so no program regains one): root keeps its files and its user, not its power
+            over the walls. Needs CAP_SETPCAP, which only root has; an ordinary user has none
+            to drop."""
             if os.geteuid() != 0:
                 return
             for power in (*POWERS, 8):
                 _prctl(PR_CAPBSET_DROP, power, 0, 0, 0)  # EINVAL for one this kernel lacks
-            _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, self
             sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; low then high
             if _capget(header, sets) != 0:
@@ -980,6 +993,11 @@ if os.name == "posix":
                     sets[field + 3 * (power // 32)] &= ~(1 << (power % 32)) & 0xFFFFFFFF
             if _capset(header, sets) != 0:
                 raise OSError(ctypes.get_errno(), "capset failed")
+
+        def _untraceable() -> None:
+            """No process of this user without CAP_SYS_PTRACE may trace this one or read its
+            memory (a learner's process must not steer the supervisor)."""
+            _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
         def _become_subreaper() -> None:
             """Orphans below this process are re-parented to it, not to init (Linux 3.4+)."""
@@ -1113,6 +1131,9 @@ if os.name == "posix":
             pass
 
         def _drop_powers() -> None:
+            pass
+
+        def _untraceable() -> None:
             pass
 
         def _die_with(parent: int) -> None:

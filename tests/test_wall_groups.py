@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,39 @@ def _tcp_buffers(mb: int) -> str:
     return "not stopped"
 
 
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _spliced(mb: int) -> str:
+    """Write pages, hand them to pipes with vmsplice, unmap them: held by the pipes alone, in
+    no process's map."""
+    import mmap
+    import resource
+
+    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
+    libc, kept, total = _libc(), [], 0
+    while total < mb * MB:
+        page = mmap.mmap(-1, 65536)
+        page.write(b"y" * 65536)
+        view = ctypes.c_char.from_buffer(page)
+        try:
+            read, write = os.pipe()
+        except OSError:  # out of descriptors (one a pipe: 256 MB under 4,096), hold what is held
+            break
+        spliced = libc.vmsplice(write, ctypes.byref(_Iovec(ctypes.addressof(view), 65536)), 1, 0)
+        del view
+        page.close()
+        os.close(write)  # the pipe keeps the pages for its read end
+        if spliced <= 0:
+            return "vmsplice refused"
+        kept.append(read)
+        total += spliced
+    time.sleep(LOOSE_S)
+    return "not stopped"
+
+
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.shmget.restype = ctypes.c_int
@@ -183,8 +217,8 @@ def _segments(mb: int) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "hold",
-    [_pipe_buffers, _tcp_buffers, _segments],
-    ids=["pipe-buffers", "tcp-buffers", "segments"],
+    [_pipe_buffers, _tcp_buffers, _segments, _spliced],
+    ids=["pipe-buffers", "tcp-buffers", "segments", "spliced"],
 )
 def test_memory_the_kernel_holds_for_the_learner_counts(hold) -> None:
     started = time.monotonic()
@@ -307,11 +341,31 @@ def _powers_left() -> dict[str, bool]:
     def real_time() -> None:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
 
+    def trace_its_parent() -> None:  # the supervisor, in a wall; no stop (SEIZE), and let go
+        libc = ctypes.CDLL(None, use_errno=True)  # when this process exits
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        if libc.ptrace(0x4206, os.getppid(), None, None) != 0:  # PTRACE_SEIZE
+            raise OSError(ctypes.get_errno(), "ptrace")
+
+    def make_a_user_namespace() -> None:  # in a child: this process stays where it is
+        child = os.fork()
+        if child == 0:
+            os._exit(ctypes.CDLL(None).unshare(0x10000000) != 0)  # CLONE_NEWUSER
+        if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
+            raise OSError("unshare")
+
+    def open_socket(*how: int) -> Callable[[], None]:
+        return lambda: socket.socket(*how).close()
+
     return {
         "raise its memory limit": works(raise_memory_limit),
         "force a socket buffer": works(force_a_socket_buffer),
         "leave its IPC namespace": works(leave_the_ipc_namespace),
         "take real-time priority": works(real_time),
+        "make a user namespace": works(make_a_user_namespace),
+        "open a packet socket": works(open_socket(17, socket.SOCK_RAW, 0)),
+        "open a user netlink socket": works(open_socket(16, socket.SOCK_RAW, 2)),
+        "trace its parent": works(trace_its_parent),
     }
 
 
@@ -319,7 +373,10 @@ def _powers_left() -> dict[str, bool]:
 def test_a_root_learner_has_no_power_over_the_walls() -> None:
     """An attacker's root learner forced 1.5 GB of socket buffers past a 64 MB wall and left
     its IPC namespace with setns (its segments then outlived the check); it could also raise
-    its own memory limit and take real-time priority over the supervisor."""
+    its own memory limit and take real-time priority over the supervisor. The next one traced
+    the supervisor (which holds every power) into starting a root shell outside the group, and
+    held gigabytes no group charges in netlink queues and, inside a user namespace of its own,
+    packet rings."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())
@@ -341,8 +398,9 @@ def answer():
     for k in range(4):
         if os.fork() == 0:
             os.setsid()
-            with open(f"{sys.argv[1]}/flooder-{k}", "w") as f:
+            with open(f"{sys.argv[1]}/.flooder-{k}", "w") as f:
                 f.write(str(os.getpid()))
+            os.replace(f"{sys.argv[1]}/.flooder-{k}", f"{sys.argv[1]}/flooder-{k}")  # whole
             while True:
                 os.kill(checker, signal.SIGINT)
                 time.sleep(0.002)

@@ -225,9 +225,10 @@ def connect_as(dsn: str, learner: Learner | None, role: str | None = None, **kw:
 def bound_backend(conn: Any, learner: Learner) -> bool:
     """Cap the address space of `conn`'s server process at what it has now plus
     `BACKEND_MEMORY_BYTES` (an allocation past it is PostgreSQL's "out of memory" error).
-    Only on a local Linux server (prlimit and /proc), for a process whose working directory is
-    the server's data directory (so the pid is really that backend); True if the cap is in
-    place. Elsewhere the role's own limits (work_mem, temp_file_limit, timeouts) still hold."""
+    Only on a local Linux server (prlimit and /proc), for a process whose parent is the
+    postmaster named in the data directory's `postmaster.pid` (so the pid is really that
+    server's backend); True if the cap is in place. Elsewhere the role's own limits
+    (work_mem, temp_file_limit, timeouts) still hold."""
     if learner.data_dir is None or not sys.platform.startswith("linux"):
         return False
     return _bound_linux_backend(conn.info.backend_pid, learner.data_dir)
@@ -238,12 +239,19 @@ if sys.platform.startswith("linux"):
     def _bound_linux_backend(pid: int, data_dir: str) -> bool:
         """`bound_backend` for backend `pid` of the server in `data_dir`, on Linux."""
         try:
-            if os.path.realpath(f"/proc/{pid}/cwd") != os.path.realpath(data_dir):
+            # a backend's parent is the postmaster (read from /proc/pid/stat, which any user
+            # may: the walls take root's power to trace another user's process, which reading
+            # its working directory needs)
+            with open(f"{data_dir}/postmaster.pid") as f:
+                postmaster = int(f.readline())
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent != postmaster:
                 return False
             with open(f"/proc/{pid}/statm") as f:
                 pages = int(f.read().split()[0])
             owner = os.stat(f"/proc/{pid}").st_uid
-        except (OSError, ValueError):
+        except (OSError, ValueError, IndexError):
             return False
         cap = pages * os.sysconf("SC_PAGE_SIZE") + BACKEND_MEMORY_BYTES
         return _prlimit_as(pid, owner, cap)

@@ -1,0 +1,118 @@
+"""A seccomp filter for the learner's process (Linux, x86-64 and arm64): system calls that reach
+memory no control group charges, or that undo the walls, fail with EPERM for it and for every
+process it starts.
+
+Refused: a user namespace (`unshare`, `clone` with CLONE_NEWUSER; `clone3`, whose flags a filter
+cannot read, says ENOSYS, so libc falls back on `clone`), since inside one a process holds root's
+powers again over a network of its own (packet rings, netlink) that no group charges; `setns`;
+sockets of any family but Unix, IPv4, IPv6 and routing netlink (what a database client and name
+lookups use: a `NETLINK_USERSOCK` queue or a packet ring held gigabytes that no group charged);
+and any system call of another architecture's table (the 32-bit ones, x32), which would pass
+the filter unread. Where the platform or the kernel has no seccomp, `install` does nothing and
+says so with False.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import struct
+import sys
+
+# struct seccomp_data: nr (int), arch (u32), instruction pointer (u64), args (u64 x 6)
+_NR, _ARCH = 0, 4
+
+
+def _arg(i: int) -> int:
+    return 16 + 8 * i  # the low 32 bits of argument i on a little-endian machine
+
+
+_LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW = 0x7FFF0000
+_EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, NETLINK_ROUTE = 1, 2, 10, 16, 0
+CLONE_NEWUSER = 0x10000000
+# per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3, setns
+_TABLES = {
+    "x86_64": (0xC000003E, 41, 53, 272, 56, 435, 308),
+    "aarch64": (0xC00000B7, 198, 199, 97, 220, 435, 268),
+}
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def program(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """The filter for `machine` (`platform.machine()`) as BPF instructions (code, jump if
+    true, jump if false, constant); None for a machine it has no table for."""
+    if machine not in _TABLES:
+        return None
+    arch, socket, socketpair, unshare, clone, clone3, setns = _TABLES[machine]
+    # (code, label if true, label if false, constant); a label is resolved to a jump below
+    code: list[tuple[int, str | None, str | None, int] | str] = [
+        (_LD, None, None, _ARCH),
+        (_JEQ, None, "deny", arch),
+        (_LD, None, None, _NR),
+    ]
+    if machine == "x86_64":
+        code.append((_JGE, "deny", None, 0x40000000))  # the x32 table
+    code += [
+        (_JEQ, "socket", None, socket),
+        (_JEQ, "socket", None, socketpair),
+        (_JEQ, "flags", None, unshare),
+        (_JEQ, "flags", None, clone),
+        (_JEQ, "nosys", None, clone3),
+        (_JEQ, "deny", None, setns),
+        (_RET, None, None, _ALLOW),
+        "socket",
+        (_LD, None, None, _arg(0)),
+        (_JEQ, "allow", None, AF_UNIX),
+        (_JEQ, "allow", None, AF_INET),
+        (_JEQ, "allow", None, AF_INET6),
+        (_JEQ, None, "deny", AF_NETLINK),
+        (_LD, None, None, _arg(2)),
+        (_JEQ, "allow", "deny", NETLINK_ROUTE),
+        "flags",
+        (_LD, None, None, _arg(0)),
+        (_JSET, "deny", "allow", CLONE_NEWUSER),
+        "allow",
+        (_RET, None, None, _ALLOW),
+        "deny",
+        (_RET, None, None, _EPERM),
+        "nosys",
+        (_RET, None, None, _ENOSYS),
+    ]
+    where: dict[str, int] = {}
+    for item in code:
+        if isinstance(item, str):
+            where[item] = sum(1 for c in code[: code.index(item)] if not isinstance(c, str))
+    out: list[tuple[int, int, int, int]] = []
+    for item in code:
+        if isinstance(item, str):
+            continue
+        op, yes, no, k = item
+        here = len(out) + 1  # jumps count from the next instruction
+        out.append((op, where[yes] - here if yes else 0, where[no] - here if no else 0, k))
+    return out
+
+
+def install() -> bool:
+    """Install the filter on this process (inherited by every process it starts; no way back:
+    it also sets no-new-privileges, which an ordinary user needs to install one). False where
+    there is none to install."""
+    instructions = program(platform.machine()) if sys.platform.startswith("linux") else None
+    if instructions is None:
+        return False
+    blob = b"".join(struct.pack("=HBBI", *i) for i in instructions)
+    buffer = ctypes.create_string_buffer(blob, len(blob))
+
+    class _Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Program(len(instructions), ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    word = ctypes.c_ulong
+    libc.prctl.argtypes = [ctypes.c_int, word, ctypes.c_void_p, word, word]
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:  # the unused arguments must be 0
+        return False
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    return True
