@@ -5,11 +5,14 @@ process it starts.
 Refused: a user namespace (`unshare`, `clone` with CLONE_NEWUSER; `clone3`, whose flags a filter
 cannot read, says ENOSYS, so libc falls back on `clone`), since inside one a process holds root's
 powers again over a network of its own (packet rings, netlink) that no group charges; `setns`;
-sockets of any family but Unix, IPv4, IPv6 and routing netlink (what a database client and name
-lookups use: a `NETLINK_USERSOCK` queue or a packet ring held gigabytes that no group charged);
-and any system call of another architecture's table (the 32-bit ones, x32), which would pass
-the filter unread. Where the platform or the kernel has no seccomp, `install` does nothing and
-says so with False.
+sockets of any family but Unix, IPv4 and IPv6 (what a database client uses; name lookups do
+without netlink: a netlink queue, even a routing one, or a packet ring held gigabytes that no
+group charged); io_uring, whose requests (a socket, say) no filter sees; tracing and reading or
+writing another process's memory (`ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`: a root
+learner that became another user traced that user's process into starting one outside the
+wall); and any system call of another architecture's table (the 32-bit ones, x32), which would
+pass the filter unread. Where the platform or the kernel has no seccomp, `install` does nothing
+and says so with False.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ def _arg(i: int) -> int:
 _LD, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW = 0x7FFF0000
 _EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
-AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, NETLINK_ROUTE = 1, 2, 10, 16, 0
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 CLONE_NEWUSER = 0x10000000
-# per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3, setns
+# per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3; then
+# those refused outright: setns, ptrace, process_vm_readv, process_vm_writev, pidfd_getfd and
+# io_uring_setup, io_uring_enter, io_uring_register
 _TABLES = {
-    "x86_64": (0xC000003E, 41, 53, 272, 56, 435, 308),
-    "aarch64": (0xC00000B7, 198, 199, 97, 220, 435, 268),
+    "x86_64": (0xC000003E, 41, 53, 272, 56, 435, (308, 101, 310, 311, 438, 425, 426, 427)),
+    "aarch64": (0xC00000B7, 198, 199, 97, 220, 435, (268, 117, 270, 271, 438, 425, 426, 427)),
 }
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -45,7 +50,7 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
     true, jump if false, constant); None for a machine it has no table for."""
     if machine not in _TABLES:
         return None
-    arch, socket, socketpair, unshare, clone, clone3, setns = _TABLES[machine]
+    arch, socket, socketpair, unshare, clone, clone3, refused = _TABLES[machine]
     # (code, label if true, label if false, constant); a label is resolved to a jump below
     code: list[tuple[int, str | None, str | None, int] | str] = [
         (_LD, None, None, _ARCH),
@@ -60,16 +65,13 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
         (_JEQ, "flags", None, unshare),
         (_JEQ, "flags", None, clone),
         (_JEQ, "nosys", None, clone3),
-        (_JEQ, "deny", None, setns),
+        *((_JEQ, "deny", None, number) for number in refused),
         (_RET, None, None, _ALLOW),
         "socket",
         (_LD, None, None, _arg(0)),
         (_JEQ, "allow", None, AF_UNIX),
         (_JEQ, "allow", None, AF_INET),
-        (_JEQ, "allow", None, AF_INET6),
-        (_JEQ, None, "deny", AF_NETLINK),
-        (_LD, None, None, _arg(2)),
-        (_JEQ, "allow", "deny", NETLINK_ROUTE),
+        (_JEQ, "allow", "deny", AF_INET6),
         "flags",
         (_LD, None, None, _arg(0)),
         (_JSET, "deny", "allow", CLONE_NEWUSER),

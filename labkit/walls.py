@@ -36,13 +36,15 @@ this, and the scans above follow). A wall inside a wall (learner code that calls
 makes no group of its own: the outer group holds it. Without a group (an ordinary user, a
 machine with cgroup v2 only), a root learner's hundreds of processes that each fork and exit
 every few milliseconds can starve the supervisor's scans and outlive the wall: there, run the
-workbook as an ordinary user. As root the learner's process also gets an IPC namespace of its
-own, so a System V segment or message queue it leaves goes with its last process, and gives up
-root's powers over the walls (`_drop_powers`: raising its own limits, forcing socket buffers,
-entering other namespaces, tracing the supervisor, real-time priority), for every program it
-runs too. For any user, the learner's process runs under a seccomp filter (`labkit/seccomp.py`)
-that refuses user namespaces and the socket families whose buffers no group charges, and the
-supervisor cannot be traced by the learner's processes.
+workbook as an ordinary user. As root the learner's process also gets namespaces of its own
+(`_own_namespaces`): System V IPC, so a segment or message queue it leaves goes with its last
+process, and mounts, in which /proc and /sys are read-only (root could otherwise change the
+machine's settings, a core pattern that runs a program outside any wall, say, or write itself
+out of its group); and it gives up root's powers over the walls (`_drop_powers`: raising its
+own limits, forcing socket buffers, entering other namespaces, tracing, real-time priority),
+for every program it runs too. For any user, the learner's process runs under a seccomp filter
+(`labkit/seccomp.py`: no user namespaces, no socket families but Unix and IP, no io_uring, no
+tracing), and the supervisor cannot be traced by the learner's processes.
 
 Ctrl-C while the checker waits raises KeyboardInterrupt once; while a wall is made or ends it is
 held until the wall has ended (`_Interrupts`), so an interrupt never leaves a wall half ended.
@@ -68,16 +70,17 @@ that learner. Code in the child can find the answer pipe and write its own "ok" 
 answer), which fools only the learner's own check (a forged answer costly to build is
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
-from a notebook cell would (and as root it can write itself out of the control group); it can
-signal the checker too (stop it, kill it, interrupt its wait). Nor do they confine the file
-system: what the code writes to files is written. Without a control group, the kernel's other
+from a notebook cell would; it can signal the checker too (stop it, kill it, interrupt its
+wait). Nor do they confine the file system: what the code writes to files is written, and root
+may write any file (one that another root program runs later is a way out of every wall: run
+the workbook as an ordinary user where that matters). Without a control group, the kernel's other
 stores are not memory the walls count: a file that lives in memory (a memfd, /dev/shm), a
 System V segment (which, not as root, then outlives the check unless removed) or a pipe's
 buffer (an unlinked file goes with the last process holding it: at the wall's end at the
 latest). With one, the kernel's key store is still not counted (`keyctl`: capped by the user's
 key quota; keys outlive the check), nor any store cgroup v1 does not charge that the filter
-lets through. A learner's process that is not root can trace the checker, as any process of
-its user can: the walls take root's extra powers, not the user's own.
+lets through. A process of the user's own that the learner's code did not start (the checker,
+another notebook) is not walled from it: the walls take root's extra powers, not the user's.
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
@@ -447,11 +450,16 @@ def _cap_memory(extra: int) -> None:
     """Let the child's address space grow by at most `extra` bytes (Linux; elsewhere a no-op:
     SQLite's heap limit still holds for SQL)."""
     if sys.platform.startswith("linux"):
+        import ctypes
         import resource
 
         with open("/proc/self/statm", encoding="ascii") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
+        # glibc reserves 64 MB of address space for each thread's own heap: under the cap, a
+        # pool of eight threads had used it up; one heap serves them all
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX
 
 
 @dataclass
@@ -770,7 +778,7 @@ if os.name == "posix":
         os.close(p.stop_r)
         if p.group is not None:
             p.group.join()
-        _own_ipc_namespace()
+        _own_namespaces()
         _drop_powers()
         seccomp.install()
         _die_with(os.getppid())
@@ -956,12 +964,34 @@ if os.name == "posix":
 
         _unshare = ctypes.CDLL(None, use_errno=True).unshare
         _unshare.argtypes = [ctypes.c_int]
-        CLONE_NEWIPC = 0x08000000
+        _mount = ctypes.CDLL(None, use_errno=True).mount
+        _mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_void_p]
+        CLONE_NEWIPC, CLONE_NEWNS = 0x08000000, 0x00020000
+        MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+        MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 
-        def _own_ipc_namespace() -> None:
+        def _own_namespaces() -> None:
             """System V IPC and POSIX message queues of this process's own, gone with its last
-            process (needs CAP_SYS_ADMIN: root; elsewhere it keeps the machine's)."""
-            _unshare(CLONE_NEWIPC)
+            process, and a view of the mounts of its own in which /proc and /sys are read-only:
+            root, whom the kernel lets write there by file mode alone, could otherwise change the
+            machine's settings (a core pattern that starts a program as root outside any wall;
+            huge pages no group charges) or its own control group. Needs CAP_SYS_ADMIN: root;
+            elsewhere the process keeps the machine's (and an ordinary user writes neither)."""
+            if _unshare(CLONE_NEWIPC | CLONE_NEWNS) != 0:
+                return
+            if _mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+                return  # without private mounts, a mount here could show in the machine's
+            for top in (b"/proc", b"/sys"):
+                _mount(top, top, None, MS_BIND | MS_REC, None)
+            with open("/proc/self/mountinfo") as mounts:
+                points = [line.split()[4:6] for line in mounts]
+            for point, options in points:
+                if point in ("/proc", "/sys") or point.startswith(("/proc/", "/sys/")):
+                    kept = set(options.split(","))
+                    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+                    flags |= MS_NOSUID * ("nosuid" in kept) | MS_NODEV * ("nodev" in kept)
+                    flags |= MS_NOEXEC * ("noexec" in kept)
+                    _mount(None, point.encode(), None, flags, None)
 
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
         # (SYS_RESOURCE), socket buffers past the machine's cap (NET_ADMIN), other namespaces
@@ -1127,7 +1157,7 @@ if os.name == "posix":
         def _become_subreaper() -> None:
             pass
 
-        def _own_ipc_namespace() -> None:
+        def _own_namespaces() -> None:
             pass
 
         def _drop_powers() -> None:

@@ -551,3 +551,30 @@ def test_the_learners_system_calls_are_filtered_for_any_user() -> None:
     queue any user may open held 1.7 GB past a 64 MB wall, charged to no group)."""
     filters = _filtered()[0]  # the checker's own (a container may have one)
     assert walls.run_walled(_filtered) == [filters + 1, "1", True]
+
+
+POOL = """
+from concurrent.futures import ThreadPoolExecutor
+from labkit import walls
+
+def pool():
+    with ThreadPoolExecutor(8) as threads:
+        return sum(threads.map(lambda k: len(bytearray(1000)) * k, range(100)))
+
+print(walls.run_walled(pool, memory=256 * 2**20))
+"""
+
+
+def test_a_pool_of_eight_threads_runs_in_a_256_mb_wall() -> None:
+    """glibc reserved 64 MB of address space for each thread's heap, and a pool of eight
+    threads ran out of a 512 MB wall ("can't start new thread"); one heap serves them all.
+    Run from a fresh interpreter: one that made thread heaps before the fork (this one has)
+    brings them along, already counted."""
+    done = subprocess.run(
+        [sys.executable, "-c", POOL],
+        capture_output=True,
+        text=True,
+        timeout=LOOSE_S * 2,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.stdout.strip() == "4950000", done.stderr[-2000:]
