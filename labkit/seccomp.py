@@ -6,13 +6,13 @@ Refused: a user namespace (`unshare`, `clone` with CLONE_NEWUSER; `clone3`, whos
 cannot read, says ENOSYS, so libc falls back on `clone`), since inside one a process holds root's
 powers again over a network of its own (packet rings, netlink) that no group charges; `setns`;
 sockets of any family but Unix, IPv4 and IPv6 (what a database client uses; name lookups do
-without netlink: a netlink queue, even a routing one, or a packet ring held gigabytes that no
-group charged); io_uring, whose requests (a socket, say) no filter sees; tracing and reading or
-writing another process's memory (`ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`: a root
-learner that became another user traced that user's process into starting one outside the
-wall); and any system call of another architecture's table (the 32-bit ones, x32), which would
-pass the filter unread. Where the platform or the kernel has no seccomp, `install` does nothing
-and says so with False.
+without netlink, listing network interfaces does not: a netlink queue, even a routing one, or
+a packet ring held gigabytes that no group charged); io_uring, whose requests (a socket, say)
+no filter sees; tracing and reading or writing another process's memory (`ptrace`,
+`process_vm_readv`/`writev`, `pidfd_getfd`: a root learner that became another user traced
+that user's process into starting one outside the wall); and any system call of another
+architecture's table (the 32-bit ones, x32), which would pass the filter unread. Where the
+platform or the kernel has no seccomp, `install` does nothing and says so with False.
 """
 
 from __future__ import annotations

@@ -60,7 +60,9 @@ sample: memory held for less than the time between two sums (`MEMORY_EVERY_S`, u
 `MEMORY_MOST_S` when a sum is slow) can pass unseen. With a control group, what the kernel holds
 for the group that no process maps (pipe buffers, sockets, System V segments, memfds and files
 in a tmpfs such as /dev/shm; the dentries and inodes of files it makes too) is summed as well
-and held to `memory`, and the group's own ceiling (`_make_group`) holds between two sums.
+and held to `memory`, and the group's own ceiling (`_make_group`) holds between two sums. File
+pages count toward the ceiling alone, even those a pipe holds (spliced from a file) that the
+kernel cannot drop.
 
 The learner's output (Python's and any process's stdout and stderr) goes through a pipe the
 checker drains: the first `OUTPUT_BYTES` are printed here, then one line counts the rest.
@@ -996,11 +998,11 @@ if os.name == "posix":
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
         # (SYS_RESOURCE), socket buffers past the machine's cap (NET_ADMIN), other namespaces
         # and mounts (SYS_ADMIN), tracing the supervisor or the checker, which hold every power
-        # (SYS_PTRACE), real-time priority over the supervisor (SYS_NICE), locked memory
-        # (IPC_LOCK), and the rest of the system's kind. Root keeps its power over files, users
-        # and signals (the checks' own code in the wall caps a PostgreSQL backend's memory
-        # with it: `pg_walls.bound_backend`).
-        POWERS = (9, *range(12, 41))  # then SETPCAP (8), which drops them
+        # (SYS_PTRACE), becoming another user (SETUID, SETGID: as one, it reached the machine's
+        # writable /proc through that user's process), signalling other users' processes
+        # (KILL), real-time priority over the supervisor (SYS_NICE), locked memory (IPC_LOCK),
+        # and the rest of the system's kind. Root keeps its power over files.
+        POWERS = (5, 6, 7, 9, *range(12, 41))  # then SETPCAP (8), which drops them
         PR_CAPBSET_DROP, PR_SET_DUMPABLE = 24, 4
         _capget = ctypes.CDLL(None, use_errno=True).capget
         _capset = ctypes.CDLL(None, use_errno=True).capset

@@ -355,6 +355,17 @@ def _powers_left() -> dict[str, bool]:
         if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
             raise OSError("unshare")
 
+    def become_another_user() -> None:  # in a child: this process stays root
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setresuid(65534, 65534, 65534)
+            except OSError:
+                os._exit(1)
+            os._exit(0)
+        if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
+            raise OSError("setresuid")
+
     def open_socket(*how: int) -> Callable[[], None]:
         return lambda: socket.socket(*how).close()
 
@@ -397,6 +408,7 @@ def _powers_left() -> dict[str, bool]:
         "open an io_uring": works(open_an_io_uring),
         "write a kernel setting": works(open_for_writing("/proc/sys/kernel/core_pattern")),
         "write the control groups": works(open_for_writing("/sys/fs/cgroup/pids/cgroup.procs")),
+        "become another user": works(become_another_user),
     }
 
 
@@ -409,7 +421,8 @@ def test_a_root_learner_has_no_power_over_the_walls() -> None:
     held gigabytes no group charges in netlink queues and, inside a user namespace of its own,
     packet rings. The third set the machine's core pattern to start a program as root outside
     any wall, became another user to trace that user's process into starting one, and made
-    sockets through io_uring, where no filter sees them."""
+    sockets through io_uring, where no filter sees them. The fourth became the user of a
+    process outside the wall to reach the machine's writable /proc through it."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())

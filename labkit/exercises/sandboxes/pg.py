@@ -20,6 +20,7 @@ learner's own kernel can run anything anyway.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -242,14 +243,21 @@ def pg_query(
     """Run the learner's query once in a walled child as the check's learner role, READ ONLY,
     in the exported `snapshot` if one is named (so it sees exactly what the checker's own
     statement saw); at most two rows back, each value as [type name, value]. What stops the
-    query becomes a `Wrong` naming `what`; a server or check that fails does not."""
+    query becomes a `Wrong` naming `what`; a server or check that fails does not. The
+    connection is made here, where the checker may cap its backend's memory (inside the wall
+    the learner's process has no power over another user's process); the child inherits it."""
+    import psycopg
+
+    opts = learner_options(schema, True, statement_ms)
+    try:
+        session = pw.connect_as(dsn, learner, options=opts)
+    except pw.LearnerLoginRefused as exc:
+        raise pg.PgUnavailable(str(exc)) from None
 
     def task() -> dict[str, Any]:
-        import psycopg
         from psycopg import sql as pgsql
 
-        opts = learner_options(schema, True, statement_ms)
-        with pw.connect_as(dsn, learner, options=opts) as conn:
+        with session as conn:
             if snapshot is not None:
                 conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 conn.execute(
@@ -265,7 +273,11 @@ def pg_query(
                 return {"wrong": explain_pg_error(exc, what, statement_ms)}
         return {"rows": [[_plain(v) for v in row] for row in rows]}
 
-    out = walled(task, statement_ms / 1000 + 2, what)
+    try:
+        out = walled(task, statement_ms / 1000 + 2, what)
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            session.close()  # the child's copy ended the session; this one only lets go
     if "gone" in out:
         raise connection_gone(dsn, what, out["gone"])
     if "wrong" in out:
