@@ -1,10 +1,11 @@
 """A control group for one walled run, where the machine lets this process make one: cgroup v1
-hierarchies for `pids`, `freezer` and `memory` that it may write (root in a container, as on the
-machines the workbook is tested on). Linux then holds the learner's processes from outside, with
-no race against them: it refuses a fork past `pids.max` (for root too, unlike RLIMIT_NPROC),
-refuses or reclaims memory past the group's limit (what the kernel holds for the group counts:
-pipe buffers, System V and other shared memory, page tables), and `empty()` freezes the group
-(nothing in it can fork), kills every member and thaws it, however fast they fork.
+hierarchies for `pids`, `freezer`, `memory` and `devices` that it may write (root in a
+container, as on the machines the workbook is tested on). Linux then holds the learner's
+processes from outside, with no race against them: it refuses a fork past `pids.max` (for root
+too, unlike RLIMIT_NPROC), refuses or reclaims memory past the group's limit (what the kernel
+holds for the group counts: pipe buffers, System V and other shared memory, page tables),
+refuses to open any device node but `DEVICES`, and `empty()` freezes the group (nothing in it
+can fork), kills every member and thaws it, however fast they fork.
 
 Where no group can be made (an ordinary user, a machine with cgroup v2 only), `make` returns
 None and the walls fall back on their own scans (`walls.py` says what those miss)."""
@@ -21,7 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 ROOT = "/sys/fs/cgroup"
-CONTROLLERS = ("pids", "freezer", "memory")
+CONTROLLERS = ("pids", "freezer", "memory", "devices")
+# the device nodes a member may open: null, zero, full, random, urandom, tty, ptmx and ptys (a
+# loop device backed by a memfd held 1.2 GB past a 64 MB wall, charged to no group, and stayed)
+DEVICES = tuple(f"c {n} rw" for n in ("1:3", "1:5", "1:7", "1:8", "1:9", "5:0", "5:2", "136:*"))
 PREFIX = "labkit-wall-"  # then the maker's pid namespace, its pid there, and a count
 FREEZE_S = 2.0  # how long a freeze may take before the members are killed as they run
 _made = itertools.count()
@@ -127,6 +131,10 @@ def make(tasks: int, memory: int) -> Group | None:
             os.mkdir(f"{parent}/{name}")
         if "pids" in group.dirs:
             _write(f"{group.dirs['pids']}/pids.max", str(tasks))
+        if "devices" in group.dirs:
+            _write(f"{group.dirs['devices']}/devices.deny", "a")
+            for rule in DEVICES:
+                _write(f"{group.dirs['devices']}/devices.allow", rule)
         if "memory" in group.dirs:
             _write(f"{group.dirs['memory']}/memory.limit_in_bytes", str(memory))
             # with swap, anonymous memory past the limit is swapped out, not refused: hold

@@ -28,23 +28,24 @@ caps the learner's user at the processes and threads it has plus `PROCESSES`, so
 stops; Linux does not enforce it for root.
 
 Where the machine lets the checker make a control group (root on cgroup v1: `labkit/cgroups.py`),
-each wall has one, and Linux holds the learner's processes from outside: at most `PROCESSES`
-tasks beyond the learner's process, for root too; kernel memory and shared memory charged to the
-group count against `memory` (next paragraph); and at the wall's end the group is frozen, every
-member killed and thawed, so no fork outruns the kill (the supervisor and the checker both do
-this, and the scans above follow). A wall inside a wall (learner code that calls `run_walled`)
-makes no group of its own: the outer group holds it. Without a group (an ordinary user, a
-machine with cgroup v2 only), a root learner's hundreds of processes that each fork and exit
-every few milliseconds can starve the supervisor's scans and outlive the wall: there, run the
-workbook as an ordinary user. As root the learner's process also gets namespaces of its own
+each wall has one, and Linux holds the learner's processes from outside: at most `PROCESSES` tasks
+beyond the learner's process, for root too; kernel memory and shared memory charged to the group
+count against `memory` (next paragraph); no device node opens but the harmless ones
+(`cgroups.DEVICES`: a loop device could hold memory no group charges); and at the wall's end the
+group is frozen, every member killed and thawed, so no fork outruns the kill (the supervisor and
+the checker both do this, and the scans above follow). A wall inside a wall (learner code that
+calls `run_walled`) makes no group of its own: the outer group holds it. Without a group (an
+ordinary user, a machine with cgroup v2 only), a root learner's hundreds of processes that each
+fork and exit every few milliseconds can starve the supervisor's scans and outlive the wall: there,
+run the workbook as an ordinary user. As root the learner's process also gets namespaces of its own
 (`_own_namespaces`): System V IPC, so a segment or message queue it leaves goes with its last
 process, and mounts, in which /proc and /sys are read-only (root could otherwise change the
-machine's settings, a core pattern that runs a program outside any wall, say, or write itself
-out of its group); and it gives up root's powers over the walls (`_drop_powers`: raising its
-own limits, forcing socket buffers, entering other namespaces, tracing, real-time priority),
-for every program it runs too. For any user, the learner's process runs under a seccomp filter
-(`labkit/seccomp.py`: no user namespaces, no socket families but Unix and IP, no io_uring, no
-tracing), and the supervisor cannot be traced by the learner's processes.
+machine's settings, a core pattern that runs a program outside any wall, say, or write itself out
+of its group); and it gives up root's powers over the walls (`_drop_powers`: raising its own
+limits, forcing socket buffers, entering other namespaces, tracing, becoming another user,
+real-time priority), for every program it runs too. For any user, the learner's process runs under
+a seccomp filter (`labkit/seccomp.py`: no user namespaces, no socket families but Unix and IP, no
+io_uring, no tracing), and the supervisor cannot be traced by the learner's processes.
 
 Ctrl-C while the checker waits raises KeyboardInterrupt once; while a wall is made or ends it is
 held until the wall has ended (`_Interrupts`), so an interrupt never leaves a wall half ended.
