@@ -103,9 +103,12 @@ def test_a_thousand_lookups_on_an_idle_server_take_no_transaction_id(
 ) -> None:
     last = settled_log(quiet_connect)
     conn, watch = quiet_connect(autocommit=autocommit), quiet_connect(autocommit=True)
-    before = next_xid(watch)
-    answers = {fr.delivered_frontier(conn, "main") for _ in range(LOOKUPS)}
-    spent = next_xid(watch) - before
+    answers, tries = set(), []
+    for _ in range(3):  # the fewest of three: the server's own work took 11 ids in one run
+        before = next_xid(watch)
+        answers |= {fr.delivered_frontier(conn, "main") for _ in range(LOOKUPS)}
+        tries.append(next_xid(watch) - before)
+    spent = min(tries)  # a lookup that took an id would take 1,000 in every try
     assert answers == {last}
     assert spent <= MAY_TAKE, f"{LOOKUPS} lookups advanced the transaction counter by {spent}"
     assert conn.autocommit is autocommit  # the caller's setting is put back
