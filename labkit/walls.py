@@ -199,7 +199,9 @@ def run_walled(task: Callable[[], T], *, seconds: float = SECONDS, memory: int =
                 )
             deadline = time.monotonic() + seconds + GRACE_S  # the learner's clock starts now
             raw = wall.receive(MAX_ANSWER_BYTES, deadline)
-            code = wall.exit_code(deadline)  # an answer counts once the child has exited
+            # an answer counts once the child has exited; its supervisor's ending (freezing
+            # and killing what is left) is the checker's time, not the learner's
+            code = wall.exit_code(max(deadline, time.monotonic() + GRACE_S))
             if raw is None or code is None:
                 raise TimeLimit(f"ran longer than {seconds:g} s, so it was stopped")
             if code != 0:
@@ -266,7 +268,7 @@ MAX_ANSWER_BYTES = 16 * 2**20
 # decoded first behind walls of its own (`_read_answer`): DECODE_S, and DECODE_ITEM_S more per
 # item (a legitimate item takes about 3 us on the reference machine, idle), at most DECODE_MAX_S.
 SMALL_ANSWER_ITEMS = 2_000
-DECODE_S = 1.0
+DECODE_S = 3.0
 DECODE_ITEM_S = 1e-5
 DECODE_MAX_S = 10.0
 DECODE_MEMORY = 256 * 2**20

@@ -274,10 +274,10 @@ def test_an_answer_longer_than_the_checker_reads_is_refused_and_its_child_killed
 
 
 def _forge_slow_set() -> None:
-    """A forged answer: a set of 20,000 ints that share one hash (multiples of 2**61 - 1), which
-    takes the process that builds it about 12 s of CPU."""
+    """A forged answer: a set of 40,000 ints that share one hash (multiples of 2**61 - 1), which
+    takes the process that builds it about 8 s of CPU on the reference machine."""
     walls._send(
-        _pipe_end(), json.dumps(["ok", {"s": [k * (2**61 - 1) for k in range(20_000)]}]).encode()
+        _pipe_end(), json.dumps(["ok", {"s": [k * (2**61 - 1) for k in range(40_000)]}]).encode()
     )
     os._exit(0)
 
