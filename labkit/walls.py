@@ -74,9 +74,12 @@ answer), which fools only the learner's own check (a forged answer costly to bui
 decoded behind walls first: `_read_answer`); and a process of the learner's that kills
 the supervisor (same user) and then leaves the session outlives the wall, as a process started
 from a notebook cell would; it can signal the checker too (stop it, kill it, interrupt its
-wait). Nor do they confine the file system: what the code writes to files is written, and root
-may write any file (one that another root program runs later is a way out of every wall: run
-the workbook as an ordinary user where that matters). Without a control group, the kernel's other
+wait). Nor do they confine the file system: what the code writes to files is written (but, for
+root, where the checker may make a mount namespace: /dev/shm is the wall's own, of at most `memory`
+bytes and gone with it, and the machine's other file systems in memory are read-only but those
+holding the temporary and working directories: `_own_namespaces`), and root may write any file (one
+that another root program runs later is a way out of every wall: run the workbook as an ordinary
+user where that matters). Without a control group, the kernel's other
 stores are not memory the walls count: a file that lives in memory (a memfd, /dev/shm), a
 System V segment (which, not as root, then outlives the check unless removed) or a pipe's
 buffer (an unlinked file goes with the last process holding it: at the wall's end at the
@@ -100,10 +103,12 @@ import io
 import json
 import multiprocessing
 import os
+import re
 import select
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -783,7 +788,7 @@ if os.name == "posix":
         os.close(p.stop_r)
         if p.group is not None:
             p.group.join()
-        _own_namespaces()
+        _own_namespaces(p.memory)
         _drop_powers()
         seccomp.install()
         _die_with(os.getppid())
@@ -975,28 +980,63 @@ if os.name == "posix":
         MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
         MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 
-        def _own_namespaces() -> None:
+        # file systems whose files live in memory: one that outlives the wall holds RAM that
+        # nothing frees (an attacker's root learner left 260 MB in /dev/shm, 208 MB in /dev)
+        IN_MEMORY = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "mqueue")
+
+        def _own_namespaces(memory: int) -> None:
             """System V IPC and POSIX message queues of this process's own, gone with its last
-            process, and a view of the mounts of its own in which /proc and /sys are read-only:
-            root, whom the kernel lets write there by file mode alone, could otherwise change the
-            machine's settings (a core pattern that starts a program as root outside any wall;
-            huge pages no group charges) or its own control group. Needs CAP_SYS_ADMIN: root;
-            elsewhere the process keeps the machine's (and an ordinary user writes neither)."""
+            process, and a view of the mounts of its own: /proc and /sys read-only (root, whom
+            the kernel lets write there by file mode alone, could otherwise change the
+            machine's settings, such as a core pattern that starts a program as root outside
+            any wall, or its own control group); /dev/shm a tmpfs of the wall's own of at most
+            `memory` bytes, gone with it; the machine's other file systems in memory read-only,
+            but those holding the temporary and working directories, which the checker shares
+            with the learner. Needs CAP_SYS_ADMIN: root; elsewhere the process keeps the
+            machine's (and an ordinary user writes none of them but /dev/shm)."""
             if _unshare(CLONE_NEWIPC | CLONE_NEWNS) != 0:
                 return
             if _mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
                 return  # without private mounts, a mount here could show in the machine's
             for top in (b"/proc", b"/sys"):
                 _mount(top, top, None, MS_BIND | MS_REC, None)
-            with open("/proc/self/mountinfo") as mounts:
-                points = [line.split()[4:6] for line in mounts]
-            for point, options in points:
-                if point in ("/proc", "/sys") or point.startswith(("/proc/", "/sys/")):
+            mounts = _mounts()
+            shared = {_mount_point(path, mounts) for path in (tempfile.gettempdir(), os.getcwd())}
+            for point, options, kind in mounts:
+                if (
+                    point in ("/proc", "/sys")
+                    or point.startswith(("/proc/", "/sys/"))
+                    or (kind in IN_MEMORY and point not in shared)
+                ):
                     kept = set(options.split(","))
                     flags = MS_BIND | MS_REMOUNT | MS_RDONLY
                     flags |= MS_NOSUID * ("nosuid" in kept) | MS_NODEV * ("nodev" in kept)
                     flags |= MS_NOEXEC * ("noexec" in kept)
                     _mount(None, point.encode(), None, flags, None)
+            if "/dev/shm" not in shared:  # a temporary directory there stays the checker's
+                inodes = max(1024, memory // 2**16)
+                size = f"size={memory},nr_inodes={inodes},mode=1777".encode()
+                _mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, size)
+
+        def _mounts() -> list[tuple[str, str, str]]:
+            """This process's mounts, in the order mounted: point, options, file system."""
+            found = []
+            with open("/proc/self/mountinfo") as mounts:
+                for line in mounts:
+                    fields, _, after = line.partition(" - ")
+                    point, options = fields.split()[4:6]
+                    found.append((_unescaped(point), options, after.split()[0]))
+            return found
+
+        def _unescaped(point: str) -> str:
+            """A mount point as mountinfo writes it (space, tab, newline, backslash as octal)."""
+            return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), point)
+
+        def _mount_point(path: str, mounts: list[tuple[str, str, str]]) -> str:
+            """The point of the mount that holds `path`: the longest that contains it."""
+            real = os.path.realpath(path)
+            inside = [p for p, _, _ in mounts if real == p or real.startswith(p.rstrip("/") + "/")]
+            return max(inside, key=len, default="/")
 
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
         # (SYS_RESOURCE), socket buffers past the machine's cap (NET_ADMIN), other namespaces
@@ -1162,7 +1202,7 @@ if os.name == "posix":
         def _become_subreaper() -> None:
             pass
 
-        def _own_namespaces() -> None:
+        def _own_namespaces(memory: int) -> None:
             pass
 
         def _drop_powers() -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -412,7 +413,19 @@ def _powers_left() -> dict[str, bool]:
         "write a kernel setting": works(open_for_writing("/proc/sys/kernel/core_pattern")),
         "write the control groups": works(open_for_writing("/sys/fs/cgroup/pids/cgroup.procs")),
         "become another user": works(become_another_user),
+        "make a file in /dev": works(make_a_file("/dev")),
     }
+
+
+def make_a_file(folder: str) -> Callable[[], None]:
+    """Make an empty file in `folder` and remove it again."""
+
+    def make() -> None:
+        path = f"{folder}/labkit-test-{os.getpid()}"
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(path)
+
+    return make
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root's powers")
@@ -425,7 +438,8 @@ def test_a_root_learner_has_no_power_over_the_walls() -> None:
     packet rings. The third set the machine's core pattern to start a program as root outside
     any wall, became another user to trace that user's process into starting one, and made
     sockets through io_uring, where no filter sees them. The fourth became the user of a
-    process outside the wall to reach the machine's writable /proc through it."""
+    process outside the wall to reach the machine's writable /proc through it. The seventh
+    left files in /dev, which lives in memory, after the check."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())
@@ -520,3 +534,38 @@ def test_the_learner_opens_no_device_node_but_the_harmless_ones() -> None:
     }
     assert refused == {n: "Operation not permitted" for n in unwalled if n in refused}
     assert all(unwalled[n] == "opened" for n in refused)
+
+
+def _fill_shm(name: str) -> dict[str, Any]:
+    """In the learner's process: /dev/shm's size, a file of 8 MB made there, what a file past
+    the size met, and shared memory and a semaphore as multiprocessing makes them."""
+    import multiprocessing
+    from multiprocessing import shared_memory
+
+    folder = os.statvfs("/dev/shm")
+    with open(f"/dev/shm/{name}", "wb") as f:
+        f.write(b"x" * 8 * MB)
+    try:
+        with open(f"/dev/shm/{name}-big", "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, folder.f_blocks * folder.f_frsize + MB)
+        past = "made"
+    except OSError as exc:
+        past = os.strerror(exc.errno or 0)
+    block = shared_memory.SharedMemory(create=True, size=MB)
+    block.buf[:2] = b"ok"
+    said = bytes(block.buf[:2]).decode()
+    block.close()
+    block.unlink()
+    with multiprocessing.get_context("fork").Lock():
+        pass
+    return {"size": folder.f_blocks * folder.f_frsize, "past": past, "shared": said}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a tmpfs of its own needs root")
+def test_the_learners_dev_shm_is_its_own_and_goes_with_the_wall() -> None:
+    """An attacker's root learner left 256 MB in a file in /dev/shm past a 64 MB wall, held
+    in memory after the check."""
+    name = f"labkit-test-{os.getpid()}"
+    seen = walls.run_walled(lambda: _fill_shm(name), memory=64 * MB)
+    assert seen == {"size": 64 * MB, "past": "No space left on device", "shared": "ok"}
+    assert not os.path.exists(f"/dev/shm/{name}")
