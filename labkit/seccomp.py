@@ -5,14 +5,16 @@ process it starts.
 Refused: a user namespace (`unshare`, `clone` with CLONE_NEWUSER; `clone3`, whose flags a filter
 cannot read, says ENOSYS, so libc falls back on `clone`), since inside one a process holds root's
 powers again over a network of its own (packet rings, netlink) that no group charges; `setns`;
-sockets of any family but Unix, IPv4 and IPv6 (what a database client uses; name lookups do
-without netlink, listing network interfaces does not: a netlink queue, even a routing one, or
-a packet ring held gigabytes that no group charged); io_uring, whose requests (a socket, say)
-no filter sees; tracing and reading or writing another process's memory (`ptrace`,
-`process_vm_readv`/`writev`, `pidfd_getfd`: a root learner that became another user traced
-that user's process into starting one outside the wall); and any system call of another
-architecture's table (the 32-bit ones, x32), which would pass the filter unread. Where the
-platform or the kernel has no seccomp, `install` does nothing and says so with False.
+sockets of any family but Unix, IPv4 and IPv6 (what a database client uses; name lookups do without
+netlink, listing network interfaces does not: a netlink queue, even a routing one, or a packet ring
+held gigabytes that no group charged); io_uring, whose requests (a socket, say) no filter sees;
+tracing and reading or writing another process's memory (`ptrace`, `process_vm_readv`/`writev`,
+`pidfd_getfd`: a root learner that became another user traced that user's process into starting one
+outside the wall); opening a file by its handle (`open_by_handle_at`: with a descriptor the checker
+left open, a root learner opened the checker's view of the mounts, where /proc and the control
+groups are writable); and any system call of another architecture's table (the 32-bit ones, x32),
+which would pass the filter unread. Where the platform or the kernel has no seccomp, `install` does
+nothing and says so with False.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ _EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 CLONE_NEWUSER = 0x10000000
 # per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3; then
-# those refused outright: setns, ptrace, process_vm_readv, process_vm_writev, pidfd_getfd and
-# io_uring_setup, io_uring_enter, io_uring_register
+# those refused outright: setns, ptrace, process_vm_readv, process_vm_writev, pidfd_getfd,
+# io_uring_setup, io_uring_enter, io_uring_register and open_by_handle_at
 _TABLES = {
-    "x86_64": (0xC000003E, 41, 53, 272, 56, 435, (308, 101, 310, 311, 438, 425, 426, 427)),
-    "aarch64": (0xC00000B7, 198, 199, 97, 220, 435, (268, 117, 270, 271, 438, 425, 426, 427)),
+    "x86_64": (0xC000003E, 41, 53, 272, 56, 435, (308, 101, 310, 311, 438, 425, 426, 427, 304)),
+    "aarch64": (0xC00000B7, 198, 199, 97, 220, 435, (268, 117, 270, 271, 438, 425, 426, 427, 265)),
 }
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 

@@ -106,6 +106,7 @@ import os
 import re
 import select
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -788,7 +789,7 @@ if os.name == "posix":
         os.close(p.stop_r)
         if p.group is not None:
             p.group.join()
-        _own_namespaces(p.memory)
+        _close_inherited(_own_namespaces(p.memory))
         _drop_powers()
         seccomp.install()
         _die_with(os.getppid())
@@ -984,7 +985,7 @@ if os.name == "posix":
         # nothing frees (an attacker's root learner left 260 MB in /dev/shm, 208 MB in /dev)
         IN_MEMORY = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "mqueue")
 
-        def _own_namespaces(memory: int) -> None:
+        def _own_namespaces(memory: int) -> set[int]:
             """System V IPC and POSIX message queues of this process's own, gone with its last
             process, and a view of the mounts of its own: /proc and /sys read-only (root, whom
             the kernel lets write there by file mode alone, could otherwise change the
@@ -992,22 +993,25 @@ if os.name == "posix":
             any wall, or its own control group); /dev/shm a tmpfs of the wall's own of at most
             `memory` bytes, gone with it; the machine's other file systems in memory read-only,
             but those holding the temporary and working directories, which the checker shares
-            with the learner. Needs CAP_SYS_ADMIN: root; elsewhere the process keeps the
+            with the learner. Returns the devices of the file systems it made read-only or hid
+            (`_close_inherited`). Needs CAP_SYS_ADMIN: root; elsewhere the process keeps the
             machine's (and an ordinary user writes none of them but /dev/shm)."""
             if _unshare(CLONE_NEWIPC | CLONE_NEWNS) != 0:
-                return
+                return set()
             if _mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-                return  # without private mounts, a mount here could show in the machine's
+                return set()  # without private mounts, a mount here could show in the machine's
             for top in (b"/proc", b"/sys"):
                 _mount(top, top, None, MS_BIND | MS_REC, None)
             mounts = _mounts()
             shared = {_mount_point(path, mounts) for path in (tempfile.gettempdir(), os.getcwd())}
-            for point, options, kind in mounts:
+            closed = set()
+            for point, options, kind, device in mounts:
                 if (
                     point in ("/proc", "/sys")
                     or point.startswith(("/proc/", "/sys/"))
                     or (kind in IN_MEMORY and point not in shared)
                 ):
+                    closed.add(device)
                     kept = set(options.split(","))
                     flags = MS_BIND | MS_REMOUNT | MS_RDONLY
                     flags |= MS_NOSUID * ("nosuid" in kept) | MS_NODEV * ("nodev" in kept)
@@ -1017,25 +1021,47 @@ if os.name == "posix":
                 inodes = max(1024, memory // 2**16)
                 size = f"size={memory},nr_inodes={inodes},mode=1777".encode()
                 _mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, size)
+            return closed
 
-        def _mounts() -> list[tuple[str, str, str]]:
-            """This process's mounts, in the order mounted: point, options, file system."""
+        def _mounts() -> list[tuple[str, str, str, int]]:
+            """This process's mounts, in the order mounted: point, options, file system and
+            its device (a file's `st_dev`)."""
             found = []
             with open("/proc/self/mountinfo") as mounts:
                 for line in mounts:
                     fields, _, after = line.partition(" - ")
-                    point, options = fields.split()[4:6]
-                    found.append((_unescaped(point), options, after.split()[0]))
+                    device, _, point, options = fields.split()[2:6]
+                    major, minor = device.split(":")
+                    device_id = os.makedev(int(major), int(minor))
+                    found.append((_unescaped(point), options, after.split()[0], device_id))
             return found
+
+        def _close_inherited(closed: set[int]) -> None:
+            """Close each descriptor the checker left open that reaches past the learner's view
+            of the mounts: a directory (a path looked up from one walks the checker's mounts,
+            where /proc and the control groups are writable), a symbolic link, or a file on a
+            file system in `closed` (reopened through /proc/self/fd, it could be written).
+            Sockets, pipes, devices and files elsewhere stay: the learner's code may use what
+            the caller opened (a database session, a database file)."""
+            for name in os.listdir("/proc/self/fd"):
+                try:
+                    found = os.fstat(int(name))
+                except OSError:
+                    continue  # the listing's own descriptor, closed since
+                kind = stat.S_IFMT(found.st_mode)
+                if kind in (stat.S_IFDIR, stat.S_IFLNK) or (
+                    kind == stat.S_IFREG and found.st_dev in closed
+                ):
+                    os.close(int(name))
 
         def _unescaped(point: str) -> str:
             """A mount point as mountinfo writes it (space, tab, newline, backslash as octal)."""
             return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), point)
 
-        def _mount_point(path: str, mounts: list[tuple[str, str, str]]) -> str:
+        def _mount_point(path: str, mounts: list[tuple[str, str, str, int]]) -> str:
             """The point of the mount that holds `path`: the longest that contains it."""
             real = os.path.realpath(path)
-            inside = [p for p, _, _ in mounts if real == p or real.startswith(p.rstrip("/") + "/")]
+            inside = [p for p, *_ in mounts if real == p or real.startswith(p.rstrip("/") + "/")]
             return max(inside, key=len, default="/")
 
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
@@ -1044,8 +1070,10 @@ if os.name == "posix":
         # (SYS_PTRACE), becoming another user (SETUID, SETGID: as one, it reached the machine's
         # writable /proc through that user's process), signalling other users' processes
         # (KILL), real-time priority over the supervisor (SYS_NICE), locked memory (IPC_LOCK),
-        # and the rest of the system's kind. Root keeps its power over files.
-        POWERS = (5, 6, 7, 9, *range(12, 41))  # then SETPCAP (8), which drops them
+        # opening files by handle (DAC_READ_SEARCH: from a descriptor the checker left open, a
+        # file in the checker's view of the mounts), and the rest of the system's kind. Root
+        # keeps its power over files (DAC_OVERRIDE reads and writes any).
+        POWERS = (2, 5, 6, 7, 9, *range(12, 41))  # then SETPCAP (8), which drops them
         PR_CAPBSET_DROP, PR_SET_DUMPABLE = 24, 4
         _capget = ctypes.CDLL(None, use_errno=True).capget
         _capset = ctypes.CDLL(None, use_errno=True).capset
@@ -1202,7 +1230,10 @@ if os.name == "posix":
         def _become_subreaper() -> None:
             pass
 
-        def _own_namespaces(memory: int) -> None:
+        def _own_namespaces(memory: int) -> set[int]:
+            return set()
+
+        def _close_inherited(closed: set[int]) -> None:
             pass
 
         def _drop_powers() -> None:

@@ -11,6 +11,7 @@ import ctypes
 import fcntl
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -390,6 +391,22 @@ def _powers_left() -> dict[str, bool]:
             os.kill(child, 9)
             os.waitpid(child, 0)
 
+    def open_by_handle() -> None:  # /, through a handle and a descriptor on its file system
+        libc = ctypes.CDLL(None, use_errno=True)
+        handle = ctypes.create_string_buffer(8 + 128)  # struct file_handle, MAX_HANDLE_SZ
+        ctypes.c_uint32.from_buffer(handle).value = 128
+        mount = ctypes.c_int()
+        if libc.name_to_handle_at(-100, b"/", handle, ctypes.byref(mount), 0) != 0:  # AT_FDCWD
+            raise OSError(ctypes.get_errno(), "name_to_handle_at")
+        on = os.open("/", os.O_RDONLY)
+        try:
+            fd = libc.open_by_handle_at(on, handle, os.O_RDONLY)
+            if fd < 0:
+                raise OSError(ctypes.get_errno(), "open_by_handle_at")
+            os.close(fd)
+        finally:
+            os.close(on)
+
     def open_an_io_uring() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
@@ -414,6 +431,7 @@ def _powers_left() -> dict[str, bool]:
         "write the control groups": works(open_for_writing("/sys/fs/cgroup/pids/cgroup.procs")),
         "become another user": works(become_another_user),
         "make a file in /dev": works(make_a_file("/dev")),
+        "open a file by its handle": works(open_by_handle),
     }
 
 
@@ -439,7 +457,9 @@ def test_a_root_learner_has_no_power_over_the_walls() -> None:
     any wall, became another user to trace that user's process into starting one, and made
     sockets through io_uring, where no filter sees them. The fourth became the user of a
     process outside the wall to reach the machine's writable /proc through it. The seventh
-    left files in /dev, which lives in memory, after the check."""
+    left files in /dev, which lives in memory, after the check. The eighth opened / as the
+    checker sees it (where /proc and the control groups are writable) by its handle, through a
+    descriptor the checker had left open."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())
@@ -569,3 +589,42 @@ def test_the_learners_dev_shm_is_its_own_and_goes_with_the_wall() -> None:
     seen = walls.run_walled(lambda: _fill_shm(name), memory=64 * MB)
     assert seen == {"size": 64 * MB, "past": "No space left on device", "shared": "ok"}
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a view of the mounts of its own needs root")
+def test_descriptors_that_reach_past_the_learners_view_are_closed(tmp_path: Path) -> None:
+    """A directory the checker left open walks the checker's mounts, and a file on /proc
+    reopened through /proc/self/fd is writable; the learner's code gets neither. What it may
+    use stays: a file elsewhere, a socket (a database session)."""
+    kept = {
+        "a directory": os.open("/", os.O_RDONLY | os.O_DIRECTORY),
+        "a file on /proc": os.open("/proc/sys/kernel/core_pattern", os.O_RDONLY),
+        "a file in the temporary directory": os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT),
+    }
+    left, right = socket.socketpair()
+    kept["a socket"] = left.fileno()
+
+    def still_open() -> dict[str, bool]:
+        def is_open(fd: int) -> bool:
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+
+        return {what: is_open(fd) for what, fd in kept.items()}
+
+    try:
+        assert walls.run_walled(still_open) == {
+            "a directory": False,
+            "a file on /proc": False,
+            "a file in the temporary directory": True,
+            "a socket": True,
+        }
+        assert still_open() == dict.fromkeys(kept, True)  # the checker's own stay open
+    finally:
+        left.close()
+        right.close()
+        for what, fd in kept.items():
+            if what != "a socket":
+                os.close(fd)
