@@ -98,6 +98,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import collections
 import contextlib
 import io
 import json
@@ -274,6 +275,7 @@ MAX_ANSWER_BYTES = 16 * 2**20
 # decoded first behind walls of its own (`_read_answer`): DECODE_S, and DECODE_ITEM_S more per
 # item (a legitimate item takes about 3 us on the reference machine, idle), at most DECODE_MAX_S.
 SMALL_ANSWER_ITEMS = 2_000
+SHARED_HASH_MOST = 64  # items of one set, or keys of one dict, that may share one hash
 DECODE_S = 3.0
 DECODE_ITEM_S = 1e-5
 DECODE_MAX_S = 10.0
@@ -390,21 +392,36 @@ def decode(data: Any) -> Any:
         if tag == "b":
             return base64.b64decode(body)
         if tag in ("s", "f"):
-            return (set if tag == "s" else frozenset)(decode(v) for v in body)
-        return {decode(k): decode(v) for k, v in body}
+            return (set if tag == "s" else frozenset)(_apart([decode(v) for v in body]))
+        pairs = [(decode(k), decode(v)) for k, v in body]
+        _apart([k for k, _ in pairs])
+        return dict(pairs)
     return data
+
+
+def _apart(values: list) -> list:
+    """`values`, unless more than `SHARED_HASH_MOST` of them share one hash (`ValueError`):
+    a set or dict built of values that do takes time quadratic in their number (a forged
+    set of 37,000 ints that shared one took 8 s, twice: in the walled decoding and here)."""
+    shared = max(collections.Counter(map(hash, values)).values(), default=0)
+    if shared > SHARED_HASH_MOST:
+        raise ValueError(f"{shared} of its items share one hash")
+    return values
 
 
 def _read_answer(raw: bytes) -> tuple[str, Any]:
     """The child's message, decoded as data; a malformed one is the child's failure. The
     learner's code can forge the message, and decoding runs here, outside the learner's walls:
-    a forged set of ints that share one hash takes quadratic time to build, a frame of tiny
-    tuples thirty times its size in memory. So a message of more than `SMALL_ANSWER_ITEMS`
-    items (counted by its commas, strings' included) is decoded once in a walled child of its
-    own (the checker's code, on the checker's data, within `DECODE_MEMORY` and a time that
-    grows with the items), and here only if that did not hit a wall: reading any answer costs
-    the checker at most about that much once more. A decoding child that does not start or
-    crashes is the check's failure (`NotStarted`, `Crashed`), not the learner's."""
+    a forged set of ints that share one hash would take quadratic time to build (`decode`
+    refuses one), a frame of tiny tuples takes thirty times its size in memory. So a message
+    of more than `SMALL_ANSWER_ITEMS` items (counted by its commas, strings' included) is
+    decoded once in a walled child of its own (the checker's code, on the checker's data,
+    within `DECODE_MEMORY` and a time that grows with the items), and here only if that did
+    not hit a wall: reading any answer costs the checker at most about that much once more.
+    While the caller keeps the value, a few small objects spread over the pages the frame was
+    decoded in can keep those pages (an attacker's 16 MB frame of 95 one-item sets held about
+    100 MB until the value was dropped). A decoding child that does not start or crashes is
+    the check's failure (`NotStarted`, `Crashed`), not the learner's."""
     items = raw.count(b",")
     if items > SMALL_ANSWER_ITEMS and can_fork():
         seconds = min(DECODE_MAX_S, DECODE_S + items * DECODE_ITEM_S)

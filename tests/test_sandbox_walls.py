@@ -289,19 +289,42 @@ def _forge_big_set_of_tuples() -> None:
     os._exit(0)
 
 
-@pytest.mark.parametrize("forge", [_forge_slow_set, _forge_big_set_of_tuples])
-def test_a_forged_answer_costly_to_build_is_refused_and_costs_the_checker_nothing(forge) -> None:
+@pytest.mark.parametrize(
+    ("forge", "said"),
+    [
+        (_forge_slow_set, "40000 of its items share one hash"),
+        (_forge_big_set_of_tuples, "decoding it "),
+    ],
+)
+def test_a_forged_answer_costly_to_build_is_refused_and_costs_the_checker_nothing(
+    forge, said
+) -> None:
     """An answer of more than SMALL_ANSWER_ITEMS items is decoded behind walls first (an
     attacker's forged set took the checker 56 s, and a forged 64 MB frame 2 GB of its memory,
-    outside any wall)."""
+    outside any wall); a set whose items share one hash is refused before it is built (one
+    built within the decoding child's time was built a second time in the checker)."""
     tracemalloc.start()
+    started = time.monotonic()
     try:
-        with pytest.raises(walls.Raised, match=r"cannot read \(decoding it "):
+        with pytest.raises(walls.Raised, match=rf"cannot read \({said}"):
             walls.run_walled(forge)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 64 * 2**20  # the frame itself, read; not what it would build
+    assert time.monotonic() - started < LOOSE_S
+
+
+@pytest.mark.parametrize("shape", ["s", "f", "d"])
+def test_a_set_or_dict_of_items_that_share_one_hash_is_not_built(shape: str) -> None:
+    def frame(n: int) -> dict:
+        items = [k * (2**61 - 1) for k in range(n)]  # each hashes to 0
+        return {shape: [[k, None] for k in items] if shape == "d" else items}
+
+    assert len(walls.decode(frame(walls.SHARED_HASH_MOST))) == walls.SHARED_HASH_MOST
+    with pytest.raises(ValueError, match=f"{walls.SHARED_HASH_MOST + 1} of its items share"):
+        walls.decode(frame(walls.SHARED_HASH_MOST + 1))
+    assert walls.decode(walls.encode({-1, -2})) == {-1, -2}  # hash(-1) == hash(-2)
 
 
 def test_an_answer_over_the_small_size_comes_back_whole() -> None:
