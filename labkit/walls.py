@@ -273,12 +273,15 @@ _HEADER = struct.Struct("!Q")  # a message is its length, then its bytes
 MAX_ANSWER_BYTES = 16 * 2**20
 # An answer of so few items decodes in a few milliseconds whatever it holds; one of more is
 # decoded first behind walls of its own (`_read_answer`): DECODE_S, and DECODE_ITEM_S more per
-# item (a legitimate item takes about 3 us on the reference machine, idle), at most DECODE_MAX_S.
+# item (a legitimate item takes about 3 us on the reference machine, idle), at most DECODE_MAX_S,
+# which bounds what reading any answer costs the checker: about twice that (a forged answer of
+# nested sets whose items share hashes decodes in time superlinear in its size, and was decoded
+# twice, for 9-10 s each, when DECODE_MAX_S was 10 s).
 SMALL_ANSWER_ITEMS = 2_000
 SHARED_HASH_MOST = 64  # items of one set, or keys of one dict, that may share one hash
 DECODE_S = 3.0
 DECODE_ITEM_S = 1e-5
-DECODE_MAX_S = 10.0
+DECODE_MAX_S = 4.5
 DECODE_MEMORY = 256 * 2**20
 
 

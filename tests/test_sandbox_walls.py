@@ -327,6 +327,27 @@ def test_a_set_or_dict_of_items_that_share_one_hash_is_not_built(shape: str) -> 
     assert walls.decode(walls.encode({-1, -2})) == {-1, -2}  # hash(-1) == hash(-2)
 
 
+def _nested(levels: int, n: int) -> frozenset:
+    """Frozensets nested `levels` deep, each of `n` items that share one hash (each a tuple of
+    the level below and an int): one object per level here, a copy per item once decoded, where
+    each set's equality probes every item of the same hash again."""
+    level: frozenset = frozenset(5 + k * (2**61 - 1) for k in range(n))
+    for _ in range(levels - 1):
+        level = frozenset((level, 5 + k * (2**61 - 1)) for k in range(n))
+    return level
+
+
+@pytest.mark.slow
+def test_an_answer_slow_to_decode_costs_the_checker_at_most_the_decoding_budget() -> None:
+    """An attacker's answer of nested sets, padded with cheap items to buy the longest decoding
+    budget, passed the walled decoding in 9.5 s of 10 and was decoded again in the checker (a
+    2 s wall took 18.6 s); decoding this one (6 MB) takes about 40 s."""
+    started = time.monotonic()
+    with pytest.raises(walls.Raised, match=r"cannot read \(decoding it ran longer"):
+        walls.run_walled(lambda: [_nested(3, 64), [0] * 700_000])
+    assert time.monotonic() - started < 9.0  # the budget, and room for a loaded machine
+
+
 def test_an_answer_over_the_small_size_comes_back_whole() -> None:
     answer = ({k * 7 for k in range(5_000)}, {str(k): (k, b"x") for k in range(2_000)})
     assert json.dumps(walls.encode(answer)).count(",") > walls.SMALL_ANSWER_ITEMS
