@@ -407,6 +407,14 @@ def _powers_left() -> dict[str, bool]:
         finally:
             os.close(on)
 
+    def lease_a_file_in_sys() -> None:  # a read lease, let go at once: it holds only writers
+        fd = os.open("/sys/devices/system/cpu/online", os.O_RDONLY)
+        try:
+            fcntl.fcntl(fd, 1024, fcntl.F_RDLCK)  # F_SETLEASE
+            fcntl.fcntl(fd, 1024, fcntl.F_UNLCK)
+        finally:
+            os.close(fd)
+
     def open_an_io_uring() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
@@ -432,6 +440,7 @@ def _powers_left() -> dict[str, bool]:
         "become another user": works(become_another_user),
         "make a file in /dev": works(make_a_file("/dev")),
         "open a file by its handle": works(open_by_handle),
+        "lease a file in /sys": works(lease_a_file_in_sys),
     }
 
 
@@ -459,7 +468,8 @@ def test_a_root_learner_has_no_power_over_the_walls() -> None:
     process outside the wall to reach the machine's writable /proc through it. The seventh
     left files in /dev, which lives in memory, after the check. The eighth opened / as the
     checker sees it (where /proc and the control groups are writable) by its handle, through a
-    descriptor the checker had left open."""
+    descriptor the checker had left open. The eleventh leased the file of its group's memory use
+    (root owns it), which held the supervisor's next sum, and files every process reads."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())
