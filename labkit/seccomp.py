@@ -14,9 +14,13 @@ outside the wall); opening a file by its handle (`open_by_handle_at`: with a des
 left open, a root learner opened the checker's view of the mounts, where /proc and the control
 groups are writable); a lease on a file (`fcntl(F_SETLEASE)`: root owns the control groups' files
 and the rest of /sys, and a lease on one held every other process that opened it, the supervisor
-reading the group's memory among them, for up to the machine's lease break time); and any system
-call of another architecture's table (the 32-bit ones, x32), which would pass the filter unread.
-Where the platform or the kernel has no seccomp, `install` does nothing and says so with False.
+reading the group's memory among them, for up to the machine's lease break time); performance
+events (`perf_event_open`: a gigabyte of kernel memory no group charges, in events copied into each
+child and in their ring buffers); another process's resource limits (`prlimit64` with a pid but 0,
+which names the caller: a process may lower for good the limits of any process of its user, with no
+power needed: a root learner, init's); and any system call of another architecture's table (the
+32-bit ones, x32), which would pass the filter unread. Where the platform or the kernel has no
+seccomp, `install` does nothing and says so with False.
 """
 
 from __future__ import annotations
@@ -41,16 +45,17 @@ AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 CLONE_NEWUSER = 0x10000000
 F_SETLEASE = 1024
 # per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3,
-# fcntl; then those refused outright: setns, ptrace, process_vm_readv, process_vm_writev,
-# pidfd_getfd, io_uring_setup, io_uring_enter, io_uring_register and open_by_handle_at
+# fcntl, prlimit64; then those refused outright: setns, ptrace, process_vm_readv,
+# process_vm_writev, pidfd_getfd, io_uring_setup, io_uring_enter, io_uring_register,
+# open_by_handle_at and perf_event_open
 _TABLES = {
     "x86_64": (
-        *(0xC000003E, 41, 53, 272, 56, 435, 72),
-        (308, 101, 310, 311, 438, 425, 426, 427, 304),
+        *(0xC000003E, 41, 53, 272, 56, 435, 72, 302),
+        (308, 101, 310, 311, 438, 425, 426, 427, 304, 298),
     ),
     "aarch64": (
-        *(0xC00000B7, 198, 199, 97, 220, 435, 25),
-        (268, 117, 270, 271, 438, 425, 426, 427, 265),
+        *(0xC00000B7, 198, 199, 97, 220, 435, 25, 261),
+        (268, 117, 270, 271, 438, 425, 426, 427, 265, 241),
     ),
 }
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
@@ -61,7 +66,7 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
     true, jump if false, constant); None for a machine it has no table for."""
     if machine not in _TABLES:
         return None
-    arch, socket, socketpair, unshare, clone, clone3, fcntl, refused = _TABLES[machine]
+    arch, socket, socketpair, unshare, clone, clone3, fcntl, prlimit, refused = _TABLES[machine]
     # (code, label if true, label if false, constant); a label is resolved to a jump below
     code: list[tuple[int, str | None, str | None, int] | str] = [
         (_LD, None, None, _ARCH),
@@ -77,6 +82,7 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
         (_JEQ, "flags", None, clone),
         (_JEQ, "nosys", None, clone3),
         (_JEQ, "fcntl", None, fcntl),
+        (_JEQ, "own", None, prlimit),
         *((_JEQ, "deny", None, number) for number in refused),
         (_RET, None, None, _ALLOW),
         "socket",
@@ -90,6 +96,9 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
         "fcntl",
         (_LD, None, None, _arg(1)),
         (_JEQ, "deny", "allow", F_SETLEASE),
+        "own",
+        (_LD, None, None, _arg(0)),
+        (_JEQ, "allow", "deny", 0),  # pid 0: the calling process
         "allow",
         (_RET, None, None, _ALLOW),
         "deny",

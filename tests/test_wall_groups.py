@@ -11,6 +11,7 @@ import ctypes
 import fcntl
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -415,6 +416,28 @@ def _powers_left() -> dict[str, bool]:
         finally:
             os.close(fd)
 
+    def open_a_performance_event() -> None:  # a dummy one on this process, user space only
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = (ctypes.c_uint32 * 32)()  # struct perf_event_attr, zeroed
+        attr[0], attr[1], attr[2] = 1, 64, 9  # PERF_TYPE_SOFTWARE, its size, PERF_COUNT_SW_DUMMY
+        attr[10] = 1 | 1 << 5 | 1 << 6  # disabled, exclude_kernel, exclude_hv
+        number = 298 if platform.machine() == "x86_64" else 241  # perf_event_open
+        fd = libc.syscall(number, attr, 0, -1, -1, 0)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "perf_event_open")
+        os.close(fd)
+
+    def lower_another_process_s_limit() -> None:  # of a child of its own
+        child = os.fork()
+        if child == 0:
+            time.sleep(LOOSE_S)
+            os._exit(0)
+        try:
+            resource.prlimit(child, resource.RLIMIT_NOFILE, (64, 64))
+        finally:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+
     def open_an_io_uring() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
@@ -441,6 +464,8 @@ def _powers_left() -> dict[str, bool]:
         "make a file in /dev": works(make_a_file("/dev")),
         "open a file by its handle": works(open_by_handle),
         "lease a file in /sys": works(lease_a_file_in_sys),
+        "open a performance event": works(open_a_performance_event),
+        "lower another process's limit": works(lower_another_process_s_limit),
     }
 
 
@@ -469,7 +494,9 @@ def test_a_root_learner_has_no_power_over_the_walls() -> None:
     left files in /dev, which lives in memory, after the check. The eighth opened / as the
     checker sees it (where /proc and the control groups are writable) by its handle, through a
     descriptor the checker had left open. The eleventh leased the file of its group's memory use
-    (root owns it), which held the supervisor's next sum, and files every process reads."""
+    (root owns it), which held the supervisor's next sum, and files every process reads. The
+    twelfth held a gigabyte in performance events no group charges, and lowered init's limit
+    on open files for good."""
     read, write = os.pipe()
     if os.fork() == 0:  # a child without walls: root has every one of these powers
         os.write(write, json.dumps(_powers_left()).encode())
