@@ -18,9 +18,11 @@ reading the group's memory among them, for up to the machine's lease break time)
 events (`perf_event_open`: a gigabyte of kernel memory no group charges, in events copied into each
 child and in their ring buffers); another process's resource limits (`prlimit64` with a pid but 0,
 which names the caller: a process may lower for good the limits of any process of its user, with no
-power needed: a root learner, init's); and any system call of another architecture's table (the
-32-bit ones, x32), which would pass the filter unread. Where the platform or the kernel has no
-seccomp, `install` does nothing and says so with False.
+power needed: a root learner, init's); the socket options of `SOCKET_OPTIONS`, whose memory no
+group charges either (TCP MD5 keys: 726 MB past a 64 MB wall; multicast memberships, whose release
+at exit also took the machine's network lock for seconds); and any system call of another
+architecture's table (the 32-bit ones, x32), which would pass the filter unread. Where the platform
+or the kernel has no seccomp, `install` does nothing and says so with False.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import ctypes
 import platform
 import struct
 import sys
+from typing import NamedTuple
 
 # struct seccomp_data: nr (int), arch (u32), instruction pointer (u64), args (u64 x 6)
 _NR, _ARCH = 0, 4
@@ -44,17 +47,40 @@ _EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 CLONE_NEWUSER = 0x10000000
 F_SETLEASE = 1024
-# per machine: its audit arch and the numbers of socket, socketpair, unshare, clone, clone3,
-# fcntl, prlimit64; then those refused outright: setns, ptrace, process_vm_readv,
-# process_vm_writev, pidfd_getfd, io_uring_setup, io_uring_enter, io_uring_register,
-# open_by_handle_at and perf_event_open
+# socket options whose kernel memory no group charges (per socket, up to the machine's
+# optmem_max), by level: TCP's MD5 and AO keys and its upper protocols (kernel TLS); IPv4's and
+# IPv6's multicast memberships and source filters, IPv6's anycast and flow labels
+SOCKET_OPTIONS = {
+    6: (14, 31, 32, 38, 39, 40, 41, 42),
+    0: (35, 38, 39, 41, 42, 43, 46, 48),
+    41: (20, 27, 32, 42, 43, 46, 48),
+}
+
+
+class _Table(NamedTuple):
+    """A machine's audit arch and its numbers of the system calls the filter reads."""
+
+    arch: int
+    socket: int
+    socketpair: int
+    unshare: int
+    clone: int
+    clone3: int
+    fcntl: int
+    prlimit64: int
+    setsockopt: int
+    # refused outright: setns, ptrace, process_vm_readv, process_vm_writev, pidfd_getfd,
+    # io_uring_setup, io_uring_enter, io_uring_register, open_by_handle_at, perf_event_open
+    refused: tuple[int, ...]
+
+
 _TABLES = {
-    "x86_64": (
-        *(0xC000003E, 41, 53, 272, 56, 435, 72, 302),
+    "x86_64": _Table(
+        *(0xC000003E, 41, 53, 272, 56, 435, 72, 302, 54),
         (308, 101, 310, 311, 438, 425, 426, 427, 304, 298),
     ),
-    "aarch64": (
-        *(0xC00000B7, 198, 199, 97, 220, 435, 25, 261),
+    "aarch64": _Table(
+        *(0xC00000B7, 198, 199, 97, 220, 435, 25, 261, 208),
         (268, 117, 270, 271, 438, 425, 426, 427, 265, 241),
     ),
 }
@@ -66,24 +92,25 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
     true, jump if false, constant); None for a machine it has no table for."""
     if machine not in _TABLES:
         return None
-    arch, socket, socketpair, unshare, clone, clone3, fcntl, prlimit, refused = _TABLES[machine]
+    t = _TABLES[machine]
     # (code, label if true, label if false, constant); a label is resolved to a jump below
     code: list[tuple[int, str | None, str | None, int] | str] = [
         (_LD, None, None, _ARCH),
-        (_JEQ, None, "deny", arch),
+        (_JEQ, None, "deny", t.arch),
         (_LD, None, None, _NR),
     ]
     if machine == "x86_64":
         code.append((_JGE, "deny", None, 0x40000000))  # the x32 table
     code += [
-        (_JEQ, "socket", None, socket),
-        (_JEQ, "socket", None, socketpair),
-        (_JEQ, "flags", None, unshare),
-        (_JEQ, "flags", None, clone),
-        (_JEQ, "nosys", None, clone3),
-        (_JEQ, "fcntl", None, fcntl),
-        (_JEQ, "own", None, prlimit),
-        *((_JEQ, "deny", None, number) for number in refused),
+        (_JEQ, "socket", None, t.socket),
+        (_JEQ, "socket", None, t.socketpair),
+        (_JEQ, "flags", None, t.unshare),
+        (_JEQ, "flags", None, t.clone),
+        (_JEQ, "nosys", None, t.clone3),
+        (_JEQ, "fcntl", None, t.fcntl),
+        (_JEQ, "own", None, t.prlimit64),
+        (_JEQ, "option", None, t.setsockopt),
+        *((_JEQ, "deny", None, number) for number in t.refused),
         (_RET, None, None, _ALLOW),
         "socket",
         (_LD, None, None, _arg(0)),
@@ -99,6 +126,19 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
         "own",
         (_LD, None, None, _arg(0)),
         (_JEQ, "allow", "deny", 0),  # pid 0: the calling process
+        "option",
+        (_LD, None, None, _arg(1)),
+        *((_JEQ, f"level {level}", None, level) for level in SOCKET_OPTIONS),
+        (_RET, None, None, _ALLOW),
+    ]
+    for level, names in SOCKET_OPTIONS.items():
+        code += [
+            f"level {level}",
+            (_LD, None, None, _arg(2)),
+            *((_JEQ, "deny", None, name) for name in names),
+            (_RET, None, None, _ALLOW),
+        ]
+    code += [
         "allow",
         (_RET, None, None, _ALLOW),
         "deny",

@@ -130,6 +130,9 @@ READY_S = 30.0  # a fork on a loaded machine takes a fraction of a second; this 
 MEMORY_BYTES = 512 * 2**20
 OUTPUT_BYTES = 8 * 1024  # of the learner's output, printed; the rest is counted, not shown
 PROCESSES = 64  # processes and threads the learner's code may add (RLIMIT_NPROC; not for root)
+# descriptors each of its processes may hold (RLIMIT_NOFILE): what the kernel keeps per open
+# file or socket that no group charges, times PROCESSES times this, stays small
+FILES = 1024
 MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
 MEMORY_MOST_S = 1.0  # ... at the least often, however long a sum takes
 GROUP_SLACK = 64 * 2**20  # a control group's memory limit, beyond what the sums allow
@@ -828,11 +831,16 @@ if os.name == "posix":
             line_buffering=True,
         )
         if p.processes is not None:
-            _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-            cap = p.processes if hard == resource.RLIM_INFINITY else min(p.processes, hard)
-            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+            _lower(resource.RLIMIT_NPROC, p.processes)
+        _lower(resource.RLIMIT_NOFILE, FILES)
         _cap_memory(p.memory)
         _send(p.send, READY)
+
+    def _lower(limit: int, most: int) -> None:
+        """Hold `limit` at `most`, or at its hard limit if that is lower, for good."""
+        _, hard = resource.getrlimit(limit)
+        cap = most if hard == resource.RLIM_INFINITY else min(most, hard)
+        resource.setrlimit(limit, (cap, cap))
 
     def _supervise(learner: int, p: _Pending) -> NoReturn:
         """In the supervisor: wait until the learner's process ends, the checker says stop or

@@ -532,17 +532,46 @@ def test_the_supervisor_sleeps_after_an_orphan_it_reaped() -> None:
     assert _children_cpu() - before < 0.6  # a spinning supervisor spent 1.7 s of the 2
 
 
-def _filtered() -> list:
+def _filtered() -> dict:
+    """Whether this process runs under the walls' filter and limits: what each says."""
+    import resource
     import socket
+    import struct
+
+    def works(call: Callable[[], None]) -> bool:
+        try:
+            call()
+        except PermissionError:
+            return False
+        return True
+
+    def open_netlink() -> None:  # NETLINK_USERSOCK: any user may open one
+        socket.socket(16, socket.SOCK_RAW, 2).close()
+
+    def set_a_tcp_md5_key() -> None:  # struct tcp_md5sig: for 127.0.0.1, the key "k"
+        key = struct.pack(
+            "=H2x4s120xBBHI80s", socket.AF_INET, bytes([127, 0, 0, 1]), 0, 0, 1, 0, b"k"
+        )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.IPPROTO_TCP, 14, key)  # TCP_MD5SIG
+
+    def join_a_multicast_group() -> None:  # struct ip_mreqn: 224.0.0.251 on the loopback
+        group = struct.pack(
+            "=4s4si", bytes([224, 0, 0, 251]), bytes(4), socket.if_nametoindex("lo")
+        )
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group)
 
     with open("/proc/self/status") as status:
         fields = dict(line.split(":", 1) for line in status)
-    try:
-        socket.socket(16, socket.SOCK_RAW, 2).close()  # NETLINK_USERSOCK: any user may open one
-        refused = False
-    except PermissionError:
-        refused = True
-    return [int(fields.get("Seccomp_filters", "0")), fields["NoNewPrivs"].strip(), refused]
+    return {
+        "filters": int(fields.get("Seccomp_filters", "0")),
+        "no new privileges": fields["NoNewPrivs"].strip(),
+        "open a netlink socket": works(open_netlink),
+        "set a TCP MD5 key": works(set_a_tcp_md5_key),
+        "join a multicast group": works(join_a_multicast_group),
+        "files": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+    }
 
 
 @pytest.mark.skipif(
@@ -550,9 +579,19 @@ def _filtered() -> list:
 )
 def test_the_learners_system_calls_are_filtered_for_any_user() -> None:
     """`labkit.seccomp`: the learner's process, root or not, runs under the filter (a netlink
-    queue any user may open held 1.7 GB past a 64 MB wall, charged to no group)."""
-    filters = _filtered()[0]  # the checker's own (a container may have one)
-    assert walls.run_walled(_filtered) == [filters + 1, "1", True]
+    queue any user may open held 1.7 GB past a 64 MB wall, charged to no group; TCP MD5 keys
+    726 MB, multicast memberships 329 MB) and may hold `FILES` descriptors."""
+    unwalled = _filtered()  # the checker's own filters (a container may have one)
+    assert unwalled["open a netlink socket"] and unwalled["set a TCP MD5 key"]
+    assert unwalled["join a multicast group"]
+    assert walls.run_walled(_filtered) == {
+        "filters": unwalled["filters"] + 1,
+        "no new privileges": "1",
+        "open a netlink socket": False,
+        "set a TCP MD5 key": False,
+        "join a multicast group": False,
+        "files": min(walls.FILES, unwalled["files"]),
+    }
 
 
 POOL = """
