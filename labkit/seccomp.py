@@ -18,11 +18,12 @@ reading the group's memory among them, for up to the machine's lease break time)
 events (`perf_event_open`: a gigabyte of kernel memory no group charges, in events copied into each
 child and in their ring buffers); another process's resource limits (`prlimit64` with a pid but 0,
 which names the caller: a process may lower for good the limits of any process of its user, with no
-power needed: a root learner, init's); the socket options of `SOCKET_OPTIONS`, whose memory no
-group charges either (TCP MD5 keys: 726 MB past a 64 MB wall; multicast memberships, whose release
-at exit also took the machine's network lock for seconds); and any system call of another
-architecture's table (the 32-bit ones, x32), which would pass the filter unread. Where the platform
-or the kernel has no seccomp, `install` does nothing and says so with False.
+power needed: a root learner, init's); every socket option but those of `SOCKET_OPTIONS` and
+`SOCKET_LEVELS` (what a client sets), since many keep memory no group charges (TCP MD5 keys: 726 MB
+past a 64 MB wall; multicast memberships, whose release at exit also took the machine's network
+lock for seconds); and any system call of another architecture's table (the 32-bit ones, x32),
+which would pass the filter unread. Where the platform or the kernel has no seccomp, `install` does
+nothing and says so with False.
 """
 
 from __future__ import annotations
@@ -47,14 +48,16 @@ _EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 CLONE_NEWUSER = 0x10000000
 F_SETLEASE = 1024
-# socket options whose kernel memory no group charges (per socket, up to the machine's
-# optmem_max), by level: TCP's MD5 and AO keys and its upper protocols (kernel TLS); IPv4's and
-# IPv6's multicast memberships and source filters, IPv6's anycast and flow labels
+# the socket options the learner may set, by level; any at the socket's own level (1) and UDP's
+# (17). Many others keep kernel memory per socket that no group charges, up to the machine's
+# optmem_max (TCP's MD5 and AO keys, multicast memberships and source filters, IPv6's anycast,
+# flow labels and sticky options), so the rest of these levels, and every other level, is refused.
 SOCKET_OPTIONS = {
-    6: (14, 31, 32, 38, 39, 40, 41, 42),
-    0: (35, 38, 39, 41, 42, 43, 46, 48),
-    41: (20, 27, 32, 42, 43, 46, 48),
+    0: (1, 2, 4, 6, 7, 8, 10, 11, 12, 13, 15, 21, 22, 24, 25, 26, 32, 33, 34, 50, 51),  # IPv4
+    6: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 16, 17, 18, 23, 25, 30, 34, 36),  # TCP
+    41: (16, 17, 18, 19, 23, 24, 25, 26, 31, 49, 50, 51, 52, 60, 62, 66, 67, 70, 72, 73, 76, 78),
 }
+SOCKET_LEVELS = (1, 17)  # SOL_SOCKET, UDP
 
 
 class _Table(NamedTuple):
@@ -128,15 +131,16 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
         (_JEQ, "allow", "deny", 0),  # pid 0: the calling process
         "option",
         (_LD, None, None, _arg(1)),
+        *((_JEQ, "allow", None, level) for level in SOCKET_LEVELS),
         *((_JEQ, f"level {level}", None, level) for level in SOCKET_OPTIONS),
-        (_RET, None, None, _ALLOW),
+        (_RET, None, None, _EPERM),
     ]
     for level, names in SOCKET_OPTIONS.items():
         code += [
             f"level {level}",
             (_LD, None, None, _arg(2)),
-            *((_JEQ, "deny", None, name) for name in names),
-            (_RET, None, None, _ALLOW),
+            *((_JEQ, "allow", None, name) for name in names),
+            (_RET, None, None, _EPERM),
         ]
     code += [
         "allow",

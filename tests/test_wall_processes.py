@@ -562,6 +562,16 @@ def _filtered() -> dict:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group)
 
+    def set_what_a_client_sets() -> None:  # as asyncio, libpq and urllib do
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 60)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x10)
+
     with open("/proc/self/status") as status:
         fields = dict(line.split(":", 1) for line in status)
     return {
@@ -570,6 +580,7 @@ def _filtered() -> dict:
         "open a netlink socket": works(open_netlink),
         "set a TCP MD5 key": works(set_a_tcp_md5_key),
         "join a multicast group": works(join_a_multicast_group),
+        "set what a client sets": works(set_what_a_client_sets),
         "files": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
     }
 
@@ -590,6 +601,7 @@ def test_the_learners_system_calls_are_filtered_for_any_user() -> None:
         "open a netlink socket": False,
         "set a TCP MD5 key": False,
         "join a multicast group": False,
+        "set what a client sets": True,
         "files": min(walls.FILES, unwalled["files"]),
     }
 
