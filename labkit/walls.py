@@ -85,7 +85,9 @@ System V segment (which, not as root, then outlives the check unless removed) or
 buffer (an unlinked file goes with the last process holding it: at the wall's end at the
 latest). With one, the kernel's key store is still not counted (`keyctl`: capped by the user's
 key quota; keys outlive the check), nor any store cgroup v1 does not charge that the filter
-lets through. A process of the user's own that the learner's code did not start (the checker,
+lets through: connections queued on a TCP listening socket that the code never accepts among them
+(the kernel makes them outside any process, about 4 kB each: 122,880 held 500 MB past a 64 MB
+wall). A process of the user's own that the learner's code did not start (the checker,
 another notebook) is not walled from it: the walls take root's extra powers, not the user's.
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
