@@ -79,15 +79,14 @@ root, where the checker may make a mount namespace: /dev/shm is the wall's own, 
 bytes and gone with it, and the machine's other file systems in memory are read-only but those
 holding the temporary and working directories: `_own_namespaces`), and root may write any file (one
 that another root program runs later is a way out of every wall: run the workbook as an ordinary
-user where that matters). Without a control group, the kernel's other
-stores are not memory the walls count: a file that lives in memory (a memfd, /dev/shm), a
-System V segment (which, not as root, then outlives the check unless removed) or a pipe's
-buffer (an unlinked file goes with the last process holding it: at the wall's end at the
-latest). With one, the kernel's key store is still not counted (`keyctl`: capped by the user's
-key quota; keys outlive the check), nor any store cgroup v1 does not charge that the filter
-lets through: connections queued on a TCP listening socket that the code never accepts among them
-(the kernel makes them outside any process, about 4 kB each: 122,880 held 500 MB past a 64 MB
-wall). A process of the user's own that the learner's code did not start (the checker,
+user where that matters). Without a control group, the kernel's other stores are not memory the
+walls count: a file that lives in memory (a memfd, /dev/shm), a System V segment (which, not as
+root, then outlives the check unless removed) or a pipe's buffer (an unlinked file goes with the
+last process holding it: at the wall's end at the latest). With one, the kernel's key store is
+still not counted (`keyctl`: capped by the user's key quota; keys outlive the check), nor any store
+cgroup v1 does not charge that the filter lets through but connections queued on the code's TCP
+listening sockets, never accepted, which the kernel makes outside any process (`QUEUED_BYTES` each
+counts as held). A process of the user's own that the learner's code did not start (the checker,
 another notebook) is not walled from it: the walls take root's extra powers, not the user's.
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
@@ -138,6 +137,9 @@ FILES = 1024
 MEMORY_EVERY_S = 0.1  # how often the supervisor adds up the memory of the processes started
 MEMORY_MOST_S = 1.0  # ... at the least often, however long a sum takes
 GROUP_SLACK = 64 * 2**20  # a control group's memory limit, beyond what the sums allow
+# what the kernel holds for one connection queued, never accepted, on a listening TCP socket
+# (about 4 kB measured; it makes them outside any process, so no group is charged), doubled
+QUEUED_BYTES = 8 * 1024
 _OVER_MEMORY = -1  # the supervisor's watch: the processes the learner started held too much
 _OVER_KERNEL = -2  # ... or the kernel held too much for the wall's control group
 # what the supervisor says on the stop channel before it exits for either
@@ -630,8 +632,8 @@ if os.name == "posix":
             if said == _SAID[_OVER_KERNEL]:
                 return MemoryLimit(
                     "had the kernel hold more memory for it than it may have (pipe buffers, "
-                    "shared memory, files in memory, many files made), so its processes were "
-                    "all stopped"
+                    "shared memory, files in memory, many files made, connections never "
+                    "accepted), so its processes were all stopped"
                 )
             return Crashed(f"stopped {when} (exit code {code})")
 
@@ -909,7 +911,7 @@ if os.name == "posix":
             if now >= next_sum:
                 if _held_by_started(learner) > allowance:
                     return _OVER_MEMORY
-                if p.group is not None and p.group.charged() > p.memory:
+                if p.group is not None and _kernel_held(p.group) > p.memory:
                     return _OVER_KERNEL
                 spent = time.monotonic() - now  # a sum reads page tables: not most of a core,
                 next_sum = now + min(max(MEMORY_EVERY_S, 2 * spent), MEMORY_MOST_S)  # nor rare
@@ -947,6 +949,36 @@ if os.name == "posix":
                 return True, found
             if pid == learner:
                 found = status
+
+    def _kernel_held(group: cgroups.Group) -> int:
+        """What the kernel holds for the wall's group that no process maps: what the group is
+        charged (`cgroups.Group.charged`) and the connections queued on its listening sockets."""
+        return group.charged() + QUEUED_BYTES * _queued(group.members())
+
+    def _queued(pids: list[int]) -> int:
+        """How many connections wait, never accepted, on the TCP listening sockets that
+        processes `pids` hold (the queue length /proc/net/tcp shows for a listening socket)."""
+        sockets = set()
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                        if link.startswith("socket:["):
+                            sockets.add(link[8:-1])
+        if not sockets:
+            return 0
+        queued = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(OSError), open(table) as rows:
+                next(rows, None)  # the header
+                for row in rows:
+                    fields = row.split()
+                    if len(fields) < 10 or fields[3] != "0A":
+                        break  # the listening sockets come first, then the rest
+                    if fields[9] in sockets:
+                        queued += int(fields[4].partition(":")[2], 16)
+        return queued
 
     def _held_by_started(learner: int) -> int:
         """The memory held by every process below the supervisor but the learner's, each
