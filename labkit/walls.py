@@ -84,10 +84,13 @@ walls count: a file that lives in memory (a memfd, /dev/shm), a System V segment
 root, then outlives the check unless removed) or a pipe's buffer (an unlinked file goes with the
 last process holding it: at the wall's end at the latest). With one, the kernel's key store is
 still not counted (`keyctl`: capped by the user's key quota; keys outlive the check), nor any store
-cgroup v1 does not charge that the filter lets through but connections queued on the code's TCP
-listening sockets, never accepted, which the kernel makes outside any process (`QUEUED_BYTES` each
-counts as held). A process of the user's own that the learner's code did not start (the checker,
-another notebook) is not walled from it: the walls take root's extra powers, not the user's.
+cgroup v1 does not charge that the filter lets through. Connections queued, never accepted, on a
+TCP listening socket the kernel makes outside any process; those on a listener in the descriptor
+table of one of the code's processes count `QUEUED_BYTES` each, but not the data they hold, nor
+those on a listener held elsewhere (in flight in a message, in a mapping, in a table only a
+sleeping thread shares): an attacker held 262 MB so past a 64 MB wall. A process of the user's own
+that the learner's code did not start (the checker, another notebook) is not walled from it: the
+walls take root's extra powers, not the user's.
 Elsewhere than Linux there is no subreaper: the process group is killed, a process that left it
 is not. Where a platform cannot fork (Windows), the code runs
 in-process with only the soft limits the caller sets itself (SQLite's progress handler) and its
