@@ -117,21 +117,30 @@ def test_a_fork_bomb_stops_at_the_process_limit_for_root_too() -> None:
     assert walls.run_walled(answer, seconds=4 * LOOSE_S) == walls.PROCESSES
 
 
+def _new_pipe(kept: list[int]) -> tuple[int, int] | None:
+    """A new pipe; out of descriptors, None in this process (it stops and holds what it
+    holds) and a pipe in a forked child, which closes the parent's `kept` and carries on."""
+    while True:
+        try:
+            return os.pipe()
+        except OSError:
+            if os.fork():
+                return None
+            for fd in kept:  # the parent keeps these
+                os.close(fd)
+            kept.clear()
+
+
 def _pipe_buffers(mb: int) -> str:
     """Fill pipes (of 1 MB where the kernel lets this user resize one), keeping only their
     read ends, until they hold `mb` MB; out of descriptors, a child carries on with its own."""
     kept: list[int] = []
     total = 0
     while total < mb * MB:
-        try:
-            read, write = os.pipe()
-        except OSError:
-            if os.fork():
-                break
-            for fd in kept:  # the parent keeps these
-                os.close(fd)
-            kept = []
-            continue
+        pipe = _new_pipe(kept)
+        if pipe is None:
+            break
+        read, write = pipe
         with contextlib.suppress(OSError):  # past the per-user soft limit without root's powers
             fcntl.fcntl(write, 1031, MB)  # F_SETPIPE_SZ
         os.set_blocking(write, False)
@@ -192,21 +201,13 @@ def _spliced(mb: int) -> str:
     """Write pages, hand them to pipes with vmsplice, unmap them: held by the pipes alone, in
     no process's map."""
     import mmap
-    import resource
 
-    _, most = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
     libc, kept, total = _libc(), [], 0
     while total < mb * MB:
-        try:
-            read, write = os.pipe()
-        except OSError:  # out of descriptors (one a pipe: 64 MB under 1,024): a child goes on
-            if os.fork():
-                break
-            for fd in kept:  # the parent keeps these
-                os.close(fd)
-            kept = []
-            continue
+        pipe = _new_pipe(kept)  # one a pipe: 64 MB under `walls.FILES` descriptors
+        if pipe is None:
+            break
+        read, write = pipe
         page = mmap.mmap(-1, 65536)
         page.write(b"y" * 65536)
         view = ctypes.c_char.from_buffer(page)
@@ -402,19 +403,27 @@ def _powers_left() -> dict[str, bool]:
     def open_for_writing(path: str) -> Callable[[], None]:  # opened, never written
         return lambda: os.close(os.open(path, os.O_WRONLY))
 
-    def trace_its_child() -> None:
+    def on_a_child(act: Callable[[int], None]) -> Callable[[], None]:
+        """`act` on a sleeping child of this process's own, ended after."""
+
+        def call() -> None:
+            child = os.fork()
+            if child == 0:
+                time.sleep(LOOSE_S)
+                os._exit(0)
+            try:
+                act(child)
+            finally:
+                os.kill(child, 9)
+                os.waitpid(child, 0)
+
+        return call
+
+    def trace(pid: int) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-        child = os.fork()
-        if child == 0:
-            time.sleep(LOOSE_S)
-            os._exit(0)
-        try:
-            if libc.ptrace(0x4206, child, None, None) != 0:  # PTRACE_SEIZE
-                raise OSError(ctypes.get_errno(), "ptrace")
-        finally:
-            os.kill(child, 9)
-            os.waitpid(child, 0)
+        if libc.ptrace(0x4206, pid, None, None) != 0:  # PTRACE_SEIZE
+            raise OSError(ctypes.get_errno(), "ptrace")
 
     def open_by_handle() -> None:  # /, through a handle and a descriptor on its file system
         libc = ctypes.CDLL(None, use_errno=True)
@@ -451,16 +460,8 @@ def _powers_left() -> dict[str, bool]:
             raise OSError(ctypes.get_errno(), "perf_event_open")
         os.close(fd)
 
-    def lower_another_process_s_limit() -> None:  # of a child of its own
-        child = os.fork()
-        if child == 0:
-            time.sleep(LOOSE_S)
-            os._exit(0)
-        try:
-            resource.prlimit(child, resource.RLIMIT_NOFILE, (64, 64))
-        finally:
-            os.kill(child, 9)
-            os.waitpid(child, 0)
+    def lower_the_limit(pid: int) -> None:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, 64))
 
     def open_an_io_uring() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -479,7 +480,7 @@ def _powers_left() -> dict[str, bool]:
         "open a packet socket": works(open_socket(17, socket.SOCK_RAW, 0)),
         "open a user netlink socket": works(open_socket(16, socket.SOCK_RAW, 2)),
         "trace its parent": works(trace_its_parent),
-        "trace its own child": works(trace_its_child),
+        "trace its own child": works(on_a_child(trace)),
         "open a routing netlink socket": works(open_socket(16, socket.SOCK_RAW, 0)),
         "open an io_uring": works(open_an_io_uring),
         "write a kernel setting": works(open_for_writing("/proc/sys/kernel/core_pattern")),
@@ -489,7 +490,7 @@ def _powers_left() -> dict[str, bool]:
         "open a file by its handle": works(open_by_handle),
         "lease a file in /sys": works(lease_a_file_in_sys),
         "open a performance event": works(open_a_performance_event),
-        "lower another process's limit": works(lower_another_process_s_limit),
+        "lower another process's limit": works(on_a_child(lower_the_limit)),
     }
 
 
