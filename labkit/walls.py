@@ -120,7 +120,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from labkit import cgroups, seccomp
 
@@ -1050,6 +1050,14 @@ if os.name == "posix":
         # nothing frees (an attacker's root learner left 260 MB in /dev/shm, 208 MB in /dev)
         IN_MEMORY = ("tmpfs", "ramfs", "devtmpfs", "hugetlbfs", "mqueue")
 
+        class _Mount(NamedTuple):
+            """A mount as /proc/self/mountinfo shows it."""
+
+            point: str
+            options: str
+            kind: str  # its file system
+            device: int  # a file's `st_dev` there
+
         def _own_namespaces(memory: int) -> set[int]:
             """System V IPC and POSIX message queues of this process's own, gone with its last
             process, and a view of the mounts of its own: /proc and /sys read-only (root, whom
@@ -1088,9 +1096,8 @@ if os.name == "posix":
                 _mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, size)
             return closed
 
-        def _mounts() -> list[tuple[str, str, str, int]]:
-            """This process's mounts, in the order mounted: point, options, file system and
-            its device (a file's `st_dev`)."""
+        def _mounts() -> list[_Mount]:
+            """This process's mounts, in the order mounted."""
             found = []
             with open("/proc/self/mountinfo") as mounts:
                 for line in mounts:
@@ -1098,7 +1105,7 @@ if os.name == "posix":
                     device, _, point, options = fields.split()[2:6]
                     major, minor = device.split(":")
                     device_id = os.makedev(int(major), int(minor))
-                    found.append((_unescaped(point), options, after.split()[0], device_id))
+                    found.append(_Mount(_unescaped(point), options, after.split()[0], device_id))
             return found
 
         def _close_inherited(closed: set[int]) -> None:
@@ -1123,10 +1130,11 @@ if os.name == "posix":
             """A mount point as mountinfo writes it (space, tab, newline, backslash as octal)."""
             return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), point)
 
-        def _mount_point(path: str, mounts: list[tuple[str, str, str, int]]) -> str:
+        def _mount_point(path: str, mounts: list[_Mount]) -> str:
             """The point of the mount that holds `path`: the longest that contains it."""
             real = os.path.realpath(path)
-            inside = [p for p, *_ in mounts if real == p or real.startswith(p.rstrip("/") + "/")]
+            points = [m.point for m in mounts]
+            inside = [p for p in points if real == p or real.startswith(p.rstrip("/") + "/")]
             return max(inside, key=len, default="/")
 
         # root's capabilities the walls cannot afford a learner's code: raising its own limits
